@@ -1,0 +1,339 @@
+#include "apiservice/authenticator.h"
+
+#include <algorithm>
+
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509_vfy.h>
+#include <openssl/x509v3.h>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "apiservice/pki.h"
+#include "store/api_error.h"
+
+namespace poolcoord::apiservice {
+namespace {
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = absl::ascii_tolower(static_cast<unsigned char>(c));
+  return out;
+}
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Go's url.PathUnescape; on a malformed escape the key is kept as sent, as
+// k8s.io/apiserver's unescapeExtraKey does.
+std::string UnescapeExtraKey(const std::string& key) {
+  std::string out;
+  out.reserve(key.size());
+  for (size_t i = 0; i < key.size(); ++i) {
+    if (key[i] != '%') {
+      out += key[i];
+      continue;
+    }
+    if (i + 2 >= key.size()) return key;
+    int hi = HexValue(key[i + 1]), lo = HexValue(key[i + 2]);
+    if (hi < 0 || lo < 0) return key;
+    out += static_cast<char>(hi * 16 + lo);
+    i += 2;
+  }
+  return out;
+}
+
+absl::StatusOr<X509_STORE*> LoadCaBundle(const std::string& path, const char* flag) {
+  absl::StatusOr<std::string> pem = ReadFileToString(path);
+  if (!pem.ok()) {
+    return absl::Status(pem.status().code(), absl::StrCat(flag, ": ", pem.status().message()));
+  }
+  X509_STORE* store = X509_STORE_new();
+  BIO* bio = BIO_new_mem_buf(pem->data(), static_cast<int>(pem->size()));
+  int count = 0;
+  while (X509* cert = PEM_read_bio_X509(bio, nullptr, nullptr, nullptr)) {
+    if (X509_STORE_add_cert(store, cert) == 1) ++count;
+    X509_free(cert);
+  }
+  BIO_free(bio);
+  ERR_clear_error();
+  if (count == 0) {
+    X509_STORE_free(store);
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, " ", path, ": no PEM certificate in the file"));
+  }
+  // Any certificate of the bundle is a trust anchor, as Go's x509.CertPool treats
+  // it, even an intermediate.
+  X509_STORE_set_flags(store, X509_V_FLAG_PARTIAL_CHAIN);
+  return store;
+}
+
+// The subject's entries for `nid` as UTF-8, in order.
+std::vector<std::string> SubjectEntries(X509* cert, int nid) {
+  std::vector<std::string> out;
+  X509_NAME* name = X509_get_subject_name(cert);
+  for (int i = X509_NAME_get_index_by_NID(name, nid, -1); i >= 0;
+       i = X509_NAME_get_index_by_NID(name, nid, i)) {
+    ASN1_STRING* data = X509_NAME_ENTRY_get_data(X509_NAME_get_entry(name, i));
+    unsigned char* utf8 = nullptr;
+    int n = ASN1_STRING_to_UTF8(&utf8, data);
+    if (n >= 0) {
+      out.emplace_back(reinterpret_cast<char*>(utf8), static_cast<size_t>(n));
+      OPENSSL_free(utf8);
+    }
+  }
+  return out;
+}
+
+// Go's pkix.Name keeps the last CN of the subject.
+std::string CommonName(X509* cert) {
+  std::vector<std::string> cns = SubjectEntries(cert, NID_commonName);
+  return cns.empty() ? "" : cns.back();
+}
+
+void AddAuthenticatedGroup(election::UserInfo& user) {
+  if (!user.InGroup(kAuthenticatedGroup)) user.groups.push_back(kAuthenticatedGroup);
+}
+
+// CSV as Go's encoding/csv reads it with TrimLeadingSpace, one record.
+std::vector<std::string> ParseCsvRecord(std::string_view line) {
+  std::vector<std::string> fields;
+  size_t i = 0;
+  while (true) {
+    while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+    std::string field;
+    if (i < line.size() && line[i] == '"') {
+      ++i;
+      while (i < line.size()) {
+        if (line[i] == '"') {
+          if (i + 1 < line.size() && line[i + 1] == '"') {
+            field += '"';
+            i += 2;
+            continue;
+          }
+          ++i;
+          break;
+        }
+        field += line[i++];
+      }
+      while (i < line.size() && line[i] != ',') field += line[i++];
+    } else {
+      while (i < line.size() && line[i] != ',') field += line[i++];
+    }
+    fields.push_back(std::move(field));
+    if (i >= line.size()) break;
+    ++i;  // the comma
+  }
+  return fields;
+}
+
+}  // namespace
+
+election::UserInfo AnonymousUser() {
+  election::UserInfo user;
+  user.username = kAnonymousUser;
+  user.groups = {kUnauthenticatedGroup};
+  return user;
+}
+
+bool IsAnonymous(const election::UserInfo& user) { return user.username == kAnonymousUser; }
+
+bool AnonymousAllowed(std::string_view method, std::string_view path) {
+  for (std::string_view health : {"/healthz", "/livez", "/readyz"}) {
+    if (path == health) return true;
+    if (path.size() > health.size() && path.substr(0, health.size()) == health &&
+        path[health.size()] == '/') {
+      return true;
+    }
+  }
+  if (path == "/version" || path == "/version/" || path == "/metrics") return true;
+  return method == "POST" && path == kWebhookPath;
+}
+
+absl::StatusOr<std::vector<TokenEntry>> ParseTokenFile(const std::string& content) {
+  std::vector<TokenEntry> entries;
+  int line_number = 0;
+  for (absl::string_view raw : absl::StrSplit(content, '\n')) {
+    ++line_number;
+    std::string_view line(raw.data(), raw.size());
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (absl::StripAsciiWhitespace(absl::string_view(line.data(), line.size())).empty()) continue;
+    std::vector<std::string> fields = ParseCsvRecord(line);
+    if (fields.size() < 3) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "token file line ", line_number,
+          ": must have at least 3 columns (token, user name, user uid), found ", fields.size()));
+    }
+    TokenEntry entry;
+    entry.token = fields[0];
+    entry.user.username = fields[1];
+    entry.user.uid = fields[2];
+    if (entry.token.empty()) continue;  // kube-apiserver skips these with a warning
+    if (entry.user.username.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("token file line ", line_number, ": empty user name"));
+    }
+    if (fields.size() >= 4 && !fields[3].empty()) {
+      for (absl::string_view g : absl::StrSplit(fields[3], ',')) {
+        absl::string_view trimmed = absl::StripAsciiWhitespace(g);
+        if (!trimmed.empty()) entry.user.groups.emplace_back(trimmed);
+      }
+    }
+    entries.push_back(std::move(entry));
+  }
+  return entries;
+}
+
+absl::StatusOr<std::unique_ptr<Authenticator>> Authenticator::Create(
+    const AuthenticatorOptions& options) {
+  std::unique_ptr<Authenticator> a(new Authenticator());
+  a->options_ = options;
+  if (!options.client_ca_file.empty()) {
+    absl::StatusOr<X509_STORE*> store = LoadCaBundle(options.client_ca_file, "--client-ca-file");
+    if (!store.ok()) return store.status();
+    a->client_ca_ = *store;
+  }
+  if (!options.requestheader_client_ca_file.empty()) {
+    absl::StatusOr<X509_STORE*> store =
+        LoadCaBundle(options.requestheader_client_ca_file, "--requestheader-client-ca-file");
+    if (!store.ok()) return store.status();
+    a->requestheader_ca_ = *store;
+  }
+  for (const std::string& h : options.requestheader_username_headers) {
+    if (!h.empty()) a->username_headers_.push_back(Lower(h));
+  }
+  for (const std::string& h : options.requestheader_group_headers) {
+    if (!h.empty()) a->group_headers_.push_back(Lower(h));
+  }
+  for (const std::string& h : options.requestheader_extra_headers_prefix) {
+    if (!h.empty()) a->extra_prefixes_.push_back(Lower(h));
+  }
+  if (!options.token_auth_file.empty()) {
+    absl::StatusOr<std::string> content = ReadFileToString(options.token_auth_file);
+    if (!content.ok()) {
+      return absl::Status(content.status().code(),
+                          absl::StrCat("--token-auth-file: ", content.status().message()));
+    }
+    absl::StatusOr<std::vector<TokenEntry>> entries = ParseTokenFile(*content);
+    if (!entries.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--token-auth-file ", options.token_auth_file, ": ", entries.status().message()));
+    }
+    for (TokenEntry& e : *entries) a->tokens_[e.token] = std::move(e.user);
+  }
+  return a;
+}
+
+Authenticator::~Authenticator() {
+  if (client_ca_ != nullptr) X509_STORE_free(client_ca_);
+  if (requestheader_ca_ != nullptr) X509_STORE_free(requestheader_ca_);
+}
+
+bool Authenticator::Verify(X509_STORE* store, const PeerCertificates& peer) const {
+  bool verified = false;
+  if (peer.CachedVerification(store, &verified)) return verified;
+  X509_STORE_CTX* ctx = X509_STORE_CTX_new();
+  if (ctx == nullptr) return false;
+  if (X509_STORE_CTX_init(ctx, store, peer.leaf(), peer.intermediates()) == 1) {
+    // Purpose sslclient: extendedKeyUsage must allow clientAuth when present, as
+    // Go's x509.VerifyOptions{KeyUsages: [ClientAuth]}.
+    X509_STORE_CTX_set_purpose(ctx, X509_PURPOSE_SSL_CLIENT);
+    verified = X509_verify_cert(ctx) == 1;
+  }
+  X509_STORE_CTX_free(ctx);
+  ERR_clear_error();
+  peer.CacheVerification(store, verified);
+  return verified;
+}
+
+absl::StatusOr<election::UserInfo> Authenticator::Authenticate(
+    const handlers::HeaderList& headers, const PeerCertificates* peer) const {
+  bool failed = false;
+
+  if (requestheader_ca_ != nullptr && peer != nullptr) {
+    if (!Verify(requestheader_ca_, *peer)) {
+      failed = true;
+    } else {
+      const auto& allowed = options_.requestheader_allowed_names;
+      std::string cn = CommonName(peer->leaf());
+      if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), cn) == allowed.end()) {
+        failed = true;
+      } else {
+        election::UserInfo user;
+        for (const std::string& name : username_headers_) {
+          for (const auto& [key, value] : headers) {
+            if (key == name) {
+              user.username = value;  // the first line of this header, as Header.Get
+              break;
+            }
+          }
+          if (!user.username.empty()) break;
+        }
+        if (!user.username.empty()) {
+          for (const std::string& name : group_headers_) {
+            for (const auto& [key, value] : headers) {
+              if (key == name) user.groups.push_back(value);
+            }
+          }
+          for (const auto& [key, value] : headers) {
+            for (const std::string& prefix : extra_prefixes_) {
+              if (key.size() > prefix.size() && key.compare(0, prefix.size(), prefix) == 0) {
+                user.extra[UnescapeExtraKey(key.substr(prefix.size()))].push_back(value);
+                break;
+              }
+            }
+          }
+          AddAuthenticatedGroup(user);
+          return user;
+        }
+      }
+    }
+  }
+
+  if (client_ca_ != nullptr && peer != nullptr) {
+    if (!Verify(client_ca_, *peer)) {
+      failed = true;
+    } else {
+      election::UserInfo user;
+      user.username = CommonName(peer->leaf());
+      // A verified certificate without a CN names nobody (k8s.io/apiserver's
+      // CommonNameUserConversion); the other authenticators still get their turn.
+      if (!user.username.empty()) {
+        user.groups = SubjectEntries(peer->leaf(), NID_organizationName);
+        AddAuthenticatedGroup(user);
+        return user;
+      }
+    }
+  }
+
+  if (!tokens_.empty() || !options_.token_auth_file.empty()) {
+    for (const auto& [key, value] : headers) {
+      if (key != "authorization") continue;
+      absl::string_view auth = absl::StripAsciiWhitespace(value);
+      std::vector<absl::string_view> parts = absl::StrSplit(auth, absl::MaxSplits(' ', 2));
+      if (parts.size() < 2 || Lower(std::string_view(parts[0].data(), parts[0].size())) != "bearer" ||
+          parts[1].empty()) {
+        break;
+      }
+      auto it = tokens_.find(std::string(parts[1]));
+      if (it == tokens_.end()) {
+        failed = true;
+        break;
+      }
+      election::UserInfo user = it->second;
+      AddAuthenticatedGroup(user);
+      return user;
+    }
+  }
+
+  if (failed) return store::UnauthorizedError();
+  return AnonymousUser();
+}
+
+}  // namespace poolcoord::apiservice

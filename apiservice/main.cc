@@ -1,0 +1,73 @@
+// poolcoord-apiserver: the aggregated API server for coordination.pool.
+// Exit status: 0 after a clean SIGTERM/SIGINT shutdown or --help; 2 for bad
+// flags; 1 when start-up fails (certificates, files, bind).
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "apiservice/flags.h"
+#include "apiservice/log.h"
+#include "apiservice/server.h"
+
+int main(int argc, char** argv) {
+  using poolcoord::apiservice::ApiServer;
+  using poolcoord::apiservice::LogError;
+  using poolcoord::apiservice::LogInfo;
+
+  std::vector<std::string> args(argv + 1, argv + argc);
+  absl::StatusOr<poolcoord::apiservice::ServerOptions> options =
+      poolcoord::apiservice::ParseFlags(args);
+  if (!options.ok()) {
+    std::fprintf(stderr, "Error: %s\nRun '%s --help' for usage.\n",
+                 std::string(options.status().message()).c_str(), argv[0]);
+    return 2;
+  }
+  if (options->help) {
+    std::fputs(poolcoord::apiservice::FlagUsage(argv[0]).c_str(), stdout);
+    return 0;
+  }
+  if (options->storage_backend == "etcd3") {
+    std::fprintf(stderr,
+                 "Error: --storage-backend=etcd3 is not available yet; use "
+                 "--storage-backend=memory\n");
+    return 2;
+  }
+
+  // Signals are taken synchronously by this thread; every thread started from
+  // here on inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  try {
+    absl::StatusOr<std::unique_ptr<ApiServer>> server = ApiServer::Start(*options);
+    if (!server.ok()) {
+      LogError("start-up failed: ", server.status().message());
+      return 1;
+    }
+    const std::string& kubeconfig = (*server)->kubeconfig_path();
+    std::printf("poolcoord-apiserver listening on %s; admin kubeconfig: %s\n",
+                (*server)->url().c_str(),
+                kubeconfig.empty() ? "(none: certificates were given)" : kubeconfig.c_str());
+    std::fflush(stdout);
+
+    int received = 0;
+    sigwait(&signals, &received);
+    LogInfo("received ", received == SIGTERM ? "SIGTERM" : "SIGINT",
+            ": stopping; finishing in-flight requests");
+    (*server)->Shutdown(std::chrono::seconds(30));
+    server->reset();
+    LogInfo("stopped");
+    return 0;
+  } catch (const std::exception& e) {
+    LogError("fatal: ", e.what());
+    return 1;
+  }
+}

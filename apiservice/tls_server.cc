@@ -1,0 +1,824 @@
+#include "apiservice/tls_server.h"
+
+#include <algorithm>
+#include <atomic>
+#include <optional>
+#include <thread>
+
+#include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "handlers/url.h"
+#include "store/api_error.h"
+
+namespace poolcoord::apiservice {
+namespace {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace net = boost::asio;
+namespace ssl = net::ssl;
+using tcp = net::ip::tcp;
+
+class Session;
+
+// What the server and every session share; outlives the I/O threads' handlers.
+struct Shared {
+  TlsServerOptions options;
+  RequestHandler handler;
+  std::atomic<bool> shutting_down{false};
+
+  absl::Mutex mu;
+  int active_requests ABSL_GUARDED_BY(mu) = 0;
+  int stream_threads ABSL_GUARDED_BY(mu) = 0;
+  absl::flat_hash_map<Session*, std::weak_ptr<Session>> sessions ABSL_GUARDED_BY(mu);
+
+  void RequestStarted() {
+    absl::MutexLock lock(&mu);
+    ++active_requests;
+  }
+  void RequestFinished() {
+    absl::MutexLock lock(&mu);
+    --active_requests;
+  }
+};
+
+// The link between a stream thread and its connection. `closed` is set, under
+// `mu`, by the server before the I/O context goes away; from then on the thread
+// never touches the session again.
+struct StreamState {
+  absl::Mutex mu;
+  absl::CondVar cv;
+  bool failed ABSL_GUARDED_BY(mu) = false;  // peer gone or a write failed
+  bool closed ABSL_GUARDED_BY(mu) = false;  // the server is gone
+  uint64_t posted ABSL_GUARDED_BY(mu) = 0;
+  uint64_t written ABSL_GUARDED_BY(mu) = 0;
+  std::weak_ptr<Session> session ABSL_GUARDED_BY(mu);
+  std::shared_ptr<Shared> shared;
+
+  void Fail() {
+    absl::MutexLock lock(&mu);
+    failed = true;
+    cv.SignalAll();
+  }
+  void Close() {
+    absl::MutexLock lock(&mu);
+    closed = true;
+    session.reset();
+    cv.SignalAll();
+  }
+};
+
+std::string LowerAscii(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = absl::ascii_tolower(static_cast<unsigned char>(c));
+  return out;
+}
+
+handlers::Response PlainError(const absl::Status& status) {
+  store::ApiErrorInfo info = store::ApiErrorFromStatus(status);
+  handlers::Response r;
+  r.status = info.code;
+  r.SetHeader("Content-Type", "text/plain; charset=utf-8");
+  r.body = info.message + "\n";
+  return r;
+}
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket&& socket, ssl::context& ctx, std::shared_ptr<Shared> shared)
+      : stream_(std::move(socket), ctx),
+        shared_(std::move(shared)),
+        idle_timer_(stream_.get_executor()) {
+    beast::error_code ec;
+    tcp::endpoint remote = beast::get_lowest_layer(stream_).socket().remote_endpoint(ec);
+    if (!ec) {
+      conn_.remote_address = remote.address().is_v6()
+                                 ? absl::StrCat("[", remote.address().to_string(), "]:", remote.port())
+                                 : absl::StrCat(remote.address().to_string(), ":", remote.port());
+    }
+  }
+
+  ~Session() {
+    absl::MutexLock lock(&shared_->mu);
+    shared_->sessions.erase(this);
+  }
+
+  net::any_io_executor executor() { return stream_.get_executor(); }
+
+  void Start() {
+    {
+      absl::MutexLock lock(&shared_->mu);
+      shared_->sessions[this] = weak_from_this();
+    }
+    net::dispatch(executor(), [self = shared_from_this()] { self->DoHandshake(); });
+  }
+
+  // On the strand, when the server begins shutting down.
+  void OnServerShutdown() {
+    if (state_ == State::kHandshake || state_ == State::kReading) Close();
+    if (state_ == State::kIdleAfterStream) Close();
+  }
+
+  // On the strand: writes one chunk for the stream thread.
+  void WriteChunk(std::shared_ptr<std::string> data, uint64_t seq) {
+    if (state_ != State::kStreaming) {
+      stream_state_->Fail();
+      return;
+    }
+    beast::get_lowest_layer(stream_).expires_after(shared_->options.write_timeout);
+    net::async_write(stream_, http::make_chunk(net::buffer(*data)),
+                     [self = shared_from_this(), st = stream_state_, data, seq](
+                         beast::error_code ec, size_t) {
+                       absl::MutexLock lock(&st->mu);
+                       if (ec) {
+                         st->failed = true;
+                       } else {
+                         st->written = seq;
+                       }
+                       st->cv.SignalAll();
+                     });
+  }
+
+  // On the strand, after the stream function returned.
+  void OnStreamFinished() {
+    bool failed;
+    {
+      absl::MutexLock lock(&stream_state_->mu);
+      failed = stream_state_->failed;
+    }
+    if (failed || state_ != State::kStreaming) {
+      FinishRequest();
+      Close();
+      return;
+    }
+    beast::get_lowest_layer(stream_).expires_after(shared_->options.write_timeout);
+    net::async_write(stream_, http::make_chunk_last(),
+                     [self = shared_from_this()](beast::error_code ec, size_t) {
+                       self->OnFinalChunk(ec);
+                     });
+  }
+
+ private:
+  enum class State { kHandshake, kReading, kActive, kStreaming, kIdleAfterStream, kClosing };
+
+  void DoHandshake() {
+    state_ = State::kHandshake;
+    beast::get_lowest_layer(stream_).expires_after(shared_->options.handshake_timeout);
+    stream_.async_handshake(ssl::stream_base::server,
+                            [self = shared_from_this()](beast::error_code ec) {
+                              self->OnHandshake(ec);
+                            });
+  }
+
+  void OnHandshake(beast::error_code ec) {
+    if (ec || state_ == State::kClosing) return Close();
+    SSL* ssl = stream_.native_handle();
+    if (X509* leaf = SSL_get1_peer_certificate(ssl)) {
+      std::vector<X509*> chain;
+      if (STACK_OF(X509)* sent = SSL_get_peer_cert_chain(ssl)) {
+        for (int i = 0; i < sk_X509_num(sent); ++i) {
+          X509* c = sk_X509_value(sent, i);
+          // Some stacks repeat the leaf; it is held separately.
+          if (X509_cmp(c, leaf) != 0) chain.push_back(c);
+        }
+      }
+      conn_.peer = std::make_shared<const PeerCertificates>(leaf, chain);
+      X509_free(leaf);
+    }
+    DoRead();
+  }
+
+  void DoRead() {
+    if (shared_->shutting_down.load()) return Close();
+    state_ = State::kReading;
+    parser_.emplace();
+    parser_->header_limit(static_cast<std::uint32_t>(shared_->options.max_header_bytes));
+    parser_->body_limit(shared_->options.max_body_bytes);
+    beast::get_lowest_layer(stream_).expires_after(shared_->options.idle_timeout);
+    http::async_read_header(stream_, buffer_, *parser_,
+                            [self = shared_from_this()](beast::error_code ec, size_t) {
+                              self->OnHeader(ec);
+                            });
+  }
+
+  // Answers a transport-level refusal and closes.
+  void Refuse(const absl::Status& status) {
+    state_ = State::kActive;
+    BeginRequest();
+    keep_alive_ = false;
+    drain_after_write_ = true;
+    const ErrorResponder& responder = shared_->options.error_responder;
+    WriteResponse(responder ? responder(status) : PlainError(status), /*head=*/false);
+  }
+
+  bool ReadFailed(beast::error_code ec) {
+    if (!ec) return false;
+    if (state_ == State::kClosing) return true;
+    if (ec == http::error::body_limit) {
+      Refuse(store::RequestEntityTooLargeError(
+          absl::StrCat("limit is ", shared_->options.max_body_bytes)));
+    } else if (ec == http::error::header_limit) {
+      Refuse(store::BadRequestError("request header too large"));
+    } else if (ec.category() == http::make_error_code(http::error::end_of_stream).category() &&
+               ec != http::error::end_of_stream && ec != http::error::partial_message &&
+               ec != http::error::short_read) {
+      // Malformed HTTP: answer once, then close (Go's server sends 400 too).
+      Refuse(store::BadRequestError(absl::StrCat("malformed HTTP request: ", ec.message())));
+    } else {
+      Close();  // EOF, reset, timeout: nothing to answer
+    }
+    return true;
+  }
+
+  void OnHeader(beast::error_code ec) {
+    if (ReadFailed(ec)) return;
+    auto& req = parser_->get();
+    if (beast::iequals(req[http::field::expect], "100-continue")) {
+      continue_res_.emplace(http::status::continue_, req.version());
+      http::async_write(stream_, *continue_res_,
+                        [self = shared_from_this()](beast::error_code ec, size_t) {
+                          self->continue_res_.reset();
+                          if (ec) return self->Close();
+                          self->ReadBody();
+                        });
+      return;
+    }
+    ReadBody();
+  }
+
+  void ReadBody() {
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code ec, size_t) {
+                       if (self->ReadFailed(ec)) return;
+                       self->Dispatch();
+                     });
+  }
+
+  void Dispatch() {
+    state_ = State::kActive;
+    BeginRequest();
+    http::request<http::string_body> req = parser_->release();
+    parser_.reset();
+    keep_alive_ = req.keep_alive();
+
+    handlers::Request request;
+    request.method = std::string(req.method_string());
+    std::string_view target = req.target();
+    size_t q = target.find('?');
+    request.path = handlers::PercentDecode(target.substr(0, q), /*plus_is_space=*/false);
+    if (q != std::string_view::npos) request.query = handlers::ParseQueryString(target.substr(q + 1));
+    request.headers.reserve(static_cast<size_t>(std::distance(req.begin(), req.end())));
+    for (const auto& field : req) {
+      request.headers.emplace_back(LowerAscii(field.name_string()), std::string(field.value()));
+    }
+    request.body = std::move(req.body());
+
+    handlers::Response response;
+    try {
+      response = shared_->handler(request, conn_);
+    } catch (const std::exception& e) {
+      response = PlainError(store::InternalError(absl::StrCat("unhandled error: ", e.what())));
+    } catch (...) {
+      response = PlainError(store::InternalError("unhandled error"));
+    }
+    if (response.stream && request.method != "HEAD") {
+      StartStream(std::move(response));
+    } else {
+      WriteResponse(std::move(response), request.method == "HEAD");
+    }
+  }
+
+  static bool TransportHeader(const std::string& name) {
+    std::string lower = LowerAscii(name);
+    return lower == "content-length" || lower == "transfer-encoding" || lower == "connection";
+  }
+
+  void WriteResponse(handlers::Response response, bool head) {
+    res_.emplace(static_cast<http::status>(response.status), 11);
+    for (const auto& [name, value] : response.headers) {
+      if (!TransportHeader(name)) res_->insert(name, value);
+    }
+    if (shared_->shutting_down.load()) keep_alive_ = false;
+    res_->keep_alive(keep_alive_);
+    if (head) {
+      res_->content_length(response.body.size());
+    } else {
+      res_->body() = std::move(response.body);
+      res_->prepare_payload();
+    }
+    beast::get_lowest_layer(stream_).expires_after(shared_->options.write_timeout);
+    http::async_write(stream_, *res_, [self = shared_from_this()](beast::error_code ec, size_t) {
+      self->OnWrite(ec);
+    });
+  }
+
+  void OnWrite(beast::error_code ec) {
+    res_.reset();
+    FinishRequest();
+    if (ec || state_ == State::kClosing) return Close();
+    if (drain_after_write_) return Drain();
+    if (!keep_alive_ || shared_->shutting_down.load()) return GracefulClose();
+    DoRead();
+  }
+
+  void BeginRequest() {
+    shared_->RequestStarted();
+    request_counted_ = false;
+  }
+
+  void FinishRequest() {
+    if (request_counted_) return;
+    request_counted_ = true;
+    shared_->RequestFinished();
+  }
+
+  // --- streamed responses
+
+  void StartStream(handlers::Response response) {
+    state_ = State::kStreaming;
+    stream_fn_ = std::move(response.stream);
+    stream_res_.emplace(static_cast<http::status>(response.status), 11);
+    for (const auto& [name, value] : response.headers) {
+      if (!TransportHeader(name)) stream_res_->insert(name, value);
+    }
+    if (shared_->shutting_down.load()) keep_alive_ = false;
+    stream_res_->keep_alive(keep_alive_);
+    stream_res_->chunked(true);
+    stream_sr_.emplace(*stream_res_);
+    beast::get_lowest_layer(stream_).expires_after(shared_->options.write_timeout);
+    http::async_write_header(stream_, *stream_sr_,
+                             [self = shared_from_this()](beast::error_code ec, size_t) {
+                               self->OnStreamHeader(ec);
+                             });
+  }
+
+  void OnStreamHeader(beast::error_code ec) {
+    stream_sr_.reset();
+    stream_res_.reset();
+    if (ec || state_ == State::kClosing) {
+      stream_fn_ = nullptr;
+      FinishRequest();
+      return Close();
+    }
+    stream_state_ = std::make_shared<StreamState>();
+    stream_state_->shared = shared_;
+    {
+      absl::MutexLock lock(&stream_state_->mu);
+      stream_state_->session = weak_from_this();
+    }
+    StartBackgroundRead();
+    LaunchStreamThread();
+  }
+
+  void LaunchStreamThread();
+
+  // While a stream runs, a read detects the peer going away; bytes that arrive
+  // (a pipelined request) are kept for the parser.
+  void StartBackgroundRead() {
+    if (bg_read_pending_) return;
+    if (buffer_.size() >= 64 * 1024) return;  // enough pipelined input kept
+    bg_read_pending_ = true;
+    beast::get_lowest_layer(stream_).expires_never();
+    stream_.async_read_some(buffer_.prepare(16 * 1024),
+                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              self->OnBackgroundRead(ec, n);
+                            });
+  }
+
+  void OnBackgroundRead(beast::error_code ec, size_t n) {
+    bg_read_pending_ = false;
+    if (ec) {
+      if (stream_state_) stream_state_->Fail();
+      if (state_ == State::kIdleAfterStream) Close();
+      return;
+    }
+    buffer_.commit(n);
+    if (state_ == State::kStreaming) return StartBackgroundRead();
+    if (state_ == State::kIdleAfterStream) {
+      idle_timer_.cancel();
+      DoRead();
+    }
+  }
+
+  void OnFinalChunk(beast::error_code ec) {
+    FinishRequest();
+    stream_state_.reset();
+    if (ec || state_ == State::kClosing) return Close();
+    if (!keep_alive_ || shared_->shutting_down.load()) return Close();
+    if (!bg_read_pending_) return DoRead();
+    // The background read becomes the wait for the next request.
+    state_ = State::kIdleAfterStream;
+    idle_timer_.expires_after(shared_->options.idle_timeout);
+    idle_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+      if (!ec && self->state_ == State::kIdleAfterStream) self->Close();
+    });
+  }
+
+  // --- closing
+
+  // After a refusal: the client may still be sending its body. Reading it for a
+  // short while lets the response arrive instead of a reset.
+  void Drain() {
+    state_ = State::kClosing;
+    beast::get_lowest_layer(stream_).expires_after(std::chrono::seconds(2));
+    DrainSome();
+  }
+
+  void DrainSome() {
+    if (drained_ > 64 * 1024 * 1024) return CloseSocket();
+    buffer_.consume(buffer_.size());
+    stream_.async_read_some(buffer_.prepare(64 * 1024),
+                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              if (ec) return self->CloseSocket();
+                              self->drained_ += n;
+                              self->DrainSome();
+                            });
+  }
+
+  void GracefulClose() {
+    state_ = State::kClosing;
+    beast::get_lowest_layer(stream_).expires_after(std::chrono::seconds(2));
+    stream_.async_shutdown([self = shared_from_this()](beast::error_code) { self->CloseSocket(); });
+  }
+
+  void Close() {
+    state_ = State::kClosing;
+    CloseSocket();
+  }
+
+  void CloseSocket() {
+    idle_timer_.cancel();
+    beast::error_code ignored;
+    beast::get_lowest_layer(stream_).socket().shutdown(tcp::socket::shutdown_both, ignored);
+    beast::get_lowest_layer(stream_).close();
+    if (stream_state_) stream_state_->Fail();
+  }
+
+  beast::ssl_stream<beast::tcp_stream> stream_;
+  std::shared_ptr<Shared> shared_;
+  net::steady_timer idle_timer_;
+  beast::flat_buffer buffer_;
+  ConnectionInfo conn_;
+  State state_ = State::kHandshake;
+  bool keep_alive_ = true;
+  bool drain_after_write_ = false;
+  bool request_counted_ = true;  // false while a request is counted in Shared
+  size_t drained_ = 0;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  std::optional<http::response<http::empty_body>> continue_res_;
+  std::optional<http::response<http::string_body>> res_;
+  std::optional<http::response<http::empty_body>> stream_res_;
+  std::optional<http::response_serializer<http::empty_body>> stream_sr_;
+  std::function<void(handlers::ChunkWriter&)> stream_fn_;
+  std::shared_ptr<StreamState> stream_state_;
+  bool bg_read_pending_ = false;
+
+};
+
+class StreamChunkWriter : public handlers::ChunkWriter {
+ public:
+  explicit StreamChunkWriter(std::shared_ptr<StreamState> state) : st_(std::move(state)) {}
+
+  bool Write(std::string_view data) override {
+    // An empty chunk would read as the end of the body.
+    if (data.empty()) return Alive();
+    auto buf = std::make_shared<std::string>(data);
+    absl::MutexLock lock(&st_->mu);
+    if (!AliveLocked()) return false;
+    std::shared_ptr<Session> session = st_->session.lock();
+    if (!session) return false;
+    uint64_t seq = ++st_->posted;
+    net::post(session->executor(), [session, buf, seq] { session->WriteChunk(buf, seq); });
+    session.reset();
+    while (st_->written < seq && !st_->failed && !st_->closed) st_->cv.Wait(&st_->mu);
+    return st_->written >= seq;
+  }
+
+  bool Alive() const override {
+    absl::MutexLock lock(&st_->mu);
+    return AliveLocked();
+  }
+
+ private:
+  bool AliveLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(st_->mu) {
+    return !st_->failed && !st_->closed && !st_->shared->shutting_down.load();
+  }
+  std::shared_ptr<StreamState> st_;
+};
+
+// Registry of live streams, so the server can cut them loose before the I/O
+// context is destroyed.
+struct StreamRegistry {
+  absl::Mutex mu;
+  absl::flat_hash_map<StreamState*, std::weak_ptr<StreamState>> streams ABSL_GUARDED_BY(mu);
+};
+
+StreamRegistry& Streams() {
+  static auto* registry = new StreamRegistry();
+  return *registry;
+}
+
+void Session::LaunchStreamThread() {
+  std::shared_ptr<StreamState> st = stream_state_;
+  {
+    absl::MutexLock lock(&shared_->mu);
+    ++shared_->stream_threads;
+  }
+  {
+    absl::MutexLock lock(&Streams().mu);
+    Streams().streams[st.get()] = st;
+  }
+  std::thread([st, fn = std::move(stream_fn_)]() mutable {
+    {
+      StreamChunkWriter writer(st);
+      try {
+        fn(writer);
+      } catch (...) {
+        // A stream that throws ends like one that returns; the transport has
+        // already sent the status line.
+      }
+      fn = nullptr;  // release what the stream holds (a store watcher) now
+    }
+    {
+      absl::MutexLock lock(&st->mu);
+      if (!st->closed) {
+        if (std::shared_ptr<Session> session = st->session.lock()) {
+          net::post(session->executor(), [session] { session->OnStreamFinished(); });
+        }
+      }
+    }
+    {
+      absl::MutexLock lock(&Streams().mu);
+      Streams().streams.erase(st.get());
+    }
+    std::shared_ptr<Shared> shared = st->shared;
+    absl::MutexLock lock(&shared->mu);
+    --shared->stream_threads;
+  }).detach();
+}
+
+int AlpnSelect(SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in,
+               unsigned int inlen, void*) {
+  static const unsigned char kHttp11[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+  unsigned char* selected = nullptr;
+  if (SSL_select_next_proto(&selected, outlen, kHttp11, sizeof(kHttp11), in, inlen) ==
+      OPENSSL_NPN_NEGOTIATED) {
+    *out = selected;
+    return SSL_TLSEXT_ERR_OK;
+  }
+  // No http/1.1 offered: carry on without ALPN rather than fail the handshake.
+  return SSL_TLSEXT_ERR_NOACK;
+}
+
+std::string OpenSslError() {
+  unsigned long code = ERR_get_error();
+  char buf[256] = "unknown error";
+  if (code != 0) ERR_error_string_n(code, buf, sizeof(buf));
+  ERR_clear_error();
+  return buf;
+}
+
+}  // namespace
+
+struct TlsServer::Impl {
+  std::shared_ptr<Shared> shared;
+  // Destroyed in reverse: the acceptor, then the I/O context (with the sessions
+  // its pending handlers hold), then the TLS context they were made from.
+  ssl::context ctx{ssl::context::tls_server};
+  net::io_context ioc;
+  tcp::acceptor acceptor{net::make_strand(ioc)};
+  std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
+  std::vector<std::thread> threads;
+  int port = 0;
+  absl::Mutex shutdown_mu;
+  bool shut_down ABSL_GUARDED_BY(shutdown_mu) = false;
+  absl::Mutex threads_mu;
+  int running_threads ABSL_GUARDED_BY(threads_mu) = 0;
+
+  explicit Impl(int threads_hint) : ioc(threads_hint) {}
+  ~Impl() {
+    beast::error_code ignored;
+    acceptor.close(ignored);
+  }
+
+  absl::Status Init() {
+    SSL_CTX* native = ctx.native_handle();
+    SSL_CTX_set_min_proto_version(native, TLS1_2_VERSION);
+    SSL_CTX_set_options(native, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_TICKET |
+                                    SSL_OP_NO_COMPRESSION | SSL_OP_CIPHER_SERVER_PREFERENCE);
+    SSL_CTX_set_num_tickets(native, 0);
+    SSL_CTX_set_session_cache_mode(native, SSL_SESS_CACHE_OFF);
+    const TlsServerOptions& o = shared->options;
+    if (SSL_CTX_use_certificate_chain_file(native, o.cert_file.c_str()) != 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("serving certificate ", o.cert_file, ": ", OpenSslError()));
+    }
+    if (SSL_CTX_use_PrivateKey_file(native, o.key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("serving key ", o.key_file, ": ", OpenSslError()));
+    }
+    if (SSL_CTX_check_private_key(native) != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "serving certificate ", o.cert_file, " does not match key ", o.key_file));
+    }
+    // Request, never require: the authenticator verifies against the right CA.
+    SSL_CTX_set_verify(native, SSL_VERIFY_PEER, [](int, X509_STORE_CTX*) { return 1; });
+    if (!o.client_ca_files.empty()) {
+      STACK_OF(X509_NAME)* names = sk_X509_NAME_new_null();
+      for (const std::string& file : o.client_ca_files) {
+        if (SSL_add_file_cert_subjects_to_stack(names, file.c_str()) != 1) {
+          sk_X509_NAME_pop_free(names, X509_NAME_free);
+          return absl::InvalidArgumentError(
+              absl::StrCat("client CA bundle ", file, ": ", OpenSslError()));
+        }
+      }
+      SSL_CTX_set_client_CA_list(native, names);  // takes ownership
+    }
+    static const unsigned char kSessionContext[] = "poolcoord";
+    SSL_CTX_set_session_id_context(native, kSessionContext, sizeof(kSessionContext) - 1);
+    SSL_CTX_set_alpn_select_cb(native, AlpnSelect, nullptr);
+    ERR_clear_error();
+
+    beast::error_code ec;
+    net::ip::address address = net::ip::make_address(o.bind_address, ec);
+    if (ec) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bind address \"", o.bind_address, "\" is not an IP address"));
+    }
+    tcp::endpoint endpoint(address, static_cast<unsigned short>(o.port));
+    acceptor.open(endpoint.protocol(), ec);
+    if (!ec) acceptor.set_option(net::socket_base::reuse_address(true), ec);
+    if (!ec) acceptor.bind(endpoint, ec);
+    if (!ec) acceptor.listen(net::socket_base::max_listen_connections, ec);
+    if (ec) {
+      return absl::UnavailableError(absl::StrCat("cannot listen on ", o.bind_address, ":",
+                                                 o.port, ": ", ec.message()));
+    }
+    port = acceptor.local_endpoint().port();
+    return absl::OkStatus();
+  }
+
+  void DoAccept() {
+    acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
+      if (shared->shutting_down.load() || !acceptor.is_open()) return;
+      if (ec) {
+        // Out of descriptors and the like: back off instead of spinning.
+        auto timer = std::make_shared<net::steady_timer>(acceptor.get_executor());
+        timer->expires_after(std::chrono::milliseconds(100));
+        timer->async_wait([this, timer](beast::error_code) { DoAccept(); });
+        return;
+      }
+      beast::error_code ignored;
+      socket.set_option(tcp::no_delay(true), ignored);
+      std::make_shared<Session>(std::move(socket), ctx, shared)->Start();
+      DoAccept();
+    });
+  }
+
+  void RunThreads(int n) {
+    work.emplace(ioc.get_executor());
+    {
+      absl::MutexLock lock(&threads_mu);
+      running_threads = n;
+    }
+    for (int i = 0; i < n; ++i) {
+      threads.emplace_back([this] {
+        for (;;) {
+          try {
+            ioc.run();
+            break;
+          } catch (...) {
+            // A handler threw through Asio; keep serving the others.
+          }
+        }
+        absl::MutexLock lock(&threads_mu);
+        --running_threads;
+      });
+    }
+  }
+};
+
+TlsServer::TlsServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+absl::StatusOr<std::unique_ptr<TlsServer>> TlsServer::Start(TlsServerOptions options,
+                                                            RequestHandler handler) {
+  int threads = options.io_threads > 0
+                    ? options.io_threads
+                    : std::max(2, static_cast<int>(std::thread::hardware_concurrency()));
+  auto impl = std::make_unique<Impl>(threads);
+  impl->shared = std::make_shared<Shared>();
+  impl->shared->options = std::move(options);
+  impl->shared->handler = std::move(handler);
+  if (absl::Status st = impl->Init(); !st.ok()) return st;
+  impl->DoAccept();
+  impl->RunThreads(threads);
+  return std::unique_ptr<TlsServer>(new TlsServer(std::move(impl)));
+}
+
+TlsServer::~TlsServer() { Shutdown(std::chrono::milliseconds(0)); }
+
+int TlsServer::port() const { return impl_->port; }
+
+int TlsServer::ActiveRequests() const {
+  absl::MutexLock lock(&impl_->shared->mu);
+  return impl_->shared->active_requests;
+}
+
+void TlsServer::BeginShutdown() {
+  Shared& shared = *impl_->shared;
+  if (shared.shutting_down.exchange(true)) return;
+  net::post(impl_->acceptor.get_executor(), [impl = impl_.get()] {
+    beast::error_code ignored;
+    impl->acceptor.close(ignored);
+  });
+  std::vector<std::shared_ptr<Session>> sessions;
+  {
+    absl::MutexLock lock(&shared.mu);
+    for (auto& [ptr, weak] : shared.sessions) {
+      if (std::shared_ptr<Session> s = weak.lock()) sessions.push_back(std::move(s));
+    }
+  }
+  for (auto& s : sessions) {
+    net::post(s->executor(), [s] { s->OnServerShutdown(); });
+  }
+  // Writers blocked on a chunk notice shutting_down on their next Write; wake
+  // any that wait so Alive() is re-read promptly.
+  absl::MutexLock lock(&Streams().mu);
+  for (auto& [ptr, weak] : Streams().streams) {
+    if (std::shared_ptr<StreamState> st = weak.lock()) {
+      if (st->shared.get() != impl_->shared.get()) continue;
+      absl::MutexLock l(&st->mu);
+      st->cv.SignalAll();
+    }
+  }
+}
+
+bool TlsServer::Shutdown(std::chrono::milliseconds grace) {
+  {
+    absl::MutexLock lock(&impl_->shutdown_mu);
+    if (impl_->shut_down) return true;
+    impl_->shut_down = true;
+  }
+  BeginShutdown();
+  Shared& shared = *impl_->shared;
+  absl::Time deadline = absl::Now() + absl::FromChrono(grace);
+  bool clean;
+  {
+    absl::MutexLock lock(&shared.mu);
+    auto drained = [&shared]() {
+      return shared.active_requests == 0 && shared.stream_threads == 0;
+    };
+    clean = shared.mu.AwaitWithDeadline(absl::Condition(&drained), deadline);
+  }
+  // Connections that are still open (idle, mid-read) are closed now.
+  std::vector<std::shared_ptr<Session>> sessions;
+  {
+    absl::MutexLock lock(&shared.mu);
+    for (auto& [ptr, weak] : shared.sessions) {
+      if (std::shared_ptr<Session> s = weak.lock()) sessions.push_back(std::move(s));
+    }
+  }
+  for (auto& s : sessions) {
+    net::post(s->executor(), [s] { s->OnServerShutdown(); });
+  }
+  sessions.clear();
+  impl_->work.reset();
+  {
+    // Let graceful TLS closes finish, briefly; then stop whatever remains.
+    absl::MutexLock lock(&impl_->threads_mu);
+    auto done = [impl = impl_.get()]() {
+      return impl->running_threads == 0;
+    };
+    if (!impl_->threads_mu.AwaitWithTimeout(absl::Condition(&done),
+                                            clean ? absl::Seconds(3) : absl::Milliseconds(100))) {
+      clean = false;
+    }
+  }
+  impl_->ioc.stop();
+  for (std::thread& t : impl_->threads) t.join();
+  impl_->threads.clear();
+  // Stream threads that outlived the grace period may no longer reach a session.
+  {
+    absl::MutexLock lock(&Streams().mu);
+    for (auto& [ptr, weak] : Streams().streams) {
+      if (std::shared_ptr<StreamState> st = weak.lock()) {
+        if (st->shared.get() == impl_->shared.get()) st->Close();
+      }
+    }
+  }
+  return clean;
+}
+
+}  // namespace poolcoord::apiservice

@@ -1,0 +1,112 @@
+// The HTTPS transport: the one adapter between the wire (Boost.Beast over
+// Boost.Asio with OpenSSL; only tls_server.cc includes them) and our own
+// handlers::Request / handlers::Response.
+//
+// Behaviour, and why (DESIGN.md "Transport", reference/pistache.md):
+// - N I/O threads; accepts and TLS handshakes are asynchronous, each handshake
+//   bounded by `handshake_timeout`, so a client that stalls never delays others.
+// - TLS 1.2 or newer; ALPN offers only http/1.1; no session resumption (the
+//   authenticator sees the chain of every connection's own handshake).
+// - A client certificate is requested, never required: the handshake accepts any
+//   certificate (a verify callback that always agrees) and the chain is handed to
+//   the handler in ConnectionInfo; the authenticator verifies it.
+// - HTTP/1.1 keep-alive, chunked request bodies, `Expect: 100-continue`; repeated
+//   header lines are kept, names lower-cased. A body over `max_body_bytes` is
+//   answered 413 (error_responder) and the connection closed; a malformed request
+//   400 and closed. A connection idle for `idle_timeout` between requests is
+//   closed silently (never a 408 into a stream).
+// - Path percent-decoded ('+' stays), query decoded as form-urlencoded
+//   (handlers::ParseQueryString).
+// - Plain responses carry Content-Length. A Response with `stream` is sent with
+//   Transfer-Encoding: chunked; the stream function runs on a thread of its own;
+//   each ChunkWriter::Write hands the chunk to the connection's strand and blocks
+//   until it is written or fails; the final 0-chunk follows when it returns. While
+//   it runs the connection is read in the background, so a client that goes away
+//   makes ChunkWriter::Alive() false.
+// - The handler runs on an I/O thread and must not block for long.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "apiservice/peer_certificates.h"
+#include "handlers/http_types.h"
+
+namespace poolcoord::apiservice {
+
+// kube-apiserver's limit on request bodies (3 MiB, as its generic server sets
+// MaxRequestBodyBytes).
+inline constexpr size_t kMaxRequestBodyBytes = 3 * 1024 * 1024;
+
+struct ConnectionInfo {
+  std::string remote_address;  // "127.0.0.1:54321"
+  // The client's certificate chain as sent, unverified; nullptr without one.
+  std::shared_ptr<const PeerCertificates> peer;
+};
+
+// Serves one request. Runs on an I/O thread; must not throw (an exception is
+// answered 500).
+using RequestHandler =
+    std::function<handlers::Response(handlers::Request& request, const ConnectionInfo& connection)>;
+
+// Builds the response for a transport-level refusal (413, 400). The default
+// writes a plain-text body.
+using ErrorResponder = std::function<handlers::Response(const absl::Status& status)>;
+
+struct TlsServerOptions {
+  std::string bind_address = "127.0.0.1";
+  int port = 0;  // 0: an ephemeral port; see TlsServer::port()
+  std::string cert_file;  // PEM chain
+  std::string key_file;   // PEM key
+  // CA bundles whose subjects the CertificateRequest names (Go clients send a
+  // certificate only when it chains to one of them). Empty: no names.
+  std::vector<std::string> client_ca_files;
+  int io_threads = 0;  // 0: max(2, hardware concurrency)
+  std::chrono::milliseconds handshake_timeout{10'000};
+  std::chrono::milliseconds idle_timeout{120'000};
+  std::chrono::milliseconds write_timeout{60'000};  // per response or per chunk
+  size_t max_body_bytes = kMaxRequestBodyBytes;
+  size_t max_header_bytes = 1024 * 1024;  // Go's http.DefaultMaxHeaderBytes
+  ErrorResponder error_responder;
+};
+
+class TlsServer {
+ public:
+  // Loads the certificate, binds, listens and starts the I/O threads.
+  // Errors: InvalidArgument (certificate, key, address), Unavailable (bind).
+  static absl::StatusOr<std::unique_ptr<TlsServer>> Start(TlsServerOptions options,
+                                                          RequestHandler handler);
+  // Shuts down (without grace) if Shutdown was not called.
+  ~TlsServer();
+  TlsServer(const TlsServer&) = delete;
+  TlsServer& operator=(const TlsServer&) = delete;
+
+  // The bound port.
+  int port() const;
+
+  // Stops accepting connections and new requests; ChunkWriter::Alive() turns
+  // false and Write returns false, so streams end. Returns at once; idempotent.
+  void BeginShutdown();
+
+  // BeginShutdown, then waits up to `grace` for in-flight requests (including the
+  // final chunk of each stream) and stream threads to finish, closes every
+  // connection and joins the I/O threads. Returns true when everything finished
+  // within the grace period. Idempotent; thread-safe against BeginShutdown.
+  bool Shutdown(std::chrono::milliseconds grace);
+
+  // Requests being served now (handler running or response being written).
+  int ActiveRequests() const;
+
+ private:
+  struct Impl;
+  explicit TlsServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace poolcoord::apiservice

@@ -1,0 +1,139 @@
+#include "election/admission_rules.h"
+
+#include <algorithm>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "store/microtime.h"
+
+namespace poolcoord::election {
+
+namespace {
+
+std::string Quoted(const std::string& s) { return absl::StrCat("\"", s, "\""); }
+
+AdmissionDecision Allow() { return AdmissionDecision{}; }
+
+AdmissionDecision Deny(std::string message) {
+  AdmissionDecision d;
+  d.allowed = false;
+  d.message = std::move(message);
+  return d;
+}
+
+// nullptr when absent; reads are from the store's memory.
+store::ObjectPtr Lookup(store::Store* store, store::Kind kind, const std::string& name) {
+  auto got = store->Get(kind, name);
+  if (!got.ok()) return nullptr;
+  return *got;
+}
+
+}  // namespace
+
+AdmissionDecision DecideDelegatedHeartbeat(const AdmissionAttributes& attrs,
+                                           const LeaseRules& rules, store::Store* store) {
+  const AdmissionLease& obj = attrs.object;
+  if (!obj.present || !obj.delegate_annotation) return Allow();
+
+  const std::string& node = attrs.name;
+  const std::string ann = absl::StrCat("annotation ", kDelegateAnnotation);
+  const MembershipIndex& membership = *rules.membership();
+  if (!membership.Loaded()) {
+    return Deny(absl::StrCat("pool membership is not loaded yet, so the ", ann,
+                             " cannot be checked; retry in a few seconds"));
+  }
+
+  // Validity: applies to every requester, system:masters included.
+  if (*obj.delegate_annotation != "true") {
+    return Deny(absl::StrCat(ann, " has the value ", Quoted(*obj.delegate_annotation),
+                             "; it must be exactly \"true\" (or be removed)"));
+  }
+  if (obj.holder_identity.value_or("") != node) {
+    return Deny(absl::StrCat("spec.holderIdentity ", Quoted(obj.holder_identity.value_or("")),
+                             " must equal the Lease's name ", Quoted(node), " when the ", ann,
+                             " is set"));
+  }
+  const std::optional<std::string> pool = membership.PoolOf(node);
+  if (!pool) {
+    return Deny(absl::StrCat("node ", Quoted(node), " belongs to no pool, so its heartbeat "
+                             "cannot be delegated; add it to a pool or remove the ", ann));
+  }
+  if (obj.renew_time_invalid) {
+    return Deny("spec.renewTime is not a MicroTime (RFC 3339 with 6 fractional digits)");
+  }
+  const AdmissionLease& old = attrs.old_object;
+  if (old.present && old.renew_time_us && obj.renew_time_us &&
+      *obj.renew_time_us < *old.renew_time_us) {
+    return Deny(absl::StrCat("spec.renewTime ", store::FormatMicroTime(*obj.renew_time_us),
+                             " goes backwards from the stored ",
+                             store::FormatMicroTime(*old.renew_time_us),
+                             "; a delegated renewal must not be older than the current one"));
+  }
+
+  const UserInfo& user = attrs.user;
+  if (user.IsMaster()) return Allow();
+
+  if (user.username == absl::StrCat("system:node:", node)) {
+    const bool existed = attrs.operation == "UPDATE" && old.present && old.delegate_annotation;
+    if (!existed) {
+      return Deny(absl::StrCat("node ", Quoted(node), " may not add the ", ann,
+                               " to its own Lease: only poolcoord's forwarder marks a "
+                               "delegated heartbeat; renew without the annotation"));
+    }
+    if (*old.delegate_annotation != *obj.delegate_annotation) {
+      return Deny(absl::StrCat("node ", Quoted(node), " may not change the ", ann,
+                               " on its own Lease; keep it unchanged or remove it"));
+    }
+    return Allow();
+  }
+
+  const LeaseRulesOptions& opts = rules.options();
+  store::ObjectPtr pool_lease = Lookup(store, store::Kind::kPoolLease, *pool);
+  const bool governed = pool_lease != nullptr;
+
+  if (!opts.forwarder_user.empty() && user.username == opts.forwarder_user) {
+    if (!governed) {
+      return Deny(absl::StrCat("pool ", Quoted(*pool), " of node ", Quoted(node),
+                               " is not governed by poolcoord (no poollease ", *pool,
+                               "), so the forwarder has no delegation to forward"));
+    }
+    store::ObjectPtr delegated = Lookup(store, store::Kind::kDelegatedLease, node);
+    if (!delegated) {
+      return Deny(absl::StrCat("node ", Quoted(node), " has no DelegatedLease; the forwarder "
+                               "may mark its heartbeat only while the leader of pool ",
+                               Quoted(*pool), " keeps a DelegatedLease for it"));
+    }
+    if (!rules.DelegationCurrent(*delegated, pool_lease.get())) {
+      const bool leader_live = rules.PoolLeaseLive(*pool_lease);
+      return Deny(absl::StrCat(
+          "the DelegatedLease of node ", Quoted(node), " is ",
+          !leader_live ? absl::StrCat("from a pool whose lease has no live holder (pool ",
+                                      Quoted(*pool), ")")
+          : rules.RemainingMicros(*delegated) <= 0
+              ? std::string("expired")
+              : absl::StrCat("from an earlier leader term of pool ", Quoted(*pool)),
+          "; the forwarder may mark the heartbeat only while a live DelegatedLease written "
+          "by the current leader exists"));
+    }
+    return Allow();
+  }
+
+  const auto& proxies = opts.lease_proxy_users;
+  if (std::find(proxies.begin(), proxies.end(), user.username) != proxies.end()) {
+    if (governed) {
+      return Deny(absl::StrCat(
+          "pool ", Quoted(*pool), " is governed by poolcoord (poollease ", *pool,
+          " exists): the shared lease-proxy identity ", Quoted(user.username),
+          " proves nothing there; delegated heartbeats come from poolcoord's forwarder"));
+    }
+    AdmissionDecision d = Allow();
+    return d;
+  }
+
+  return Deny(absl::StrCat(
+      "user ", Quoted(user.username), " may not set the ", ann, " on the Lease of node ",
+      Quoted(node), ": only poolcoord's forwarder (--forwarder-user), a lease-proxy user for "
+      "pools poolcoord does not govern (--lease-proxy-users) or system:masters may"));
+}
+
+}  // namespace poolcoord::election

@@ -1,0 +1,65 @@
+// The decision of the validating admission webhook for the delegate annotation on
+// coordination.k8s.io/v1 Leases in kube-node-lease (DESIGN.md "The rules", the
+// webhook part), as a pure function over fields the handler already decoded.
+//
+// The delegation checks come from LeaseRules (DelegationCurrent, PoolLeaseLive):
+// the API and the webhook share one rule module.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "election/lease_rules.h"
+#include "election/user_info.h"
+#include "store/store.h"
+
+namespace poolcoord::election {
+
+inline constexpr char kNodeLeaseNamespace[] = "kube-node-lease";
+
+// The fields of one Lease (object or oldObject) the webhook reads.
+struct AdmissionLease {
+  bool present = false;  // false: null/absent in the review (CREATE has no oldObject)
+  // The value of openyurt.io/delegate-heartbeat; nullopt when the key is absent.
+  std::optional<std::string> delegate_annotation;
+  std::optional<std::string> holder_identity;
+  std::optional<int64_t> renew_time_us;  // MicroTime, microseconds since the epoch
+  bool renew_time_invalid = false;       // renewTime present but not a MicroTime
+};
+
+struct AdmissionAttributes {
+  std::string operation;  // "CREATE", "UPDATE", ...
+  std::string name;       // the Lease's name (= the node, for node leases)
+  std::string namespace_name;
+  AdmissionLease object;
+  AdmissionLease old_object;  // meaningful for UPDATE
+  UserInfo user;
+};
+
+struct AdmissionDecision {
+  bool allowed = true;
+  // On denial: which rule failed and what would satisfy it.
+  std::string message;
+  std::vector<std::string> warnings;
+};
+
+// Decides a write of a node Lease. Reads PoolLeases and DelegatedLeases from
+// `store` (the memory store answers from memory: no I/O) and membership from
+// rules.membership(). Rules, in order:
+//  1. no annotation on the object: allowed, whoever writes;
+//  2. membership not loaded: denied, "retry";
+//  3. validity: value exactly "true", holderIdentity == name, the node in a pool,
+//     renewTime not before oldObject's (equal passes);
+//  4. by requester: system:masters pass; the node itself may keep an existing
+//     annotation unchanged (UPDATE), never add or change it; the forwarder
+//     (--forwarder-user) needs a governed pool (a PoolLease exists) and a
+//     DelegatedLease of the node that belongs to the current leader; a lease-proxy
+//     user (--lease-proxy-users) passes only for pools that are not governed;
+//     anyone else is denied.
+// Thread-safe; never throws.
+AdmissionDecision DecideDelegatedHeartbeat(const AdmissionAttributes& attrs,
+                                           const LeaseRules& rules, store::Store* store);
+
+}  // namespace poolcoord::election

@@ -1,0 +1,422 @@
+#include "election/lease_rules.h"
+
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "store/api_error.h"
+#include "store/microtime.h"
+
+namespace poolcoord::election {
+
+namespace {
+
+using store::FieldCause;
+using store::Kind;
+using store::Object;
+using store::ObjectPtr;
+
+constexpr int64_t kMicrosPerSecond = 1'000'000;
+// Kubernetes' limit on the total size of an object's annotations
+// (apimachinery ValidateAnnotations: TotalAnnotationSizeLimitB).
+constexpr size_t kTotalAnnotationSizeLimit = 256 * 1024;
+
+std::string Seconds(int64_t micros) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1fs", static_cast<double>(micros) / kMicrosPerSecond);
+  return buf;
+}
+
+std::string Quoted(const std::string& s) { return absl::StrCat("\"", s, "\""); }
+
+std::string HolderOf(const Object& lease) { return lease.spec.holder_identity.value_or(""); }
+int32_t TransitionsOf(const Object& lease) { return lease.spec.lease_transitions.value_or(0); }
+
+std::string MicroOrUnset(const std::optional<int64_t>& us) {
+  return us ? store::FormatMicroTime(*us) : std::string("<unset>");
+}
+
+const char* PluralOf(const Object& o) { return store::InfoFor(o.kind).plural; }
+const char* KindNameOf(const Object& o) { return store::InfoFor(o.kind).kind_name; }
+
+absl::Status Invalid(const Object& o, std::vector<FieldCause> causes) {
+  return store::InvalidError(KindNameOf(o), o.metadata.name, std::move(causes));
+}
+
+// Checks that hold for every writer, system:masters included.
+void ValidateCommon(const Object& o, int32_t max_duration, bool duration_required,
+                    std::vector<FieldCause>& causes) {
+  const auto& spec = o.spec;
+  if (spec.lease_duration_seconds) {
+    const int32_t d = *spec.lease_duration_seconds;
+    if (d < 1 || d > max_duration) {
+      causes.push_back(store::FieldInvalid(
+          "spec.leaseDurationSeconds", std::to_string(d),
+          absl::StrCat("must be between 1 and ", max_duration, " seconds (--max-lease-duration)")));
+    }
+  } else if (duration_required) {
+    causes.push_back(store::FieldRequired(
+        "spec.leaseDurationSeconds",
+        absl::StrCat("the server judges expiry from it; set 1 to ", max_duration, " seconds")));
+  }
+  if (spec.lease_transitions && *spec.lease_transitions < 0) {
+    causes.push_back(store::FieldInvalid("spec.leaseTransitions",
+                                         std::to_string(*spec.lease_transitions),
+                                         "must be greater than or equal to 0"));
+  }
+  size_t total = 0;
+  for (const auto& [k, v] : o.metadata.annotations) total += k.size() + v.size();
+  if (total > kTotalAnnotationSizeLimit) {
+    causes.push_back(store::FieldTooLong(
+        "metadata.annotations",
+        absl::StrCat("may not have more than ", kTotalAnnotationSizeLimit, " bytes in total")));
+  }
+}
+
+void Stamp(const Clock& clock, Object& proposed) {
+  proposed.status.observed_time_us = clock.NowMicros();
+  proposed.observed_monotonic_us = clock.MonotonicMicros();
+}
+
+}  // namespace
+
+LeaseRules::LeaseRules(const Clock* clock, const MembershipIndex* membership,
+                       LeaseRulesOptions options)
+    : clock_(clock), membership_(membership), options_(std::move(options)) {}
+
+int64_t LeaseRules::RemainingMicros(const store::Object& lease) const {
+  const int64_t duration_us =
+      static_cast<int64_t>(lease.spec.lease_duration_seconds.value_or(0)) * kMicrosPerSecond;
+  if (lease.observed_monotonic_us != 0) {
+    return lease.observed_monotonic_us + duration_us - clock_->MonotonicMicros();
+  }
+  // Not observed by this process (e.g. read back from a shared store): the
+  // server's own wall time of the last accepted write is the best evidence left.
+  if (lease.status.observed_time_us) {
+    return *lease.status.observed_time_us + duration_us - clock_->NowMicros();
+  }
+  return -1;  // never observed by any server: treat as expired
+}
+
+bool LeaseRules::PoolLeaseLive(const store::Object& pool_lease) const {
+  return !HolderOf(pool_lease).empty() && RemainingMicros(pool_lease) > 0;
+}
+
+bool LeaseRules::DelegationCurrent(const store::Object& delegated,
+                                   const store::Object* pool_lease) const {
+  if (pool_lease == nullptr || !PoolLeaseLive(*pool_lease)) return false;
+  if (!delegated.status.leader_term) return false;
+  const store::LeaderTerm term{pool_lease->metadata.uid, TransitionsOf(*pool_lease)};
+  return *delegated.status.leader_term == term && RemainingMicros(delegated) > 0;
+}
+
+absl::Status LeaseRules::AdmitWrite(const UserInfo& user, const store::ObjectPtr& current,
+                                    store::Object& proposed, store::TxnReader& reader) const {
+  if (proposed.kind == Kind::kPoolLease) return AdmitPoolLeaseWrite(user, current, proposed);
+  return AdmitDelegatedLeaseWrite(user, current, proposed, reader);
+}
+
+absl::Status LeaseRules::AdmitPoolLeaseWrite(const UserInfo& user, const store::ObjectPtr& current,
+                                             store::Object& proposed) const {
+  const std::string& pool = proposed.metadata.name;
+  const std::string new_holder = HolderOf(proposed);
+  std::vector<FieldCause> causes;
+  // A held lease without a duration could never expire on our clock.
+  ValidateCommon(proposed, options_.max_lease_duration_seconds, !new_holder.empty(), causes);
+  if (!causes.empty()) return Invalid(proposed, std::move(causes));
+
+  if (user.IsMaster()) {
+    Stamp(*clock_, proposed);
+    return absl::OkStatus();
+  }
+
+  const std::string node = user.NodeName();
+  if (node.empty()) {
+    return store::ForbiddenError(absl::StrCat(
+        "user ", Quoted(user.username), " is not a node: only nodes of pool ", Quoted(pool),
+        " (system:node:<name> in group system:nodes) may write its PoolLease"));
+  }
+  if (!membership_->Loaded()) {
+    return store::ServiceUnavailableError(
+        "pool membership is not loaded yet; retry in a few seconds");
+  }
+  if (!membership_->IsMember(node, pool)) {
+    const auto own = membership_->PoolOf(node);
+    return store::ForbiddenError(absl::StrCat(
+        "node ", Quoted(node), " is not a member of pool ", Quoted(pool), " (it belongs to ",
+        own ? absl::StrCat("pool ", Quoted(*own)) : std::string("no pool"),
+        "); only members of a pool may acquire or renew its PoolLease"));
+  }
+  if (!new_holder.empty() && new_holder != node) {
+    return store::ForbiddenError(absl::StrCat(
+        "node ", Quoted(node), " may not acquire pool lease ", Quoted(pool), " for another node (",
+        Quoted(new_holder), "); set spec.holderIdentity to ", Quoted(node),
+        ", or to \"\" to release it"));
+  }
+
+  if (current == nullptr) {
+    // Creating the lease: an acquisition (new term) or an unheld lease; client-go
+    // creates with leaseTransitions 0, but any valid count is accepted.
+    Stamp(*clock_, proposed);
+    return absl::OkStatus();
+  }
+
+  const std::string cur_holder = HolderOf(*current);
+  const int32_t cur_transitions = TransitionsOf(*current);
+  const int32_t new_transitions = TransitionsOf(proposed);
+  auto transitions_must_stay = [&](const char* why) -> absl::Status {
+    if (new_transitions == cur_transitions) return absl::OkStatus();
+    return Invalid(proposed, {store::FieldInvalid(
+                                 "spec.leaseTransitions", std::to_string(new_transitions),
+                                 absl::StrCat("must stay ", cur_transitions, " when ", why))});
+  };
+  auto held_by_other_live = [&]() -> absl::Status {
+    return store::ConflictError(
+        PluralOf(proposed), pool,
+        absl::StrCat("pool lease ", pool, " is held by ", cur_holder, " for another ",
+                     Seconds(RemainingMicros(*current)), "; retry after it expires"));
+  };
+
+  if (!new_holder.empty() && cur_holder == node) {
+    // The holder renews: allowed after expiry too, since nobody took the lease in
+    // between (client-go keeps acquireTime and leaseTransitions).
+    std::vector<FieldCause> renew_causes;
+    if (proposed.spec.acquire_time_us != current->spec.acquire_time_us) {
+      renew_causes.push_back(store::FieldInvalid(
+          "spec.acquireTime", MicroOrUnset(proposed.spec.acquire_time_us),
+          absl::StrCat("must stay ", MicroOrUnset(current->spec.acquire_time_us),
+                       " when the holder renews its lease")));
+    }
+    if (new_transitions != cur_transitions) {
+      renew_causes.push_back(store::FieldInvalid(
+          "spec.leaseTransitions", std::to_string(new_transitions),
+          absl::StrCat("must stay ", cur_transitions, " when the holder renews its lease")));
+    }
+    if (!renew_causes.empty()) return Invalid(proposed, std::move(renew_causes));
+  } else if (!new_holder.empty()) {
+    // Acquisition by `node`: the lease must be released or expired.
+    if (!cur_holder.empty() && RemainingMicros(*current) > 0) return held_by_other_live();
+    if (new_transitions != cur_transitions + 1) {
+      return Invalid(proposed,
+                     {store::FieldInvalid(
+                         "spec.leaseTransitions", std::to_string(new_transitions),
+                         absl::StrCat("must be ", cur_transitions + 1, " (the current ",
+                                      cur_transitions, " + 1) when acquiring the lease"))});
+    }
+  } else {
+    // An empty holder: the holder releasing (client-go ReleaseOnCancel keeps the
+    // count), an edit of an unheld lease, or clearing a lease whose holder expired.
+    if (!cur_holder.empty() && cur_holder != node && RemainingMicros(*current) > 0) {
+      return held_by_other_live();
+    }
+    if (absl::Status s = transitions_must_stay("releasing or editing an unheld lease"); !s.ok()) {
+      return s;
+    }
+  }
+  Stamp(*clock_, proposed);
+  return absl::OkStatus();
+}
+
+absl::Status LeaseRules::AdmitDelegatedLeaseWrite(const UserInfo& user,
+                                                  const store::ObjectPtr& current,
+                                                  store::Object& proposed,
+                                                  store::TxnReader& reader) const {
+  const std::string& name = proposed.metadata.name;
+  const auto& spec = proposed.spec;
+  const bool master = user.IsMaster();
+  const std::string writer = user.NodeName();
+  if (!master && writer.empty()) {
+    return store::ForbiddenError(absl::StrCat(
+        "user ", Quoted(user.username), " is not a node: only the current leader of node ",
+        Quoted(name), "'s pool may write its DelegatedLease"));
+  }
+  if (!membership_->Loaded()) {
+    return store::ServiceUnavailableError(
+        "pool membership is not loaded yet; retry in a few seconds");
+  }
+
+  std::vector<FieldCause> causes;
+  ValidateCommon(proposed, options_.max_lease_duration_seconds, /*duration_required=*/true,
+                 causes);
+  auto ann = proposed.metadata.annotations.find(kDelegateAnnotation);
+  if (ann == proposed.metadata.annotations.end()) {
+    causes.push_back(store::FieldRequired(
+        "metadata.annotations",
+        absl::StrCat("a DelegatedLease must carry the annotation ", kDelegateAnnotation,
+                     ": \"true\"")));
+  } else if (ann->second != "true") {
+    causes.push_back(store::FieldInvalid(
+        "metadata.annotations", absl::StrCat(kDelegateAnnotation, "=", Quoted(ann->second)),
+        absl::StrCat("the annotation ", kDelegateAnnotation, " must be exactly \"true\"")));
+  }
+  if (!spec.holder_identity) {
+    causes.push_back(store::FieldRequired(
+        "spec.holderIdentity", absl::StrCat("must be the node's name ", Quoted(name))));
+  } else if (*spec.holder_identity != name) {
+    causes.push_back(store::FieldInvalid(
+        "spec.holderIdentity", *spec.holder_identity,
+        absl::StrCat("must equal the DelegatedLease's name (the node), ", Quoted(name))));
+  }
+  const std::optional<std::string> pool = membership_->PoolOf(name);
+  if (!spec.pool_name || spec.pool_name->empty()) {
+    causes.push_back(store::FieldRequired(
+        "spec.poolName", pool ? absl::StrCat("must be the node's pool ", Quoted(*pool))
+                              : absl::StrCat("node ", Quoted(name), " belongs to no pool")));
+  } else if (!pool) {
+    causes.push_back(store::FieldInvalid(
+        "spec.poolName", *spec.pool_name,
+        absl::StrCat("node ", Quoted(name),
+                     " belongs to no pool in the membership, so it cannot be delegated")));
+  } else if (*spec.pool_name != *pool) {
+    causes.push_back(store::FieldInvalid(
+        "spec.poolName", *spec.pool_name,
+        absl::StrCat("must be the node's pool ", Quoted(*pool))));
+  }
+  if (!spec.renew_time_us) {
+    causes.push_back(store::FieldRequired(
+        "spec.renewTime", "the leader's last in-pool observation of the node (MicroTime)"));
+  }
+  if (!master) {
+    if (!spec.delegate || spec.delegate->empty()) {
+      causes.push_back(store::FieldRequired(
+          "spec.delegate", absl::StrCat("must be the writing leader, ", Quoted(writer))));
+    } else if (*spec.delegate != writer) {
+      causes.push_back(store::FieldInvalid(
+          "spec.delegate", *spec.delegate,
+          absl::StrCat("must be the writing leader, ", Quoted(writer))));
+    }
+  }
+  if (!causes.empty()) return Invalid(proposed, std::move(causes));
+
+  ObjectPtr pool_lease = reader.Get(Kind::kPoolLease, *pool);
+  std::optional<store::LeaderTerm> term;
+  if (pool_lease) term = store::LeaderTerm{pool_lease->metadata.uid, TransitionsOf(*pool_lease)};
+
+  if (!master) {
+    const auto writer_pool = membership_->PoolOf(writer);
+    const std::string holder = pool_lease ? HolderOf(*pool_lease) : "";
+    const std::string leader_hint =
+        holder.empty() ? std::string("the pool has no leader now")
+                       : absl::StrCat("its current holder is ", Quoted(holder));
+    if (writer_pool != pool) {
+      return store::ForbiddenError(absl::StrCat(
+          "node ", Quoted(writer), " belongs to ",
+          writer_pool ? absl::StrCat("pool ", Quoted(*writer_pool)) : std::string("no pool"),
+          ", not to pool ", Quoted(*pool), " of node ", Quoted(name),
+          "; only the leader of pool ", Quoted(*pool), " may write its DelegatedLeases (",
+          leader_hint, ")"));
+    }
+    if (!pool_lease) {
+      return store::ForbiddenError(absl::StrCat(
+          "pool ", Quoted(*pool), " has no PoolLease, so it has no leader; acquire poolleases/",
+          *pool, " before writing DelegatedLeases for its nodes"));
+    }
+    if (holder != writer) {
+      return store::ForbiddenError(absl::StrCat(
+          "node ", Quoted(writer), " is not the leader of pool ", Quoted(*pool), ": ",
+          holder.empty() ? std::string("the pool lease is not held by anyone")
+                         : absl::StrCat("the pool lease is held by ", Quoted(holder)),
+          "; only the current holder of poolleases/", *pool, " may write DelegatedLeases"));
+    }
+    const int64_t remaining = RemainingMicros(*pool_lease);
+    if (remaining <= 0) {
+      return store::ForbiddenError(absl::StrCat(
+          "the pool lease ", Quoted(*pool), " held by ", Quoted(writer), " expired ",
+          Seconds(-remaining), " ago; renew poolleases/", *pool,
+          " before writing DelegatedLeases"));
+    }
+    // renewTime is on the leader's clock: comparable only within one term.
+    if (current && current->status.leader_term == term && current->spec.renew_time_us &&
+        *spec.renew_time_us < *current->spec.renew_time_us) {
+      return store::ConflictError(
+          PluralOf(proposed), name,
+          absl::StrCat("renewTime ", store::FormatMicroTime(*spec.renew_time_us),
+                       " is older than ", store::FormatMicroTime(*current->spec.renew_time_us),
+                       " written in this term (pool lease ", *pool, ", leaseTransitions ",
+                       term->lease_transitions,
+                       "); renewTime must not go backwards within one leader term"));
+    }
+  }
+
+  Stamp(*clock_, proposed);
+  proposed.status.leader_term = term;
+  proposed.status.expired = false;
+  proposed.metadata.labels[kPoolLabel] = *pool;
+  return absl::OkStatus();
+}
+
+absl::Status LeaseRules::AdmitStatusWrite(const UserInfo& user, const store::Object& current,
+                                          store::Object& proposed) const {
+  // Server-internal: never writable through any API.
+  proposed.observed_monotonic_us = current.observed_monotonic_us;
+  if (user.IsMaster()) return absl::OkStatus();
+  if (options_.forwarder_user.empty() || user.username != options_.forwarder_user) {
+    return store::ForbiddenError(absl::StrCat(
+        "user ", Quoted(user.username), " may not write ", PluralOf(current), "/",
+        current.metadata.name,
+        "/status: only system:masters and the forwarder (--forwarder-user) may"));
+  }
+  // The forwarder records forwarding; the rest of status is stamped by the rules.
+  std::vector<FieldCause> causes;
+  const auto& a = proposed.status;
+  const auto& b = current.status;
+  if (a.observed_time_us != b.observed_time_us) {
+    causes.push_back(store::FieldForbidden(
+        "status.observedTime", "set by the server on each accepted write; leave it unchanged"));
+  }
+  if (a.expired != b.expired) {
+    causes.push_back(store::FieldForbidden(
+        "status.expired", "set by the server's expiry sweep; leave it unchanged"));
+  }
+  if (a.leader_term != b.leader_term) {
+    causes.push_back(store::FieldForbidden(
+        "status.leaderTerm", "set by the server on each accepted write; leave it unchanged"));
+  }
+  if (!causes.empty()) return Invalid(proposed, std::move(causes));
+  return absl::OkStatus();
+}
+
+absl::Status LeaseRules::AdmitDelete(const UserInfo& user, const store::Object& current,
+                                     store::TxnReader& reader) const {
+  if (user.IsMaster()) return absl::OkStatus();
+  const std::string node = user.NodeName();
+  const std::string& name = current.metadata.name;
+
+  if (current.kind == Kind::kDelegatedLease) {
+    if (!node.empty() && node == name) return absl::OkStatus();  // the node itself
+    std::string pool = current.spec.pool_name.value_or("");
+    if (pool.empty()) pool = membership_->PoolOf(name).value_or("");
+    ObjectPtr pool_lease = pool.empty() ? nullptr : reader.Get(Kind::kPoolLease, pool);
+    if (!node.empty() && pool_lease && HolderOf(*pool_lease) == node &&
+        PoolLeaseLive(*pool_lease)) {
+      return absl::OkStatus();  // the pool's current leader
+    }
+    return store::ForbiddenError(absl::StrCat(
+        "user ", Quoted(user.username), " may not delete delegatedleases/", name,
+        ": only the node itself or the current leader of its pool",
+        pool.empty() ? std::string()
+                     : absl::StrCat(" ", Quoted(pool), " (holder of poolleases/", pool, ")"),
+        " may"));
+  }
+
+  // PoolLease: the holder may release by deleting; a lease that is not live
+  // (released or expired) may be cleaned up by any member; a live lease held by
+  // another member may not be pulled from under its holder.
+  const std::string& pool = name;
+  if (node.empty() || !membership_->IsMember(node, pool)) {
+    return store::ForbiddenError(absl::StrCat(
+        "user ", Quoted(user.username), " may not delete poolleases/", pool,
+        ": only members of pool ", Quoted(pool), " (or system:masters) may"));
+  }
+  const std::string holder = HolderOf(current);
+  if (holder.empty() || holder == node || !PoolLeaseLive(current)) return absl::OkStatus();
+  return store::ConflictError(
+      PluralOf(current), pool,
+      absl::StrCat("pool lease ", pool, " is held by ", holder, " for another ",
+                   Seconds(RemainingMicros(current)), "; retry after it expires"));
+}
+
+}  // namespace poolcoord::election

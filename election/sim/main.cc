@@ -1,0 +1,408 @@
+// poolcoord-sim: flags, the server process, shared helpers. The scenarios live
+// in fleet.cc and elector_checks.cc.
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "election/sim/sim.h"
+
+namespace poolcoord::sim {
+
+namespace fs = std::filesystem;
+
+int64_t WallMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+int64_t MonoMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string PoolName(int pool) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "pool-%04d", pool);
+  return buf;
+}
+std::string NodeName(int pool, int slot) {
+  char buf[48];
+  snprintf(buf, sizeof buf, "pool-%04d-n%03d", pool, slot);
+  return buf;
+}
+
+std::string TokenFor(const Options& o, const std::string& user) {
+  // FNV-1a over seed and name, twice with different bases: stable across runs
+  // of the same options, so --write-config-only and a later run agree.
+  auto fnv = [&](uint64_t h) {
+    for (unsigned char c : absl::StrCat(o.seed, "/", user)) {
+      h ^= c;
+      h *= 1099511628211ULL;
+    }
+    return h;
+  };
+  char buf[40];
+  snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(fnv(1469598103934665603ULL)),
+           static_cast<unsigned long long>(fnv(0x9e3779b97f4a7c15ULL)));
+  return buf;
+}
+
+absl::Status WriteServerConfig(const Options& o,
+                               const std::map<std::string, std::vector<std::string>>& pools) {
+  std::error_code ec;
+  fs::create_directories(o.work_dir, ec);
+  std::ofstream tokens(fs::path(o.work_dir) / "tokens.csv");
+  // kube-apiserver's --token-auth-file format: token,user,uid,"group1,group2"
+  tokens << TokenFor(o, kAdminUser) << "," << kAdminUser << ",uid-admin,\"system:masters\"\n";
+  std::ofstream membership(fs::path(o.work_dir) / "membership.yaml");
+  membership << "pools:\n";
+  for (const auto& [pool, nodes] : pools) {
+    membership << "  " << pool << ":\n";
+    for (const auto& n : nodes) {
+      membership << "  - " << n << "\n";
+      tokens << TokenFor(o, "system:node:" + n) << ",system:node:" << n << ",uid-" << n
+             << ",\"system:nodes\"\n";
+    }
+  }
+  if (!tokens || !membership) return absl::InternalError("cannot write " + o.work_dir);
+  return absl::OkStatus();
+}
+
+namespace {
+
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(const Options& o) {
+  const std::string crt = (fs::path(o.work_dir) / "serving.crt").string();
+  const std::string key = (fs::path(o.work_dir) / "serving.key").string();
+  // A self-signed serving certificate for 127.0.0.1 doubles as the CA clients
+  // trust. Agents authenticate with bearer tokens, so no client CA is needed.
+  const std::string cmd =
+      "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 "
+      "-subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 -keyout " + key + " -out " + crt +
+      " >/dev/null 2>&1";
+  if (std::system(cmd.c_str()) != 0) return absl::InternalError("openssl req failed: " + cmd);
+  const int port = FreePort();
+  std::vector<std::string> args = {
+      o.server_binary,
+      absl::StrCat("--secure-port=", port),
+      "--bind-address=127.0.0.1",
+      "--tls-cert-file=" + crt,
+      "--tls-private-key-file=" + key,
+      "--token-auth-file=" + (fs::path(o.work_dir) / "tokens.csv").string(),
+      "--pool-membership-file=" + (fs::path(o.work_dir) / "membership.yaml").string(),
+  };
+  for (const auto& a : o.server_args) args.push_back(a);
+  const std::string log = (fs::path(o.work_dir) / "server.log").string();
+  pid_t pid = fork();
+  if (pid < 0) return absl::InternalError("fork failed");
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+      dup2(fd, 1);
+      dup2(fd, 2);
+      close(fd);
+    }
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  auto p = std::unique_ptr<ServerProcess>(new ServerProcess());
+  p->pid_ = pid;
+  p->url_ = absl::StrCat("https://127.0.0.1:", port);
+  p->ca_file_ = crt;
+  return p;
+}
+
+bool ServerProcess::Alive() {
+  if (pid_ <= 0) return false;
+  int status;
+  if (waitpid(pid_, &status, WNOHANG) == pid_) {
+    pid_ = -1;
+    return false;
+  }
+  return true;
+}
+
+ServerProcess::~ServerProcess() {
+  if (!Alive()) return;
+  kill(pid_, SIGTERM);
+  for (int i = 0; i < 100; ++i) {
+    int status;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  kill(pid_, SIGKILL);
+  int status;
+  waitpid(pid_, &status, 0);
+}
+
+absl::Status WaitReady(store::KubeClient* client, double timeout_s) {
+  const int64_t deadline = MonoMicros() + static_cast<int64_t>(timeout_s * 1e6);
+  absl::Status last = absl::DeadlineExceededError("not ready");
+  while (MonoMicros() < deadline) {
+    store::KubeRequestOptions ro;
+    ro.timeout = std::chrono::milliseconds(2000);
+    auto r = client->Get("/readyz", ro);
+    if (r.ok() && r->status == 200) return absl::OkStatus();
+    last = r.ok() ? absl::UnavailableError(absl::StrCat("/readyz: HTTP ", r->status)) : r.status();
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return last;
+}
+
+// ------------------------------------------------------------------ latencies --
+
+struct Latencies::Impl {
+  absl::Mutex mu;
+  std::vector<int64_t> samples ABSL_GUARDED_BY(mu);
+  int64_t window ABSL_GUARDED_BY(mu) = 0;
+};
+
+Latencies::Latencies() : impl_(std::make_shared<Impl>()) {}
+
+void Latencies::Add(int64_t us) {
+  absl::MutexLock l(&impl_->mu);
+  impl_->samples.push_back(us);
+  ++impl_->window;
+}
+
+int64_t Latencies::Percentile(double p) {
+  std::vector<int64_t> copy;
+  {
+    absl::MutexLock l(&impl_->mu);
+    copy = impl_->samples;
+  }
+  if (copy.empty()) return 0;
+  size_t idx = std::min(copy.size() - 1, static_cast<size_t>(p / 100.0 * copy.size()));
+  std::nth_element(copy.begin(), copy.begin() + idx, copy.end());
+  return copy[idx];
+}
+
+int64_t Latencies::Count() {
+  absl::MutexLock l(&impl_->mu);
+  return static_cast<int64_t>(impl_->samples.size());
+}
+
+int64_t Latencies::TakeWindow() {
+  absl::MutexLock l(&impl_->mu);
+  int64_t w = impl_->window;
+  impl_->window = 0;
+  return w;
+}
+
+}  // namespace poolcoord::sim
+
+namespace {
+
+using poolcoord::sim::Options;
+
+void Usage() {
+  std::cerr <<
+      R"(usage: poolcoord-sim [flags]
+  --scenario=fleet|elector   fleet (default) or the real-server elector checks
+  --server-binary=PATH       start this poolcoord-apiserver on a free 127.0.0.1 port
+  --server-arg=ARG           extra argument for the started server (repeatable)
+  --server=URL --ca-file=F --token-file=F   use a running server started with
+                             the files of --write-config-only
+  --work-dir=DIR             where tokens.csv, membership.yaml, certs, logs go
+  --write-config-only        write tokens.csv and membership.yaml, then exit
+  --pools=N --nodes-per-pool=N --extra-objects=N
+  --partition-ratio=R --dead-ratio=R --pool-partition-ratio=R
+  --clock-skew=SECONDS --leader-kill-interval=SECONDS --duration=SECONDS
+  --lease-duration=S --renew-deadline=S --retry-period=S --seed=N --workers=N
+  --allow-belief-overlap     report, but do not fail on, two agents believing they lead
+  --summary-json=FILE
+)";
+}
+
+bool ParseFlags(int argc, char** argv, Options* o) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") return false;
+    if (arg.rfind("--", 0) != 0) {
+      std::cerr << "unexpected argument " << arg << "\n";
+      return false;
+    }
+    std::string name = arg.substr(2), value;
+    bool has_value = false;
+    if (auto eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+      has_value = true;
+    }
+    auto take = [&]() -> std::string {
+      if (has_value) return value;
+      if (i + 1 < argc) return argv[++i];
+      std::cerr << "--" << name << " needs a value\n";
+      std::exit(2);
+    };
+    auto num = [&](double* out) {
+      std::string v = take();
+      if (!absl::SimpleAtod(v, out)) {
+        std::cerr << "--" << name << ": not a number: " << v << "\n";
+        std::exit(2);
+      }
+    };
+    auto integer = [&](int* out) {
+      double d;
+      num(&d);
+      *out = static_cast<int>(d);
+    };
+    if (name == "scenario") o->scenario = take();
+    else if (name == "server") o->server = take();
+    else if (name == "server-binary") o->server_binary = take();
+    else if (name == "server-arg") o->server_args.push_back(take());
+    else if (name == "ca-file") o->ca_file = take();
+    else if (name == "token-file") o->token_file = take();
+    else if (name == "work-dir") o->work_dir = take();
+    else if (name == "write-config-only") o->write_config_only = true;
+    else if (name == "pools") integer(&o->pools);
+    else if (name == "nodes-per-pool") integer(&o->nodes_per_pool);
+    else if (name == "extra-objects") integer(&o->extra_objects);
+    else if (name == "workers") integer(&o->workers);
+    else if (name == "partition-ratio") num(&o->partition_ratio);
+    else if (name == "dead-ratio") num(&o->dead_ratio);
+    else if (name == "pool-partition-ratio") num(&o->pool_partition_ratio);
+    else if (name == "clock-skew") num(&o->clock_skew_s);
+    else if (name == "leader-kill-interval") num(&o->leader_kill_interval_s);
+    else if (name == "duration") num(&o->duration_s);
+    else if (name == "lease-duration") num(&o->lease_duration_s);
+    else if (name == "renew-deadline") num(&o->renew_deadline_s);
+    else if (name == "retry-period") num(&o->retry_period_s);
+    else if (name == "heartbeat-interval") num(&o->heartbeat_interval_s);
+    else if (name == "seed") {
+      double d;
+      num(&d);
+      o->seed = static_cast<uint64_t>(d);
+    } else if (name == "allow-belief-overlap") o->allow_belief_overlap = true;
+    else if (name == "summary-json") o->summary_json = take();
+    else {
+      std::cerr << "unknown flag --" << name << "\n";
+      return false;
+    }
+  }
+  return true;
+}
+
+std::map<std::string, std::vector<std::string>> PoolsFor(const Options& o) {
+  std::map<std::string, std::vector<std::string>> pools;
+  if (o.scenario == "elector") {
+    for (const char* p : {"ec-a", "ec-b", "ec-c", "ec-d", "ec-e", "ec-f"}) {
+      for (int i = 0; i < 10; ++i) pools[p].push_back(absl::StrCat(p, "-", i));
+    }
+    return pools;
+  }
+  for (int p = 0; p < o.pools; ++p) {
+    auto& nodes = pools[poolcoord::sim::PoolName(p)];
+    for (int n = 0; n < o.nodes_per_pool; ++n) nodes.push_back(poolcoord::sim::NodeName(p, n));
+  }
+  return pools;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace poolcoord;
+  signal(SIGPIPE, SIG_IGN);
+  Options o;
+  if (!ParseFlags(argc, argv, &o)) {
+    Usage();
+    return 2;
+  }
+  if (o.scenario != "fleet" && o.scenario != "elector") {
+    std::cerr << "--scenario must be fleet or elector\n";
+    return 2;
+  }
+  if (o.work_dir.empty()) {
+    char tmpl[] = "/tmp/poolcoord-sim-XXXXXX";
+    if (mkdtemp(tmpl) == nullptr) return 2;
+    o.work_dir = tmpl;
+  }
+  if (o.server.empty() || o.write_config_only) {
+    if (absl::Status s = sim::WriteServerConfig(o, PoolsFor(o)); !s.ok()) {
+      std::cerr << s << "\n";
+      return 2;
+    }
+  }
+  if (o.write_config_only) {
+    std::cout << "wrote " << o.work_dir << "/tokens.csv and " << o.work_dir
+              << "/membership.yaml\n";
+    return 0;
+  }
+  std::unique_ptr<sim::ServerProcess> server;
+  if (o.server.empty()) {
+    if (o.server_binary.empty()) {
+      std::cerr << "give --server-binary, or --server with --ca-file and --token-file\n";
+      Usage();
+      return 2;
+    }
+    auto s = sim::ServerProcess::Start(o);
+    if (!s.ok()) {
+      std::cerr << s.status() << "\n";
+      return 2;
+    }
+    server = *std::move(s);
+    o.server = server->url();
+    o.ca_file = server->ca_file();
+  }
+  store::KubeClientConfig cfg;
+  cfg.server = o.server;
+  cfg.ca_file = o.ca_file;
+  cfg.bearer_token = sim::TokenFor(o, sim::kAdminUser);
+  // client-go's leader election: request timeout max(1 s, RenewDeadline / 2).
+  cfg.timeout = std::chrono::milliseconds(
+      static_cast<int64_t>(std::max(1.0, o.renew_deadline_s / 2) * 1000));
+  cfg.max_idle_connections = std::max(8, o.workers + 8);
+  cfg.user_agent = "poolcoord-sim";
+  auto client = store::KubeClient::New(cfg);
+  if (!client.ok()) {
+    std::cerr << client.status() << "\n";
+    return 2;
+  }
+  if (absl::Status s = sim::WaitReady(client->get(), 30); !s.ok()) {
+    std::cerr << "server not ready: " << s << " (log: " << o.work_dir << "/server.log)\n";
+    return 2;
+  }
+  std::cerr << "server " << o.server << " ready; work dir " << o.work_dir << "\n";
+  int rc = o.scenario == "elector" ? sim::RunElectorChecks(o, client->get())
+                                   : sim::RunFleet(o, client->get());
+  if (server && !server->Alive()) {
+    std::cerr << "the server process died during the run (log: " << o.work_dir
+              << "/server.log)\n";
+    rc = 1;
+  }
+  return rc;
+}

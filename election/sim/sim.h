@@ -1,0 +1,114 @@
+// poolcoord-sim: a fleet of yurthub-like agents played against a running
+// poolcoord-apiserver. See election/sim/README.md for the model and scenarios.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "election/clock.h"
+#include "store/kube_client.h"
+
+namespace poolcoord::sim {
+
+struct Options {
+  std::string scenario = "fleet";  // "fleet" | "elector" (real-server elector checks)
+  // Server: either started by us (--server-binary) or already running (--server).
+  std::string server;
+  std::string server_binary;
+  std::vector<std::string> server_args;  // extra --server-arg values
+  std::string ca_file;
+  std::string token_file;  // the token CSV the server was started with
+  std::string work_dir;    // tokens.csv, membership.yaml, certs, server.log
+  bool write_config_only = false;
+
+  int pools = 20;
+  int nodes_per_pool = 5;
+  double partition_ratio = 0.0;
+  double dead_ratio = 0.0;
+  double pool_partition_ratio = 0.0;
+  double clock_skew_s = 0.0;
+  double leader_kill_interval_s = 0.0;  // 0: no kills
+  double duration_s = 60.0;
+  double lease_duration_s = 15.0;
+  double renew_deadline_s = 10.0;
+  double retry_period_s = 2.0;
+  uint64_t seed = 1;
+  int workers = 32;
+  int extra_objects = 0;
+  double heartbeat_interval_s = 10.0;  // yurthub/kubelet node heartbeat
+  double grace_s = 40.0;               // node lease duration: a gap this long evicts
+  bool allow_belief_overlap = false;
+  std::string summary_json;
+};
+
+// Node and pool names, tokens: deterministic from the options.
+std::string PoolName(int pool);
+std::string NodeName(int pool, int slot);
+std::string TokenFor(const Options& o, const std::string& user);
+inline constexpr char kAdminUser[] = "poolcoord-sim-admin";
+
+// Writes tokens.csv and membership.yaml for `pools` into o.work_dir.
+absl::Status WriteServerConfig(const Options& o, const std::map<std::string, std::vector<std::string>>& pools);
+
+// A server process we started: PKI by the openssl CLI, a free port, logs in
+// work_dir/server.log. The destructor stops it (SIGTERM, then SIGKILL).
+class ServerProcess {
+ public:
+  static absl::StatusOr<std::unique_ptr<ServerProcess>> Start(const Options& o);
+  ~ServerProcess();
+  const std::string& url() const { return url_; }
+  const std::string& ca_file() const { return ca_file_; }
+  bool Alive();
+
+ private:
+  ServerProcess() = default;
+  pid_t pid_ = -1;
+  std::string url_;
+  std::string ca_file_;
+};
+
+// Waits for /readyz to answer 200.
+absl::Status WaitReady(store::KubeClient* client, double timeout_s);
+
+// Wall-clock µs and steady µs.
+int64_t WallMicros();
+int64_t MonoMicros();
+
+// A node's clock: a constant offset on the wall clock (what ends up in
+// renewTime); the monotonic clock is the machine's.
+class SkewedClock : public election::Clock {
+ public:
+  explicit SkewedClock(int64_t offset_us) : offset_us_(offset_us) {}
+  int64_t NowMicros() const override { return WallMicros() + offset_us_; }
+  int64_t MonotonicMicros() const override { return MonoMicros(); }
+
+ private:
+  int64_t offset_us_;
+};
+
+// Latency samples (µs), thread-safe.
+class Latencies {
+ public:
+  Latencies();
+  void Add(int64_t us);
+  // p in [0,100]; 0 when empty.
+  int64_t Percentile(double p);
+  int64_t Count();
+  // Count and sum since the last call (for rates).
+  int64_t TakeWindow();
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+int RunFleet(const Options& o, store::KubeClient* client);
+int RunElectorChecks(const Options& o, store::KubeClient* client);
+
+}  // namespace poolcoord::sim

@@ -1,0 +1,105 @@
+#include "handlers/http_types.h"
+
+#include "handlers/url.h"
+
+namespace poolcoord::handlers {
+namespace {
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+char ToLowerAscii(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
+
+// Header names are lower-cased by the transport; comparing without case anyway
+// keeps a caller's "Content-Type" working.
+bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (ToLowerAscii(a[i]) != ToLowerAscii(b[i])) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string_view Request::Header(std::string_view lower_name) const {
+  for (const auto& [name, value] : headers) {
+    if (EqualsIgnoreCase(name, lower_name)) return value;
+  }
+  return {};
+}
+
+std::string_view Request::Query(std::string_view key) const {
+  for (const auto& [k, v] : query) {
+    if (k == key) return v;
+  }
+  return {};
+}
+
+bool Request::HasQuery(std::string_view key) const {
+  for (const auto& entry : query) {
+    if (entry.first == key) return true;
+  }
+  return false;
+}
+
+std::string PercentDecode(std::string_view text, bool plus_is_space) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (c == '%' && i + 2 < text.size() && HexValue(text[i + 1]) >= 0 &&
+        HexValue(text[i + 2]) >= 0) {
+      out.push_back(static_cast<char>(HexValue(text[i + 1]) * 16 + HexValue(text[i + 2])));
+      i += 2;
+    } else if (c == '+' && plus_is_space) {
+      out.push_back(' ');
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> ParseQueryString(std::string_view raw) {
+  std::vector<std::pair<std::string, std::string>> out;
+  while (!raw.empty()) {
+    size_t amp = raw.find('&');
+    std::string_view pair = raw.substr(0, amp);
+    raw = amp == std::string_view::npos ? std::string_view() : raw.substr(amp + 1);
+    if (pair.empty()) continue;
+    size_t eq = pair.find('=');
+    if (eq == std::string_view::npos) {
+      out.emplace_back(PercentDecode(pair, true), std::string());
+    } else {
+      out.emplace_back(PercentDecode(pair.substr(0, eq), true),
+                       PercentDecode(pair.substr(eq + 1), true));
+    }
+  }
+  return out;
+}
+
+std::string PercentEncode(std::string_view text) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    auto u = static_cast<unsigned char>(c);
+    bool unreserved = (u >= 'A' && u <= 'Z') || (u >= 'a' && u <= 'z') ||
+                      (u >= '0' && u <= '9') || u == '-' || u == '.' || u == '_' || u == '~';
+    if (unreserved) {
+      out.push_back(c);
+    } else {
+      out.push_back('%');
+      out.push_back(kHex[u >> 4]);
+      out.push_back(kHex[u & 0xF]);
+    }
+  }
+  return out;
+}
+
+}  // namespace poolcoord::handlers

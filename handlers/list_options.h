@@ -1,0 +1,54 @@
+// Query parameters of list and watch requests (metav1.ListOptions), parsed and
+// validated as k8s.io/apimachinery's internalversion validation does.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "handlers/http_types.h"
+#include "handlers/selectors.h"
+#include "store/object.h"
+
+namespace poolcoord::handlers {
+
+enum class ResourceVersionMatch { kUnset, kExact, kNotOlderThan };
+
+struct ListOptions {
+  LabelSelector label_selector;
+  FieldSelector field_selector;
+  bool watch = false;
+  bool allow_watch_bookmarks = false;
+  bool send_initial_events = false;
+  std::optional<int64_t> timeout_seconds;
+  int64_t limit = 0;                 // 0: no limit
+  std::string continue_token;        // opaque, as received
+  std::optional<int64_t> resource_version;  // absent when the parameter is unset or ""
+  ResourceVersionMatch resource_version_match = ResourceVersionMatch::kUnset;
+};
+
+// Parses and validates. Errors: 400 BadRequest for unparseable numbers or
+// selectors (unknown field selector: `"x" is not a known field selector`), 422
+// Invalid (kind ListOptions) for forbidden combinations: resourceVersionMatch
+// without resourceVersion, Exact with resourceVersion 0, resourceVersionMatch
+// with continue, sendInitialEvents without watch or without
+// resourceVersionMatch=NotOlderThan.
+absl::StatusOr<ListOptions> ParseListOptions(const Request& request, store::Kind kind);
+
+// The field selectors a kind supports: metadata.name and metadata.namespace for
+// both, spec.poolName also on delegatedleases.
+std::vector<std::string> SupportedFieldSelectors(store::Kind kind);
+// The value of a supported field on an object (metadata.namespace is "").
+std::optional<std::string> FieldValue(const store::Object& object, std::string_view field);
+// Label and field selectors together.
+bool MatchesSelectors(const ListOptions& options, const store::Object& object);
+
+// Continue tokens: base64url of {"rv":N,"start":"<name>"}: the list's revision
+// and the first name not yet returned, as the etcd3 storage encodes its key.
+std::string EncodeContinueToken(int64_t revision, const std::string& start_name);
+// 400 BadRequest when the token is not one of ours.
+absl::Status DecodeContinueToken(const std::string& token, int64_t* revision,
+                                 std::string* start_name);
+
+}  // namespace poolcoord::handlers

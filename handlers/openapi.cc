@@ -1,0 +1,1038 @@
+#include "handlers/openapi.h"
+
+#include <openssl/sha.h>
+
+#include <chrono>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "handlers/discovery.h"
+#include "rapidjson/stringbuffer.h"
+#include "rapidjson/writer.h"
+#include "store/object.h"
+
+namespace poolcoord::handlers {
+namespace {
+
+using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
+
+constexpr char kJson[] = "application/json";
+constexpr char kMeta[] = "io.k8s.apimachinery.pkg.apis.meta.v1.";
+// Definition names of our kinds: the group reversed, then version and kind, as
+// kube-apiserver names the schemas of a CustomResourceDefinition.
+constexpr char kOurs[] = "pool.coordination.v1alpha1.";
+constexpr char kV3Path[] = "/openapi/v3/apis/coordination.pool/v1alpha1";
+
+// absl::StrCat takes absl::string_view, a distinct type in Debian's build
+// (reference/cpp-style.md); this concatenates std::string_view-convertible parts.
+template <typename... Parts>
+std::string Cat(const Parts&... parts) {
+  std::string out;
+  (out.append(std::string_view(parts)), ...);
+  return out;
+}
+
+void Str(JsonWriter& w, std::string_view s) {
+  w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
+}
+void Key(JsonWriter& w, std::string_view s) {
+  w.Key(s.data(), static_cast<rapidjson::SizeType>(s.size()));
+}
+void KeyStr(JsonWriter& w, std::string_view key, std::string_view value) {
+  Key(w, key);
+  Str(w, value);
+}
+
+std::string Meta(std::string_view name) { return Cat(kMeta, name); }
+std::string Ours(std::string_view name) { return Cat(kOurs, name); }
+
+// --- schemas
+
+enum class T { kString, kInt32, kInt64, kBool, kRef, kArrayString, kArrayRef, kMapString, kObject };
+
+struct Prop {
+  std::string name;
+  T type;
+  std::string description;
+  std::string ref;  // full definition name, for kRef and kArrayRef
+};
+
+struct Definition {
+  std::string name;  // full definition name
+  std::string description;
+  std::string type = "object";
+  std::string format;  // for string-typed definitions (Time, MicroTime)
+  std::vector<Prop> props;
+  std::vector<std::string> required;
+  std::string gvk_kind;  // non-empty for our kinds: x-kubernetes-group-version-kind
+};
+
+Prop S(std::string name, std::string d) { return {std::move(name), T::kString, std::move(d), ""}; }
+Prop I32(std::string name, std::string d) { return {std::move(name), T::kInt32, std::move(d), ""}; }
+Prop I64(std::string name, std::string d) { return {std::move(name), T::kInt64, std::move(d), ""}; }
+Prop B(std::string name, std::string d) { return {std::move(name), T::kBool, std::move(d), ""}; }
+Prop R(std::string name, std::string ref, std::string d) {
+  return {std::move(name), T::kRef, std::move(d), std::move(ref)};
+}
+Prop AR(std::string name, std::string ref, std::string d) {
+  return {std::move(name), T::kArrayRef, std::move(d), std::move(ref)};
+}
+Prop AS(std::string name, std::string d) {
+  return {std::move(name), T::kArrayString, std::move(d), ""};
+}
+Prop M(std::string name, std::string d) { return {std::move(name), T::kMapString, std::move(d), ""}; }
+Prop O(std::string name, std::string d) { return {std::move(name), T::kObject, std::move(d), ""}; }
+
+constexpr char kApiVersionDoc[] =
+    "APIVersion defines the versioned schema of this representation of an object: "
+    "coordination.pool/v1alpha1 for our kinds.";
+constexpr char kKindDoc[] =
+    "Kind is a string value representing the REST resource this object represents, in "
+    "CamelCase.";
+
+std::vector<Definition> MetaDefinitions() {
+  std::vector<Definition> d;
+  d.push_back({Meta("Time"),
+               "Time is an instant to the second, written as RFC 3339 in UTC, e.g. "
+               "2024-01-01T00:00:00Z.",
+               "string",
+               "date-time",
+               {},
+               {},
+               ""});
+  d.push_back({Meta("MicroTime"),
+               "MicroTime is an instant with microsecond precision, written as RFC 3339 with "
+               "exactly 6 fractional digits in UTC, e.g. 2024-01-01T00:00:00.000000Z. Other "
+               "fraction widths are rejected (Go clients could not parse them).",
+               "string",
+               "date-time",
+               {},
+               {},
+               ""});
+  d.push_back({Meta("FieldsV1"),
+               "FieldsV1 stores a set of fields in a trie-like JSON structure, as server-side "
+               "apply writes it. Kept as written; not interpreted by this server.",
+               "object",
+               "",
+               {},
+               {},
+               ""});
+  d.push_back({Meta("ManagedFieldsEntry"),
+               "ManagedFieldsEntry records which field manager changed which fields of an "
+               "object, and when.",
+               "object",
+               "",
+               {S("apiVersion", "The version of the resource the fields set applies to."),
+                S("fieldsType", "The format of fieldsV1; only \"FieldsV1\" exists."),
+                R("fieldsV1", Meta("FieldsV1"), "The fields this manager owns."),
+                S("manager", "The name of the workflow managing these fields."),
+                S("operation", "The operation that created this entry: Apply or Update."),
+                S("subresource", "The subresource written to, e.g. \"status\"; empty for the "
+                                 "main resource."),
+                R("time", Meta("Time"), "When this entry was last changed.")},
+               {},
+               ""});
+  d.push_back({Meta("OwnerReference"),
+               "OwnerReference identifies an object that owns this one; garbage collection "
+               "deletes dependents of a deleted owner.",
+               "object",
+               "",
+               {S("apiVersion", "API version of the referent."),
+                B("blockOwnerDeletion",
+                  "If true, the owner cannot be deleted from storage before this reference is "
+                  "removed (foreground deletion)."),
+                B("controller", "If true, this reference points to the managing controller."),
+                S("kind", "Kind of the referent."),
+                S("name", "Name of the referent."),
+                S("uid", "UID of the referent.")},
+               {"apiVersion", "kind", "name", "uid"},
+               ""});
+  d.push_back(
+      {Meta("ObjectMeta"),
+       "ObjectMeta is the metadata every persisted object has.",
+       "object",
+       "",
+       {M("annotations",
+          "Unstructured key-value data stored with the object, for tools. Keys follow the "
+          "label key syntax; all annotations together may hold at most 256 KiB. A "
+          "DelegatedLease must carry openyurt.io/delegate-heartbeat: \"true\"."),
+        R("creationTimestamp", Meta("Time"),
+          "The server's time when the object was created. Set by the server; read-only."),
+        I64("deletionGracePeriodSeconds",
+            "Seconds allowed for graceful termination, set together with "
+            "deletionTimestamp. Read-only."),
+        R("deletionTimestamp", Meta("Time"),
+          "Set by the server when deletion was requested while finalizers remain; the object "
+          "is removed once the last finalizer is. Read-only."),
+        AS("finalizers",
+           "Entries that must be removed before the object is deleted from storage. While any "
+           "remain, a delete only sets deletionTimestamp."),
+        S("generateName",
+          "A prefix for a server-generated name, used when name is empty: the server appends 5 "
+          "random characters."),
+        I64("generation",
+            "A sequence number of the desired state: 1 on create, raised by the server on every "
+            "change of spec. Read-only."),
+        M("labels",
+          "Key-value pairs for organizing and selecting objects with label selectors. The "
+          "server sets coordination.pool/pool=<pool> on every DelegatedLease."),
+        AR("managedFields", Meta("ManagedFieldsEntry"),
+           "Which field manager changed which fields; stored as written, not interpreted."),
+        S("name",
+          "The object's unique name (both kinds are cluster-scoped): a DNS-1123 subdomain. A "
+          "PoolLease is named after its pool, a DelegatedLease after its node. Cannot be "
+          "updated."),
+        S("namespace", "Always empty: PoolLeases and DelegatedLeases are cluster-scoped."),
+        AR("ownerReferences", Meta("OwnerReference"),
+           "Objects this one depends on; stored as written."),
+        S("resourceVersion",
+          "An opaque value that changes with every write of the object. Send back the value "
+          "you read when updating: a stale value gets 409 Conflict (optimistic concurrency). "
+          "Read-only."),
+        S("selfLink", "Deprecated and never set."),
+        S("uid",
+          "A unique identifier (UUID) of the object for its whole life, set by the server on "
+          "create. A re-created object gets a new uid. Read-only.")},
+       {},
+       ""});
+  d.push_back({Meta("ListMeta"),
+               "ListMeta is the metadata of a list.",
+               "object",
+               "",
+               {S("continue",
+                  "Set when the list was cut by limit: pass it as the continue parameter to get "
+                  "the next page. Expires with the server's watch history (410 Expired)."),
+                I64("remainingItemCount",
+                    "The number of items after this page, when the list was cut by limit."),
+                S("resourceVersion",
+                  "The version of the store the list reflects; start a watch from it to see "
+                  "every later change."),
+                S("selfLink", "Deprecated and never set.")},
+               {},
+               ""});
+  d.push_back({Meta("StatusCause"),
+               "StatusCause names one reason a request failed, for 422 Invalid one per field.",
+               "object",
+               "",
+               {S("field", "The field the cause applies to, e.g. spec.leaseDurationSeconds."),
+                S("message", "A human-readable description of the cause."),
+                S("reason", "A machine-readable cause type, e.g. FieldValueInvalid.")},
+               {},
+               ""});
+  d.push_back({Meta("StatusDetails"),
+               "StatusDetails identifies the object a Status is about.",
+               "object",
+               "",
+               {AR("causes", Meta("StatusCause"), "The individual causes of the failure."),
+                S("group", "The API group of the resource."),
+                S("kind", "The resource (plural), e.g. poolleases."),
+                S("name", "The name of the object."),
+                I32("retryAfterSeconds", "Seconds the client should wait before retrying."),
+                S("uid", "The uid of the object.")},
+               {},
+               ""});
+  d.push_back({Meta("Status"),
+               "Status is the result of an operation that returns no object, and the body of "
+               "every error.",
+               "object",
+               "",
+               {S("apiVersion", "v1."),
+                I32("code", "The HTTP status code."),
+                R("details", Meta("StatusDetails"), "Extended data about the object."),
+                S("kind", "Status."),
+                S("message", "A human-readable description of the result."),
+                R("metadata", Meta("ListMeta"), "Standard list metadata."),
+                S("reason",
+                  "A machine-readable reason, e.g. NotFound, Conflict, Invalid, Expired."),
+                S("status", "Success or Failure.")},
+               {},
+               ""});
+  d.push_back({Meta("Preconditions"),
+               "Preconditions must hold for a delete to proceed (409 Conflict otherwise).",
+               "object",
+               "",
+               {S("resourceVersion", "The object's resourceVersion must equal this."),
+                S("uid", "The object's uid must equal this.")},
+               {},
+               ""});
+  d.push_back({Meta("DeleteOptions"),
+               "DeleteOptions may be sent as the body of a DELETE.",
+               "object",
+               "",
+               {S("apiVersion", "v1, meta.k8s.io/v1 or coordination.pool/v1alpha1."),
+                AS("dryRun", "\"All\" runs every check without persisting the deletion."),
+                I64("gracePeriodSeconds", "Seconds before the object is deleted; 0 means now."),
+                S("kind", "DeleteOptions."),
+                B("orphanDependents", "Deprecated: use propagationPolicy."),
+                R("preconditions", Meta("Preconditions"),
+                  "Conditions that must hold for the deletion to proceed."),
+                S("propagationPolicy", "Orphan, Background or Foreground.")},
+               {},
+               ""});
+  d.push_back({Meta("Patch"),
+               "A patch document: a JSON Patch (application/json-patch+json, RFC 6902) or a JSON "
+               "merge patch (application/merge-patch+json, RFC 7386).",
+               "object",
+               "",
+               {},
+               {},
+               ""});
+  d.push_back({Meta("WatchEvent"),
+               "One event of a watch stream, one JSON object per line.",
+               "object",
+               "",
+               {O("object",
+                  "The object: for ADDED and MODIFIED its new state, for DELETED its last state, "
+                  "for BOOKMARK only kind, apiVersion and metadata.resourceVersion, for ERROR a "
+                  "Status (410 Expired when the resourceVersion is too old)."),
+                S("type", "ADDED, MODIFIED, DELETED, BOOKMARK or ERROR.")},
+               {"type", "object"},
+               ""});
+  return d;
+}
+
+std::vector<Definition> OurDefinitions() {
+  std::vector<Definition> d;
+  d.push_back(
+      {Ours("PoolLeaseSpec"),
+       "PoolLeaseSpec is the desired state of a pool's leader lease; it mirrors "
+       "coordination.k8s.io/v1 LeaseSpec, and clients drive it with client-go's LeaseLock "
+       "algorithm.",
+       "object",
+       "",
+       {S("holderIdentity",
+          "The name of the node that holds the lease: the pool leader. Written by the acquiring "
+          "node, only with its own name (or empty, to release), and only by a member of the "
+          "pool named by metadata.name (403 Forbidden otherwise). Another member may take the "
+          "lease only once it is released or expired; taking a live lease is 409 Conflict."),
+        I32("leaseDurationSeconds",
+            "How long, in seconds, the lease stays valid after the server accepted the holder's "
+            "last renewal; candidates wait this long before taking over. From 1 to the "
+            "server's --max-lease-duration (default 300); 422 Invalid otherwise."),
+        R("acquireTime", Meta("MicroTime"),
+          "When the current holder acquired the lease, on the holder's clock (MicroTime: RFC "
+          "3339 with exactly 6 fractional digits). Set on acquisition, kept by renewals."),
+        R("renewTime", Meta("MicroTime"),
+          "When the holder last renewed, on the holder's clock (MicroTime). Informational: the "
+          "server judges expiry from its own time of the last accepted renewal plus "
+          "leaseDurationSeconds, never from this value."),
+        I32("leaseTransitions",
+            "How many times the lease changed holders. An acquisition by another node (a "
+            "takeover, or a new holder after a release) must raise it by exactly 1, a renewal "
+            "must keep it (422 Invalid otherwise). One PoolLease uid at one leaseTransitions "
+            "value is one leader term.")},
+       {},
+       ""});
+  d.push_back(
+      {Ours("PoolLeaseStatus"),
+       "PoolLeaseStatus is written by the server only; clients cannot set it through the main "
+       "resource.",
+       "object",
+       "",
+       {R("observedTime", Meta("MicroTime"),
+          "The server's wall-clock time of the last accepted write (MicroTime). Expiry is "
+          "judged on the server's own clock from this renewal.")},
+       {},
+       ""});
+  d.push_back(
+      {Ours("PoolLease"),
+       "PoolLease elects the leader of one node pool. It is named after the pool; the pool's "
+       "nodes that still reach the cloud compete for it (GET, then UPDATE with the "
+       "resourceVersion they read; a stale resourceVersion gets 409 Conflict). The holder is the "
+       "pool leader, which renews DelegatedLeases for members that lost the cloud.",
+       "object",
+       "",
+       {S("apiVersion", kApiVersionDoc),
+        S("kind", kKindDoc),
+        R("metadata", Meta("ObjectMeta"), "Standard object metadata; metadata.name is the pool."),
+        R("spec", Ours("PoolLeaseSpec"),
+          "The lease itself: holder, duration, acquire and renew times, transitions."),
+        R("status", Ours("PoolLeaseStatus"), "Written by the server.")},
+       {},
+       "PoolLease"});
+  d.push_back({Ours("PoolLeaseList"),
+               "PoolLeaseList is a list of PoolLeases.",
+               "object",
+               "",
+               {S("apiVersion", kApiVersionDoc),
+                AR("items", Ours("PoolLease"), "The PoolLeases, by name."),
+                S("kind", kKindDoc),
+                R("metadata", Meta("ListMeta"), "Standard list metadata.")},
+               {"items"},
+               "PoolLeaseList"});
+  d.push_back(
+      {Ours("DelegatedLeaseSpec"),
+       "DelegatedLeaseSpec is a node's heartbeat as its pool leader renews it on its behalf.",
+       "object",
+       "",
+       {S("holderIdentity",
+          "The node whose heartbeat this is; must equal metadata.name (422 Invalid otherwise)."),
+        I32("leaseDurationSeconds",
+            "How long, in seconds, the heartbeat stays live after the server accepted the last "
+            "write (status.observedTime). From 1 to the server's --max-lease-duration (default "
+            "300)."),
+        R("renewTime", Meta("MicroTime"),
+          "The pool leader's last in-pool observation of the node, on the leader's clock "
+          "(MicroTime). Within one leader term it never goes backwards (409 Conflict); a new "
+          "leader term starts fresh."),
+        S("poolName",
+          "The node pool of the node; required, and must be the node's pool (422 Invalid "
+          "otherwise). Also usable as a field selector: spec.poolName=<pool>."),
+        S("delegate",
+          "The pool leader that wrote this heartbeat; must be the writer's node name (422 "
+          "Invalid otherwise). Only the current, unexpired holder of the pool's PoolLease may "
+          "write (403 Forbidden otherwise).")},
+       {"poolName"},
+       ""});
+  d.push_back({Ours("LeaderTerm"),
+               "LeaderTerm identifies one leader term: one PoolLease object at one "
+               "leaseTransitions value.",
+               "object",
+               "",
+               {S("poolLeaseUID", "metadata.uid of the PoolLease whose holder wrote the heartbeat."),
+                I32("leaseTransitions", "spec.leaseTransitions of that PoolLease at the write.")},
+               {},
+               ""});
+  d.push_back(
+      {Ours("DelegatedLeaseStatus"),
+       "DelegatedLeaseStatus is written by the server only.",
+       "object",
+       "",
+       {R("observedTime", Meta("MicroTime"),
+          "The server's wall-clock time of the last accepted write (MicroTime). The heartbeat "
+          "is live while observedTime plus spec.leaseDurationSeconds lies ahead on the server's "
+          "clock."),
+        R("lastForwardTime", Meta("MicroTime"),
+          "When poolcoord's forwarder last renewed the node's cloud Lease "
+          "(kube-node-lease/<node>) from this heartbeat (MicroTime)."),
+        B("expired", "True once the server found the heartbeat expired."),
+        R("leaderTerm", Ours("LeaderTerm"),
+          "The leader term the heartbeat was written in; it belongs to the current leader only "
+          "while that term is the PoolLease's current, live term.")},
+       {},
+       ""});
+  d.push_back(
+      {Ours("DelegatedLease"),
+       "DelegatedLease is the heartbeat of a node that lost the cloud but still reaches its "
+       "pool, written for it by the pool leader. It is named after the node and must carry the "
+       "annotation openyurt.io/delegate-heartbeat: \"true\". While it is live and belongs to "
+       "the current leader, poolcoord renews the node's Lease in the cloud, so the cloud sees "
+       "a network partition rather than a node failure.",
+       "object",
+       "",
+       {S("apiVersion", kApiVersionDoc),
+        S("kind", kKindDoc),
+        R("metadata", Meta("ObjectMeta"), "Standard object metadata; metadata.name is the node."),
+        R("spec", Ours("DelegatedLeaseSpec"), "The delegated heartbeat."),
+        R("status", Ours("DelegatedLeaseStatus"), "Written by the server.")},
+       {},
+       "DelegatedLease"});
+  d.push_back({Ours("DelegatedLeaseList"),
+               "DelegatedLeaseList is a list of DelegatedLeases.",
+               "object",
+               "",
+               {S("apiVersion", kApiVersionDoc),
+                AR("items", Ours("DelegatedLease"), "The DelegatedLeases, by name."),
+                S("kind", kKindDoc),
+                R("metadata", Meta("ListMeta"), "Standard list metadata.")},
+               {"items"},
+               "DelegatedLeaseList"});
+  return d;
+}
+
+std::string RefPath(bool v3, std::string_view name) {
+  return Cat(v3 ? "#/components/schemas/" : "#/definitions/", name);
+}
+
+void WriteRef(JsonWriter& w, bool v3, std::string_view name) {
+  w.StartObject();
+  KeyStr(w, "$ref", RefPath(v3, name));
+  w.EndObject();
+}
+
+void WriteGvk(JsonWriter& w, std::string_view kind) {
+  w.StartObject();
+  KeyStr(w, "group", store::kGroup);
+  KeyStr(w, "kind", kind);
+  KeyStr(w, "version", store::kVersion);
+  w.EndObject();
+}
+
+void WriteProp(JsonWriter& w, bool v3, const Prop& p) {
+  w.StartObject();
+  KeyStr(w, "description", p.description);
+  switch (p.type) {
+    case T::kString:
+      KeyStr(w, "type", "string");
+      break;
+    case T::kInt32:
+    case T::kInt64:
+      KeyStr(w, "type", "integer");
+      KeyStr(w, "format", p.type == T::kInt32 ? "int32" : "int64");
+      break;
+    case T::kBool:
+      KeyStr(w, "type", "boolean");
+      break;
+    case T::kRef:
+      // v3: a $ref has no siblings in OpenAPI 3.0, so the field's own description
+      // rides beside an allOf (kube-openapi's form; kubectl explain reads both).
+      if (v3) {
+        Key(w, "allOf");
+        w.StartArray();
+        WriteRef(w, v3, p.ref);
+        w.EndArray();
+      } else {
+        KeyStr(w, "$ref", RefPath(v3, p.ref));
+      }
+      break;
+    case T::kArrayString:
+      KeyStr(w, "type", "array");
+      Key(w, "items");
+      w.StartObject();
+      KeyStr(w, "type", "string");
+      w.EndObject();
+      break;
+    case T::kArrayRef:
+      KeyStr(w, "type", "array");
+      Key(w, "items");
+      WriteRef(w, v3, p.ref);
+      break;
+    case T::kMapString:
+      KeyStr(w, "type", "object");
+      Key(w, "additionalProperties");
+      w.StartObject();
+      KeyStr(w, "type", "string");
+      w.EndObject();
+      break;
+    case T::kObject:
+      KeyStr(w, "type", "object");
+      break;
+  }
+  w.EndObject();
+}
+
+void WriteDefinition(JsonWriter& w, bool v3, const Definition& d) {
+  Key(w, d.name);
+  w.StartObject();
+  KeyStr(w, "description", d.description);
+  KeyStr(w, "type", d.type);
+  if (!d.format.empty()) KeyStr(w, "format", d.format);
+  if (!d.props.empty()) {
+    Key(w, "properties");
+    w.StartObject();
+    for (const Prop& p : d.props) {
+      Key(w, p.name);
+      WriteProp(w, v3, p);
+    }
+    w.EndObject();
+  }
+  if (!d.required.empty()) {
+    Key(w, "required");
+    w.StartArray();
+    for (const std::string& r : d.required) Str(w, r);
+    w.EndArray();
+  }
+  if (!d.gvk_kind.empty()) {
+    Key(w, "x-kubernetes-group-version-kind");
+    w.StartArray();
+    WriteGvk(w, d.gvk_kind);
+    w.EndArray();
+  }
+  w.EndObject();
+}
+
+// --- parameters and operations
+
+struct Param {
+  const char* name;
+  const char* in;  // "query" or "path"
+  const char* type;
+  const char* description;
+};
+
+constexpr Param kName{"name", "path", "string", "The name of the object."};
+constexpr Param kAllowWatchBookmarks{
+    "allowWatchBookmarks", "query", "boolean",
+    "With watch: ask for BOOKMARK events, which carry only a newer resourceVersion to resume "
+    "from."};
+constexpr Param kContinue{
+    "continue", "query", "string",
+    "The continue token of the previous page, to get the next page of a list cut by limit. "
+    "An expired token gets 410 Expired."};
+constexpr Param kFieldSelector{
+    "fieldSelector", "query", "string",
+    "Restricts the objects by fields: metadata.name and metadata.namespace (=, ==, !=), and "
+    "spec.poolName on delegatedleases."};
+constexpr Param kLabelSelector{
+    "labelSelector", "query", "string",
+    "Restricts the objects by labels: k=v, k==v, k!=v, k in (a,b), k notin (a), k, !k; commas "
+    "mean AND."};
+constexpr Param kLimit{"limit", "query", "integer",
+                       "The largest number of objects to return; the rest follows through "
+                       "continue."};
+constexpr Param kResourceVersion{
+    "resourceVersion", "query", "string",
+    "Unset: the most recent state. \"0\": any state. N: not older than N; a watch from N "
+    "streams the changes after N."};
+constexpr Param kResourceVersionMatch{
+    "resourceVersionMatch", "query", "string",
+    "How resourceVersion applies to a list: Exact or NotOlderThan. Requires resourceVersion."};
+constexpr Param kSendInitialEvents{
+    "sendInitialEvents", "query", "boolean",
+    "With watch and resourceVersionMatch=NotOlderThan: start with synthetic ADDED events for "
+    "the current objects, then a BOOKMARK annotated k8s.io/initial-events-end."};
+constexpr Param kTimeoutSeconds{"timeoutSeconds", "query", "integer",
+                                "Ends a list or watch call after this many seconds."};
+constexpr Param kWatch{"watch", "query", "boolean",
+                       "Watch for changes instead of listing: one JSON event per line."};
+constexpr Param kDryRun{"dryRun", "query", "string",
+                        "\"All\" runs every check and returns the result without persisting "
+                        "it; any other value is 422 Invalid."};
+constexpr Param kFieldManager{"fieldManager", "query", "string",
+                              "The name of the actor making the change, recorded as the field "
+                              "manager."};
+constexpr Param kFieldValidation{
+    "fieldValidation", "query", "string",
+    "What to do with fields the schema does not know: Ignore drops them silently, Warn (the "
+    "default) drops them with a Warning header each, Strict fails the request with 400 "
+    "BadRequest (strict decoding error: unknown field ...)."};
+constexpr Param kForce{"force", "query", "boolean",
+                       "Force an apply patch past conflicts; accepted for compatibility, "
+                       "meaningless for the patch types this server accepts."};
+constexpr Param kGracePeriodSeconds{"gracePeriodSeconds", "query", "integer",
+                                    "Seconds before the object is deleted; 0 means now."};
+constexpr Param kPropagationPolicy{"propagationPolicy", "query", "string",
+                                   "Whether and how dependents are garbage collected: Orphan, "
+                                   "Background or Foreground."};
+
+enum class Body { kNone, kObject, kDeleteOptions, kPatch };
+
+struct Operation {
+  const char* method;  // get, post, put, patch, delete
+  const char* action;  // x-kubernetes-action
+  std::string operation_id;
+  std::string description;
+  std::vector<const Param*> params;
+  Body body = Body::kNone;
+  std::vector<int> codes;    // success codes
+  std::string response_def;  // full definition name of the success body
+  bool streams = false;      // also produces application/json;stream=watch
+};
+
+struct PathItem {
+  std::string path;
+  bool has_name = false;
+  std::vector<Operation> operations;
+};
+
+std::vector<const Param*> ListParams() {
+  return {&kAllowWatchBookmarks, &kContinue,        &kFieldSelector,
+          &kLabelSelector,       &kLimit,           &kResourceVersion,
+          &kResourceVersionMatch, &kSendInitialEvents, &kTimeoutSeconds,
+          &kWatch};
+}
+
+std::vector<PathItem> PathsFor(store::Kind kind) {
+  const store::ResourceInfo& info = store::InfoFor(kind);
+  const std::string k = info.kind_name;
+  const std::string base = Cat("/apis/", store::kGroupVersion, "/", info.plural);
+  const std::string watch_base =
+      Cat("/apis/", store::kGroupVersion, "/watch/", info.plural);
+  const std::string id = Cat("CoordinationPoolV1alpha1", k);
+  const std::string object = Ours(k);
+  const std::string list = Ours(k + "List");
+  const std::string status = Meta("Status");
+  const std::string event = Meta("WatchEvent");
+  const std::vector<const Param*> write = {&kDryRun, &kFieldManager, &kFieldValidation};
+  const std::vector<const Param*> patch = {&kDryRun, &kFieldManager, &kFieldValidation, &kForce};
+  const std::vector<const Param*> del = {&kDryRun, &kGracePeriodSeconds, &kPropagationPolicy};
+  const std::vector<const Param*> delcoll = {
+      &kContinue,        &kDryRun, &kFieldSelector, &kGracePeriodSeconds, &kLabelSelector,
+      &kLimit,           &kPropagationPolicy, &kResourceVersion, &kResourceVersionMatch,
+      &kSendInitialEvents, &kTimeoutSeconds};
+
+  std::vector<PathItem> paths;
+  paths.push_back(
+      {base,
+       false,
+       {{"get", "list", "list" + id, "list or watch objects of kind " + k, ListParams(),
+         Body::kNone, {200}, list, true},
+        {"post", "post", "create" + id, "create a " + k, write, Body::kObject, {200, 201, 202},
+         object, false},
+        {"delete", "deletecollection", "deleteCoordinationPoolV1alpha1Collection" + k,
+         "delete a collection of " + k, delcoll, Body::kDeleteOptions, {200}, status, false}}});
+  paths.push_back(
+      {base + "/{name}",
+       true,
+       {{"get", "get", "read" + id, "read the specified " + k, {}, Body::kNone, {200}, object,
+         false},
+        {"put", "put", "replace" + id, "replace the specified " + k, write, Body::kObject,
+         {200, 201}, object, false},
+        {"patch", "patch", "patch" + id, "partially update the specified " + k, patch,
+         Body::kPatch, {200, 201}, object, false},
+        {"delete", "delete", "delete" + id, "delete a " + k, del, Body::kDeleteOptions,
+         {200, 202}, status, false}}});
+  paths.push_back(
+      {base + "/{name}/status",
+       true,
+       {{"get", "get", "read" + id + "Status", "read status of the specified " + k, {},
+         Body::kNone, {200}, object, false},
+        {"put", "put", "replace" + id + "Status", "replace status of the specified " + k, write,
+         Body::kObject, {200, 201}, object, false},
+        {"patch", "patch", "patch" + id + "Status",
+         "partially update status of the specified " + k, patch, Body::kPatch, {200, 201},
+         object, false}}});
+  paths.push_back({watch_base,
+                   false,
+                   {{"get", "watchlist", "watch" + id + "List",
+                     "watch individual changes to a list of " + k +
+                         ". deprecated: use the 'watch' parameter with a list operation instead.",
+                     ListParams(), Body::kNone, {200}, event, true}}});
+  paths.push_back({watch_base + "/{name}",
+                   true,
+                   {{"get", "watch", "watch" + id,
+                     "watch changes to an object of kind " + k +
+                         ". deprecated: use the 'watch' parameter with a list operation instead, "
+                         "filtered to a single item with the 'fieldSelector' parameter.",
+                     ListParams(), Body::kNone, {200}, event, true}}});
+  return paths;
+}
+
+void WriteParam(JsonWriter& w, bool v3, const Param& p) {
+  w.StartObject();
+  KeyStr(w, "name", p.name);
+  KeyStr(w, "in", p.in);
+  KeyStr(w, "description", p.description);
+  if (std::string_view(p.in) == "path") {
+    Key(w, "required");
+    w.Bool(true);
+  }
+  if (v3) {
+    Key(w, "schema");
+    w.StartObject();
+    KeyStr(w, "type", p.type);
+    w.EndObject();
+  } else {
+    KeyStr(w, "type", p.type);
+  }
+  w.EndObject();
+}
+
+const char* BodyDefinitionSuffix(Body body) {
+  switch (body) {
+    case Body::kDeleteOptions:
+      return "DeleteOptions";
+    case Body::kPatch:
+      return "Patch";
+    default:
+      return "";
+  }
+}
+
+std::string BodyDefinition(Body body, const Operation& op) {
+  if (body == Body::kObject) return op.response_def;
+  return Meta(BodyDefinitionSuffix(body));
+}
+
+constexpr const char* kPatchTypes[] = {"application/json-patch+json",
+                                       "application/merge-patch+json"};
+
+void WriteOperation(JsonWriter& w, bool v3, const Operation& op, std::string_view kind) {
+  Key(w, op.method);
+  w.StartObject();
+  KeyStr(w, "description", op.description);
+  if (!v3) {
+    Key(w, "consumes");
+    w.StartArray();
+    if (op.body == Body::kPatch) {
+      for (const char* t : kPatchTypes) w.String(t);
+    } else {
+      w.String("*/*");
+    }
+    w.EndArray();
+    Key(w, "produces");
+    w.StartArray();
+    w.String(kJson);
+    if (op.streams) w.String("application/json;stream=watch");
+    w.EndArray();
+    Key(w, "schemes");
+    w.StartArray();
+    w.String("https");
+    w.EndArray();
+  }
+  Key(w, "tags");
+  w.StartArray();
+  w.String("coordinationPool_v1alpha1");
+  w.EndArray();
+  KeyStr(w, "operationId", op.operation_id);
+
+  bool v2_body = !v3 && op.body != Body::kNone;
+  if (!op.params.empty() || v2_body) {
+    Key(w, "parameters");
+    w.StartArray();
+    if (v2_body) {
+      w.StartObject();
+      KeyStr(w, "name", "body");
+      KeyStr(w, "in", "body");
+      Key(w, "required");
+      w.Bool(op.body != Body::kDeleteOptions);
+      Key(w, "schema");
+      WriteRef(w, false, BodyDefinition(op.body, op));
+      w.EndObject();
+    }
+    for (const Param* p : op.params) WriteParam(w, v3, *p);
+    w.EndArray();
+  }
+  if (v3 && op.body != Body::kNone) {
+    Key(w, "requestBody");
+    w.StartObject();
+    Key(w, "content");
+    w.StartObject();
+    const std::string def = BodyDefinition(op.body, op);
+    if (op.body == Body::kPatch) {
+      for (const char* t : kPatchTypes) {
+        Key(w, t);
+        w.StartObject();
+        Key(w, "schema");
+        WriteRef(w, true, def);
+        w.EndObject();
+      }
+    } else {
+      Key(w, "*/*");
+      w.StartObject();
+      Key(w, "schema");
+      WriteRef(w, true, def);
+      w.EndObject();
+    }
+    w.EndObject();
+    Key(w, "required");
+    w.Bool(op.body != Body::kDeleteOptions);
+    w.EndObject();
+  }
+
+  Key(w, "responses");
+  w.StartObject();
+  for (int code : op.codes) {
+    Key(w, std::to_string(code));
+    w.StartObject();
+    KeyStr(w, "description", code == 200 ? "OK" : code == 201 ? "Created" : "Accepted");
+    if (v3) {
+      Key(w, "content");
+      w.StartObject();
+      Key(w, kJson);
+      w.StartObject();
+      Key(w, "schema");
+      WriteRef(w, true, op.response_def);
+      w.EndObject();
+      if (op.streams) {
+        Key(w, "application/json;stream=watch");
+        w.StartObject();
+        Key(w, "schema");
+        WriteRef(w, true, op.response_def);
+        w.EndObject();
+      }
+      w.EndObject();
+    } else {
+      Key(w, "schema");
+      WriteRef(w, false, op.response_def);
+    }
+    w.EndObject();
+  }
+  Key(w, "401");
+  w.StartObject();
+  KeyStr(w, "description", "Unauthorized");
+  w.EndObject();
+  w.EndObject();
+
+  KeyStr(w, "x-kubernetes-action", op.action);
+  Key(w, "x-kubernetes-group-version-kind");
+  WriteGvk(w, kind);
+  w.EndObject();
+}
+
+void WritePaths(JsonWriter& w, bool v3) {
+  Key(w, "paths");
+  w.StartObject();
+  for (store::Kind kind : {store::Kind::kPoolLease, store::Kind::kDelegatedLease}) {
+    const char* kind_name = store::InfoFor(kind).kind_name;
+    for (const PathItem& item : PathsFor(kind)) {
+      Key(w, item.path);
+      w.StartObject();
+      for (const Operation& op : item.operations) WriteOperation(w, v3, op, kind_name);
+      if (item.has_name) {
+        Key(w, "parameters");
+        w.StartArray();
+        WriteParam(w, v3, kName);
+        w.EndArray();
+      }
+      w.EndObject();
+    }
+  }
+  w.EndObject();
+}
+
+void WriteInfo(JsonWriter& w) {
+  Key(w, "info");
+  w.StartObject();
+  KeyStr(w, "title", "poolcoord");
+  KeyStr(w, "version", store::kVersion);
+  w.EndObject();
+}
+
+void WriteDefinitions(JsonWriter& w, bool v3) {
+  w.StartObject();
+  for (const Definition& d : MetaDefinitions()) WriteDefinition(w, v3, d);
+  for (const Definition& d : OurDefinitions()) WriteDefinition(w, v3, d);
+  w.EndObject();
+}
+
+std::string RenderV2() {
+  rapidjson::StringBuffer buf;
+  JsonWriter w(buf);
+  w.StartObject();
+  KeyStr(w, "swagger", "2.0");
+  WriteInfo(w);
+  WritePaths(w, false);
+  Key(w, "definitions");
+  WriteDefinitions(w, false);
+  w.EndObject();
+  return buf.GetString();
+}
+
+std::string RenderV3() {
+  rapidjson::StringBuffer buf;
+  JsonWriter w(buf);
+  w.StartObject();
+  KeyStr(w, "openapi", "3.0.0");
+  WriteInfo(w);
+  WritePaths(w, true);
+  Key(w, "components");
+  w.StartObject();
+  Key(w, "schemas");
+  WriteDefinitions(w, true);
+  w.EndObject();
+  w.EndObject();
+  return buf.GetString();
+}
+
+std::string UpperHexSha256(std::string_view data) {
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(), digest);
+  return absl::AsciiStrToUpper(absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(digest), sizeof(digest))));
+}
+
+struct Document {
+  std::string body;
+  std::string hash;  // upper-case hex sha256 of body
+  std::string etag;  // "\"" + hash + "\""
+};
+
+Document MakeDocument(std::string body) {
+  Document d;
+  d.body = std::move(body);
+  d.hash = UpperHexSha256(d.body);
+  d.etag = Cat("\"", d.hash, "\"");
+  return d;
+}
+
+const Document& V2() {
+  static const Document* const doc = new Document(MakeDocument(RenderV2()));
+  return *doc;
+}
+
+const Document& V3() {
+  static const Document* const doc = new Document(MakeDocument(RenderV3()));
+  return *doc;
+}
+
+std::string V3Url() { return Cat(kV3Path, "?hash=", V3().hash); }
+
+const Document& V3Root() {
+  static const Document* const doc = [] {
+    rapidjson::StringBuffer buf;
+    JsonWriter w(buf);
+    w.StartObject();
+    Key(w, "paths");
+    w.StartObject();
+    Key(w, Cat("apis/", store::kGroupVersion));
+    w.StartObject();
+    KeyStr(w, "serverRelativeURL", V3Url());
+    w.EndObject();
+    w.EndObject();
+    w.EndObject();
+    return new Document(MakeDocument(buf.GetString()));
+  }();
+  return *doc;
+}
+
+bool AdmitsJson(const Request& request) {
+  for (const MediaRange& r : ParseAccept(request.Header("accept"))) {
+    if (r.IsPlainJson()) return true;
+  }
+  return false;
+}
+
+// Serves `doc` with its ETag, or 304 when the client has it.
+Response ServeDocument(const Request& request, const Document& doc, Response r) {
+  r.SetHeader("Content-Type", kJson);
+  r.SetHeader("ETag", doc.etag);
+  if (IfNoneMatchMatches(request.Header("if-none-match"), doc.etag)) {
+    r.status = 304;
+    return r;
+  }
+  r.status = 200;
+  r.body = doc.body;
+  return r;
+}
+
+// An HTTP-date (RFC 9110 IMF-fixdate) one year from now, as kube-openapi's handler3
+// sets Expires for a hash URL.
+std::string ExpiresInOneYear() {
+  absl::Time now = absl::Now();
+  absl::CivilSecond cs = absl::ToCivilSecond(now, absl::UTCTimeZone());
+  absl::Time later = absl::FromCivil(
+      absl::CivilSecond(cs.year() + 1, cs.month(), cs.day(), cs.hour(), cs.minute(), cs.second()),
+      absl::UTCTimeZone());
+  return absl::FormatTime("%a, %d %b %Y %H:%M:%S GMT", later, absl::UTCTimeZone());
+}
+
+}  // namespace
+
+const std::string& OpenApiV3Hash() { return V3().hash; }
+
+Response ServeOpenApiV2(const Request& request) {
+  if (!AdmitsJson(request)) return NotAcceptableResponse(kJson);
+  return ServeDocument(request, V2(), Response{});
+}
+
+Response ServeOpenApiV3Root(const Request& request) {
+  if (!AdmitsJson(request)) return NotAcceptableResponse(kJson);
+  return ServeDocument(request, V3Root(), Response{});
+}
+
+Response ServeOpenApiV3GroupVersion(const Request& request) {
+  if (!AdmitsJson(request)) return NotAcceptableResponse(kJson);
+  const Document& doc = V3();
+  Response r;
+  if (request.HasQuery("hash")) {
+    if (request.Query("hash") != doc.hash) {
+      // A stale (or foreign) hash: send the client to the current content.
+      r.status = 301;
+      r.SetHeader("Location", V3Url());
+      r.SetHeader("Content-Type", kJson);
+      return r;
+    }
+    r.SetHeader("Vary", "Accept");
+    r.SetHeader("Cache-Control", "public, immutable");
+    r.SetHeader("Expires", ExpiresInOneYear());
+  }
+  return ServeDocument(request, doc, std::move(r));
+}
+
+}  // namespace poolcoord::handlers

@@ -1,0 +1,674 @@
+#include "handlers/rest_handler.h"
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "election/clock.h"
+#include "election/lease_rules.h"
+#include "handlers/list_options.h"
+#include "handlers/media_types.h"
+#include "handlers/patch.h"
+#include "handlers/status_mapping.h"
+#include "handlers/table.h"
+#include "handlers/validation.h"
+#include "handlers/watch_handler.h"
+#include "rapidjson/document.h"
+#include "rapidjson/stringbuffer.h"
+#include "rapidjson/writer.h"
+#include "store/api_error.h"
+#include "store/object_codec.h"
+
+namespace poolcoord::handlers {
+namespace {
+
+using store::Kind;
+using store::MutableObjectPtr;
+using store::Object;
+using store::ObjectPtr;
+
+constexpr char kJsonPatch[] = "application/json-patch+json";
+constexpr char kMergePatch[] = "application/merge-patch+json";
+
+std::string RandomUid() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  uint64_t hi = rng(), lo = rng();
+  hi = (hi & 0xffffffffffff0fffULL) | 0x0000000000004000ULL;  // version 4
+  lo = (lo & 0x3fffffffffffffffULL) | 0x8000000000000000ULL;  // RFC 4122 variant
+  return absl::StrFormat("%08x-%04x-%04x-%04x-%012x", hi >> 32, (hi >> 16) & 0xffff, hi & 0xffff,
+                         lo >> 48, lo & 0xffffffffffffULL);
+}
+
+// As k8s.io/apiserver's names.SimpleNameGenerator: 5 characters from an alphabet
+// without vowels and look-alike digits.
+std::string RandomSuffix() {
+  static constexpr char kAlphabet[] = "bcdfghjklmnpqrstvwxz2456789";
+  thread_local std::mt19937 rng{std::random_device{}()};
+  std::string s(5, ' ');
+  for (char& c : s) c = kAlphabet[rng() % (sizeof(kAlphabet) - 1)];
+  return s;
+}
+
+Response JsonResponse(int status, std::string body) {
+  Response r;
+  r.status = status;
+  r.SetHeader("Content-Type", "application/json");
+  r.body = std::move(body);
+  return r;
+}
+
+// The dryRun query parameter (and DeleteOptions.dryRun): only "All" is valid, as
+// k8s.io/apiserver's ValidateDryRun says.
+absl::StatusOr<bool> DryRun(const Request& request) {
+  bool dry = false;
+  for (const auto& [key, value] : request.query) {
+    if (key != "dryRun") continue;
+    if (value != "All") {
+      return store::InvalidError(
+          "DryRun", "", {store::FieldNotSupported("dryRun", absl::StrCat("\"", value, "\""),
+                                                  "supported values: \"All\"")});
+    }
+    dry = true;
+  }
+  return dry;
+}
+
+enum class FieldValidation { kIgnore, kWarn, kStrict };
+
+absl::StatusOr<FieldValidation> ParseFieldValidation(const Request& request) {
+  std::string_view v = request.Query("fieldValidation");
+  if (v.empty() || v == "Warn") return FieldValidation::kWarn;
+  if (v == "Strict") return FieldValidation::kStrict;
+  if (v == "Ignore") return FieldValidation::kIgnore;
+  return store::BadRequestError(absl::StrCat(
+      "fieldValidation: invalid value \"", std::string(v), "\": supported values are Ignore, Warn, Strict"));
+}
+
+// Unknown fields: Strict fails the request (400, "strict decoding error"), Warn
+// adds Warning headers, as kube-apiserver does for fieldValidation.
+absl::Status ApplyFieldValidation(FieldValidation mode, const std::vector<std::string>& unknown,
+                                  std::vector<std::string>* warnings) {
+  if (unknown.empty() || mode == FieldValidation::kIgnore) return absl::OkStatus();
+  if (mode == FieldValidation::kStrict) {
+    std::string msg = "strict decoding error: ";
+    for (size_t i = 0; i < unknown.size(); ++i) {
+      absl::StrAppend(&msg, i ? ", " : "", "unknown field \"", unknown[i], "\"");
+    }
+    return store::BadRequestError(msg);
+  }
+  for (const auto& f : unknown) warnings->push_back(absl::StrCat("unknown field \"", f, "\""));
+  return absl::OkStatus();
+}
+
+void AddWarnings(Response* r, const std::vector<std::string>& warnings) {
+  for (const auto& w : warnings) {
+    std::string escaped;
+    for (char c : w) {
+      if (c == '"' || c == '\\') escaped.push_back('\\');
+      escaped.push_back(c);
+    }
+    r->SetHeader("Warning", absl::StrCat("299 - \"", escaped, "\""));
+  }
+}
+
+absl::Status CheckJsonContentType(const Request& request) {
+  std::string_view ct = request.Header("content-type");
+  if (ct.empty() || MediaTypeIs(ct, "application/json")) return absl::OkStatus();
+  return store::UnsupportedMediaTypeError(absl::StrCat(
+      "the body of the request was in an unknown format - accepted media types include: "
+      "application/json (got \"",
+      std::string(ct), "\")"));
+}
+
+absl::StatusOr<rapidjson::Document> ParseBody(std::string_view body) {
+  rapidjson::Document doc;
+  doc.Parse(body.data(), body.size());
+  if (doc.HasParseError()) {
+    return store::BadRequestError(absl::StrCat(
+        "the request body is not valid JSON: ", ParseErrorText(doc.GetParseError()),
+        " at offset ", doc.GetErrorOffset()));
+  }
+  return doc;
+}
+
+absl::StatusOr<std::pair<MutableObjectPtr, std::vector<std::string>>> DecodeBody(
+    Kind kind, std::string_view body) {
+  auto doc = ParseBody(body);
+  if (!doc.ok()) return doc.status();
+  std::vector<std::string> unknown;
+  auto obj = store::DecodeObject(*doc, kind, &unknown);
+  if (!obj.ok()) return obj.status();
+  return std::make_pair(*std::move(obj), std::move(unknown));
+}
+
+std::string EncodeOne(const Object& o) { return store::EncodeObject(o); }
+
+// Output format of a read, from the Accept header.
+enum class Format { kJson, kTable, kPartial };
+
+absl::StatusOr<Format> NegotiateFormat(const Request& request, bool list) {
+  if (WantsTable(request)) return Format::kTable;
+  if (WantsPartialObjectMetadata(request, list)) return Format::kPartial;
+  if (AcceptsJson(request.Header("accept"))) return Format::kJson;
+  return store::NotAcceptableError(absl::StrCat(
+      "only the following media types are accepted: application/json, "
+      "application/json;as=Table;v=v1;g=meta.k8s.io, "
+      "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io (got \"",
+      std::string(request.Header("accept")), "\")"));
+}
+
+int64_t NowSeconds(const RestContext& ctx) {
+  return (ctx.clock ? ctx.clock->NowMicros() : election::RealClock::Get()->NowMicros()) / 1000000;
+}
+int64_t NowMicros(const RestContext& ctx) {
+  return ctx.clock ? ctx.clock->NowMicros() : election::RealClock::Get()->NowMicros();
+}
+
+const char* Plural(Kind kind) { return store::InfoFor(kind).plural; }
+const char* KindName(Kind kind) { return store::InfoFor(kind).kind_name; }
+
+// The part of an update common to PUT and PATCH of the main resource and of
+// /status: carry server-owned fields over from `current`, check optimistic
+// concurrency and immutable fields, run the rules. Returns the object to store,
+// or nullptr when the update removed the last finalizer of an object being
+// deleted (the delete then completes, as the generic registry does).
+absl::StatusOr<MutableObjectPtr> PrepareUpdate(const RestContext& ctx, const Request& request,
+                                               Kind kind, const ObjectPtr& current,
+                                               MutableObjectPtr proposed, bool status_only,
+                                               store::TxnReader& reader) {
+  const std::string& name = current->metadata.name;
+  if (proposed->metadata.resource_version != 0 &&
+      proposed->metadata.resource_version != current->metadata.resource_version) {
+    return store::StaleResourceVersionError(Plural(kind), name);
+  }
+  if (!proposed->metadata.uid.empty() && proposed->metadata.uid != current->metadata.uid) {
+    return store::ConflictError(
+        Plural(kind), name,
+        absl::StrCat("Precondition failed: UID in precondition: ", proposed->metadata.uid,
+                     ", UID in object meta: ", current->metadata.uid));
+  }
+  MutableObjectPtr next;
+  if (status_only) {
+    // /status changes status alone; everything else stays as stored.
+    next = std::make_shared<Object>(*current);
+    next->status = proposed->status;
+  } else {
+    next = std::move(proposed);
+    next->status = current->status;
+    next->observed_monotonic_us = current->observed_monotonic_us;
+    if (current->metadata.deletion_timestamp) {
+      for (const auto& f : next->metadata.finalizers) {
+        if (std::find(current->metadata.finalizers.begin(), current->metadata.finalizers.end(),
+                      f) == current->metadata.finalizers.end()) {
+          return store::InvalidError(
+              KindName(kind), name,
+              {store::FieldForbidden("metadata.finalizers",
+                                     absl::StrCat("no new finalizers can be added if the object "
+                                                  "is being deleted, found new finalizers [\"",
+                                                  f, "\"]"))});
+        }
+      }
+    }
+    auto causes = ValidateObjectMeta(next->metadata, /*is_create=*/false);
+    auto update_causes = ValidateObjectMetaUpdate(current->metadata, next->metadata);
+    causes.insert(causes.end(), update_causes.begin(), update_causes.end());
+    if (!causes.empty()) return store::InvalidError(KindName(kind), name, std::move(causes));
+  }
+  next->metadata.name = name;
+  next->metadata.uid = current->metadata.uid;
+  next->metadata.creation_timestamp = current->metadata.creation_timestamp;
+  next->metadata.deletion_timestamp = current->metadata.deletion_timestamp;
+  next->metadata.deletion_grace_period_seconds = current->metadata.deletion_grace_period_seconds;
+  next->metadata.generate_name = current->metadata.generate_name;
+  next->metadata.resource_version = current->metadata.resource_version;
+  next->metadata.generation =
+      current->metadata.generation + (next->spec == current->spec ? 0 : 1);
+  if (ctx.rules) {
+    absl::Status s = status_only ? ctx.rules->AdmitStatusWrite(request.user, *current, *next)
+                                 : ctx.rules->AdmitWrite(request.user, current, *next, reader);
+    if (!s.ok()) return s;
+  }
+  if (next->metadata.deletion_timestamp && next->metadata.finalizers.empty()) return nullptr;
+  return next;
+}
+
+Response WriteResponse(int status, const store::WriteResult& result,
+                       const std::vector<std::string>& warnings) {
+  Response r = JsonResponse(status, EncodeOne(*result.object));
+  AddWarnings(&r, warnings);
+  return r;
+}
+
+// --- reads
+
+Response Get(const RestContext& ctx, const ResourcePath& path, Request& request) {
+  auto format = NegotiateFormat(request, false);
+  if (!format.ok()) return ErrorResponse(format.status());
+  auto obj = ctx.store->Get(path.kind, path.name);
+  if (!obj.ok()) return ErrorResponse(obj.status());
+  const Object& o = **obj;
+  switch (*format) {
+    case Format::kTable:
+      return JsonResponse(200, RenderTable(path.kind, {*obj}, std::to_string(o.metadata.resource_version),
+                                           request.Query("includeObject"), true, NowMicros(ctx)));
+    case Format::kPartial:
+      return JsonResponse(200, RenderPartialObjectMetadata(o));
+    case Format::kJson:
+      break;
+  }
+  return JsonResponse(200, EncodeOne(o));
+}
+
+Response List(const RestContext& ctx, const ResourcePath& path, Request& request,
+              const ListOptions& opts) {
+  auto format = NegotiateFormat(request, true);
+  if (!format.ok()) return ErrorResponse(format.status());
+  const int64_t current = ctx.store->CurrentRevision();
+  if (opts.resource_version && *opts.resource_version > current) {
+    return ErrorResponse(store::TimeoutError(
+        absl::StrCat("Too large resource version: ", *opts.resource_version, ", current: ", current),
+        true));
+  }
+  if (opts.resource_version_match == ResourceVersionMatch::kExact &&
+      *opts.resource_version != current) {
+    // The memory store keeps no past states, only past events.
+    return ErrorResponse(store::ExpiredError(absl::StrCat(
+        "too old resource version: ", *opts.resource_version, " (", current, ")")));
+  }
+  store::ListOptions lo;
+  int64_t token_revision = 0;
+  if (!opts.continue_token.empty()) {
+    absl::Status s = DecodeContinueToken(opts.continue_token, &token_revision, &lo.after_name);
+    if (!s.ok()) return ErrorResponse(s);
+    if (token_revision < ctx.store->OldestWatchableRevision() - 1) {
+      return ErrorResponse(store::ExpiredError(
+          "The provided continue parameter is too old to display a consistent list result. You "
+          "can start a new list without the continue parameter."));
+    }
+  }
+  lo.limit = opts.limit;
+  lo.predicate = [&opts](const Object& o) { return MatchesSelectors(opts, o); };
+  store::ListResult result;
+  if (auto exact = opts.field_selector.ExactName(); exact && lo.after_name.empty()) {
+    // kubectl wait and delete watch one object by name: no need to scan.
+    auto obj = ctx.store->Get(path.kind, *exact);
+    result.revision = ctx.store->CurrentRevision();
+    if (obj.ok() && MatchesSelectors(opts, **obj)) result.items.push_back(*obj);
+  } else {
+    auto listed = ctx.store->List(path.kind, lo);
+    if (!listed.ok()) return ErrorResponse(listed.status());
+    result = *std::move(listed);
+  }
+  // Pages after the first report the revision of the first page, as a list
+  // continued from an etcd snapshot does; later changes reach a watcher from it.
+  const int64_t list_revision = token_revision ? token_revision : result.revision;
+  std::string next_token;
+  if (!result.next_name.empty() && !result.items.empty()) {
+    next_token = EncodeContinueToken(list_revision, result.items.back()->metadata.name);
+  }
+  const std::string rv = std::to_string(list_revision);
+  switch (*format) {
+    case Format::kTable: {
+      Response r = JsonResponse(200, RenderTable(path.kind, result.items, rv,
+                                                 request.Query("includeObject"), true,
+                                                 NowMicros(ctx), next_token, result.remaining));
+      return r;
+    }
+    case Format::kPartial:
+      return JsonResponse(
+          200, RenderPartialObjectMetadataList(result.items, rv, next_token, result.remaining));
+    case Format::kJson:
+      break;
+  }
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+  w.StartObject();
+  w.Key("kind");
+  const std::string list_kind = absl::StrCat(KindName(path.kind), "List");
+  w.String(list_kind.c_str(), list_kind.size());
+  w.Key("apiVersion");
+  w.String(store::kGroupVersion);
+  w.Key("metadata");
+  w.StartObject();
+  w.Key("resourceVersion");
+  w.String(rv.c_str(), rv.size());
+  if (!next_token.empty()) {
+    w.Key("continue");
+    w.String(next_token.c_str(), next_token.size());
+    w.Key("remainingItemCount");
+    w.Int64(result.remaining);
+  }
+  w.EndObject();
+  w.Key("items");
+  w.StartArray();
+  for (const auto& item : result.items) store::WriteObject(w, *item);
+  w.EndArray();
+  w.EndObject();
+  return JsonResponse(200, std::string(buf.GetString(), buf.GetSize()));
+}
+
+// --- writes
+
+Response Create(const RestContext& ctx, const ResourcePath& path, Request& request) {
+  if (absl::Status s = CheckJsonContentType(request); !s.ok()) return ErrorResponse(s);
+  auto dry = DryRun(request);
+  if (!dry.ok()) return ErrorResponse(dry.status());
+  auto validation = ParseFieldValidation(request);
+  if (!validation.ok()) return ErrorResponse(validation.status());
+  auto decoded = DecodeBody(path.kind, request.body);
+  if (!decoded.ok()) return ErrorResponse(decoded.status());
+  auto& [obj, unknown] = *decoded;
+  std::vector<std::string> warnings;
+  if (absl::Status s = ApplyFieldValidation(*validation, unknown, &warnings); !s.ok()) {
+    return ErrorResponse(s);
+  }
+  if (obj->metadata.name.empty() && !obj->metadata.generate_name.empty()) {
+    obj->metadata.name = obj->metadata.generate_name + RandomSuffix();
+  }
+  if (auto causes = ValidateObjectMeta(obj->metadata, /*is_create=*/true); !causes.empty()) {
+    return ErrorResponse(store::InvalidError(KindName(path.kind), obj->metadata.name, std::move(causes)));
+  }
+  // A resourceVersion on create is ignored, as kube-apiserver's BeforeCreate does.
+  obj->metadata.resource_version = 0;
+  obj->metadata.uid = RandomUid();
+  obj->metadata.creation_timestamp = NowSeconds(ctx);
+  obj->metadata.generation = 1;
+  obj->metadata.deletion_timestamp.reset();
+  obj->metadata.deletion_grace_period_seconds.reset();
+  obj->status = store::LeaseStatus{};
+  obj->observed_monotonic_us = 0;
+  const std::string name = obj->metadata.name;
+  const election::UserInfo& user = request.user;
+  auto result = ctx.store->Update(
+      path.kind, name,
+      [&](const ObjectPtr& current, store::TxnReader& reader) -> absl::StatusOr<MutableObjectPtr> {
+        if (current) return store::AlreadyExistsError(Plural(path.kind), name);
+        auto next = std::make_shared<Object>(*obj);
+        if (ctx.rules) {
+          if (absl::Status s = ctx.rules->AdmitWrite(user, nullptr, *next, reader); !s.ok()) return s;
+        }
+        return next;
+      },
+      *dry);
+  if (!result.ok()) return ErrorResponse(result.status());
+  return WriteResponse(201, *result, warnings);
+}
+
+Response Update(const RestContext& ctx, const ResourcePath& path, Request& request) {
+  if (absl::Status s = CheckJsonContentType(request); !s.ok()) return ErrorResponse(s);
+  auto dry = DryRun(request);
+  if (!dry.ok()) return ErrorResponse(dry.status());
+  auto validation = ParseFieldValidation(request);
+  if (!validation.ok()) return ErrorResponse(validation.status());
+  auto decoded = DecodeBody(path.kind, request.body);
+  if (!decoded.ok()) return ErrorResponse(decoded.status());
+  auto& [obj, unknown] = *decoded;
+  std::vector<std::string> warnings;
+  if (absl::Status s = ApplyFieldValidation(*validation, unknown, &warnings); !s.ok()) {
+    return ErrorResponse(s);
+  }
+  if (obj->metadata.name.empty()) obj->metadata.name = path.name;
+  if (obj->metadata.name != path.name) {
+    return ErrorResponse(store::BadRequestError(
+        absl::StrCat("the name of the object (", obj->metadata.name,
+                     ") does not match the name on the URL (", path.name, ")")));
+  }
+  const bool status_only = path.subresource == "status";
+  auto result = ctx.store->Update(
+      path.kind, path.name,
+      [&](const ObjectPtr& current, store::TxnReader& reader) -> absl::StatusOr<MutableObjectPtr> {
+        if (!current) return store::NotFoundError(Plural(path.kind), path.name);
+        return PrepareUpdate(ctx, request, path.kind, current, std::make_shared<Object>(*obj),
+                             status_only, reader);
+      },
+      *dry);
+  if (!result.ok()) return ErrorResponse(result.status());
+  return WriteResponse(200, *result, warnings);
+}
+
+Response Patch(const RestContext& ctx, const ResourcePath& path, Request& request) {
+  std::string_view ct = request.Header("content-type");
+  const bool json_patch = MediaTypeIs(ct, kJsonPatch);
+  const bool merge_patch = MediaTypeIs(ct, kMergePatch);
+  if (!json_patch && !merge_patch) {
+    return ErrorResponse(store::UnsupportedMediaTypeError(absl::StrCat(
+        "the body of the request was in an unknown format - accepted media types include: ",
+        kJsonPatch, ", ", kMergePatch)));
+  }
+  auto dry = DryRun(request);
+  if (!dry.ok()) return ErrorResponse(dry.status());
+  auto validation = ParseFieldValidation(request);
+  if (!validation.ok()) return ErrorResponse(validation.status());
+  auto patch = ParseBody(request.body);
+  if (!patch.ok()) return ErrorResponse(patch.status());
+  if (json_patch && !patch->IsArray()) {
+    return ErrorResponse(store::BadRequestError(
+        "a JSON patch (application/json-patch+json) must be an array of operations"));
+  }
+  if (merge_patch && !patch->IsObject()) {
+    return ErrorResponse(store::BadRequestError(
+        "a merge patch (application/merge-patch+json) must be a JSON object"));
+  }
+  const bool status_only = path.subresource == "status";
+  std::vector<std::string> warnings;
+  auto result = ctx.store->Update(
+      path.kind, path.name,
+      [&](const ObjectPtr& current, store::TxnReader& reader) -> absl::StatusOr<MutableObjectPtr> {
+        if (!current) return store::NotFoundError(Plural(path.kind), path.name);
+        // The patch applies to the stored JSON form, inside the atomic update, so a
+        // concurrent writer can never slip between read and write.
+        std::string encoded = EncodeOne(*current);
+        rapidjson::Document doc;
+        doc.Parse(encoded.c_str(), encoded.size());
+        absl::Status s = json_patch ? ApplyJsonPatch(doc, *patch)
+                                    : ApplyMergePatch(doc, *patch, doc.GetAllocator());
+        if (!s.ok()) return s;
+        std::vector<std::string> unknown;
+        auto patched = store::DecodeObject(doc, path.kind, &unknown);
+        if (!patched.ok()) return patched.status();
+        warnings.clear();
+        if (s = ApplyFieldValidation(*validation, unknown, &warnings); !s.ok()) return s;
+        if ((*patched)->metadata.name != path.name) {
+          return store::BadRequestError(
+              absl::StrCat("the name of the object (", (*patched)->metadata.name,
+                           ") does not match the name on the URL (", path.name, ")"));
+        }
+        return PrepareUpdate(ctx, request, path.kind, current, *std::move(patched), status_only,
+                             reader);
+      },
+      *dry);
+  if (!result.ok()) return ErrorResponse(result.status());
+  return WriteResponse(200, *result, warnings);
+}
+
+struct DeleteOptions {
+  std::optional<std::string> uid;
+  std::optional<int64_t> resource_version;
+  bool dry_run = false;
+};
+
+absl::StatusOr<DeleteOptions> ParseDeleteOptions(const Request& request) {
+  DeleteOptions out;
+  auto dry = DryRun(request);
+  if (!dry.ok()) return dry.status();
+  out.dry_run = *dry;
+  if (absl::StripAsciiWhitespace(request.body).empty()) return out;
+  auto doc = ParseBody(request.body);
+  if (!doc.ok()) return doc.status();
+  if (!doc->IsObject()) return store::BadRequestError("DeleteOptions must be a JSON object");
+  if (auto k = doc->FindMember("kind"); k != doc->MemberEnd() && k->value.IsString() &&
+                                        std::string_view(k->value.GetString()) != "DeleteOptions") {
+    return store::BadRequestError(
+        absl::StrCat("the request body is a ", k->value.GetString(), ", not DeleteOptions"));
+  }
+  if (auto p = doc->FindMember("propagationPolicy");
+      p != doc->MemberEnd() && !p->value.IsNull()) {
+    std::string_view v = p->value.IsString() ? p->value.GetString() : "";
+    if (v != "Orphan" && v != "Background" && v != "Foreground") {
+      return store::InvalidError("DeleteOptions", "",
+                                 {store::FieldNotSupported(
+                                     "propagationPolicy", absl::StrCat("\"", std::string(v), "\""),
+                                     "supported values: \"Foreground\", \"Background\", \"Orphan\"")});
+    }
+  }
+  if (auto d = doc->FindMember("dryRun"); d != doc->MemberEnd() && d->value.IsArray()) {
+    for (const auto& v : d->value.GetArray()) {
+      if (!v.IsString() || std::string_view(v.GetString()) != "All") {
+        return store::InvalidError(
+            "DeleteOptions", "",
+            {store::FieldNotSupported("dryRun", v.IsString() ? v.GetString() : "?",
+                                      "supported values: \"All\"")});
+      }
+      out.dry_run = true;
+    }
+  }
+  if (auto pre = doc->FindMember("preconditions"); pre != doc->MemberEnd() && pre->value.IsObject()) {
+    if (auto u = pre->value.FindMember("uid"); u != pre->value.MemberEnd() && u->value.IsString()) {
+      out.uid = u->value.GetString();
+    }
+    if (auto rv = pre->value.FindMember("resourceVersion");
+        rv != pre->value.MemberEnd() && rv->value.IsString()) {
+      int64_t v = 0;
+      if (!absl::SimpleAtoi(rv->value.GetString(), &v)) {
+        return store::BadRequestError(absl::StrCat("invalid resourceVersion precondition \"",
+                                                   rv->value.GetString(), "\""));
+      }
+      out.resource_version = v;
+    }
+  }
+  return out;
+}
+
+// One delete through the store: preconditions, rules, finalizers.
+absl::StatusOr<store::WriteResult> DeleteOne(const RestContext& ctx, Kind kind,
+                                             const std::string& name, const DeleteOptions& opts,
+                                             const election::UserInfo& user) {
+  return ctx.store->Update(
+      kind, name,
+      [&](const ObjectPtr& current, store::TxnReader& reader) -> absl::StatusOr<MutableObjectPtr> {
+        if (!current) return store::NotFoundError(Plural(kind), name);
+        if (opts.uid && *opts.uid != current->metadata.uid) {
+          return store::ConflictError(
+              Plural(kind), name,
+              absl::StrCat("Precondition failed: UID in precondition: ", *opts.uid,
+                           ", UID in object meta: ", current->metadata.uid));
+        }
+        if (opts.resource_version && *opts.resource_version != current->metadata.resource_version) {
+          return store::ConflictError(
+              Plural(kind), name,
+              absl::StrCat("Precondition failed: ResourceVersion in precondition: ",
+                           *opts.resource_version, ", ResourceVersion in object meta: ",
+                           current->metadata.resource_version));
+        }
+        if (ctx.rules) {
+          if (absl::Status s = ctx.rules->AdmitDelete(user, *current, reader); !s.ok()) return s;
+        }
+        if (current->metadata.finalizers.empty()) return MutableObjectPtr();
+        // Finalizers hold the object: mark it, and the update that removes the
+        // last finalizer completes the delete.
+        auto next = std::make_shared<Object>(*current);
+        if (!next->metadata.deletion_timestamp) {
+          next->metadata.deletion_timestamp = NowSeconds(ctx);
+          next->metadata.deletion_grace_period_seconds = 0;
+        }
+        return next;
+      },
+      opts.dry_run);
+}
+
+Response Delete(const RestContext& ctx, const ResourcePath& path, Request& request) {
+  auto opts = ParseDeleteOptions(request);
+  if (!opts.ok()) return ErrorResponse(opts.status());
+  auto result = DeleteOne(ctx, path.kind, path.name, *opts, request.user);
+  if (!result.ok()) return ErrorResponse(result.status());
+  return JsonResponse(200, EncodeOne(*result->object));
+}
+
+Response DeleteCollection(const RestContext& ctx, const ResourcePath& path, Request& request) {
+  auto list_opts = ParseListOptions(request, path.kind);
+  if (!list_opts.ok()) return ErrorResponse(list_opts.status());
+  auto opts = ParseDeleteOptions(request);
+  if (!opts.ok()) return ErrorResponse(opts.status());
+  store::ListOptions lo;
+  lo.predicate = [&](const Object& o) { return MatchesSelectors(*list_opts, o); };
+  auto listed = ctx.store->List(path.kind, lo);
+  if (!listed.ok()) return ErrorResponse(listed.status());
+  std::vector<ObjectPtr> deleted;
+  for (const auto& item : listed->items) {
+    auto r = DeleteOne(ctx, path.kind, item->metadata.name, *opts, request.user);
+    if (r.ok()) {
+      deleted.push_back(r->object);
+    } else if (!absl::IsNotFound(r.status())) {
+      return ErrorResponse(r.status());
+    }
+  }
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+  w.StartObject();
+  w.Key("kind");
+  const std::string list_kind = absl::StrCat(KindName(path.kind), "List");
+  w.String(list_kind.c_str(), list_kind.size());
+  w.Key("apiVersion");
+  w.String(store::kGroupVersion);
+  w.Key("metadata");
+  w.StartObject();
+  const std::string rv = std::to_string(ctx.store->CurrentRevision());
+  w.Key("resourceVersion");
+  w.String(rv.c_str(), rv.size());
+  w.EndObject();
+  w.Key("items");
+  w.StartArray();
+  for (const auto& item : deleted) store::WriteObject(w, *item);
+  w.EndArray();
+  w.EndObject();
+  return JsonResponse(200, std::string(buf.GetString(), buf.GetSize()));
+}
+
+Response MethodNotAllowed(const Request& request) {
+  return ErrorResponse(store::MethodNotAllowedError(
+      absl::StrCat("the server does not allow this method on the requested resource (",
+                   request.method, " ", request.path, ")")));
+}
+
+}  // namespace
+
+Response ServeResource(const RestContext& ctx, const ResourcePath& path, Request& request) {
+  const std::string& m = request.method;
+  if (!path.subresource.empty() && path.subresource != "status") {
+    return ErrorResponse(store::NotFoundError(
+        absl::StrCat(Plural(path.kind), "/", path.subresource), path.name));
+  }
+  if (path.name.empty()) {
+    if (m == "GET") {
+      auto opts = ParseListOptions(request, path.kind);
+      if (!opts.ok()) return ErrorResponse(opts.status());
+      if (opts->watch) return ServeWatch(ctx.store, path.kind, *opts, request, NowMicros(ctx));
+      return List(ctx, path, request, *opts);
+    }
+    if (m == "POST") return Create(ctx, path, request);
+    if (m == "DELETE") return DeleteCollection(ctx, path, request);
+    return MethodNotAllowed(request);
+  }
+  if (m == "GET") {
+    if (request.Query("watch") == "true" || request.Query("watch") == "1") {
+      // A watch on one named object, as kube-apiserver serves GET .../<name>?watch=true.
+      auto opts = ParseListOptions(request, path.kind);
+      if (!opts.ok()) return ErrorResponse(opts.status());
+      auto pinned = FieldSelector::Parse(absl::StrCat("metadata.name=", path.name),
+                                         SupportedFieldSelectors(path.kind));
+      if (pinned.ok()) opts->field_selector = *std::move(pinned);
+      return ServeWatch(ctx.store, path.kind, *opts, request, NowMicros(ctx));
+    }
+    return Get(ctx, path, request);
+  }
+  if (m == "PUT") return Update(ctx, path, request);
+  if (m == "PATCH") return Patch(ctx, path, request);
+  if (m == "DELETE" && path.subresource.empty()) return Delete(ctx, path, request);
+  return MethodNotAllowed(request);
+}
+
+}  // namespace poolcoord::handlers

@@ -1,0 +1,291 @@
+#include "handlers/table.h"
+
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "handlers/discovery.h"
+#include "rapidjson/stringbuffer.h"
+#include "rapidjson/writer.h"
+#include "store/object_codec.h"
+
+namespace poolcoord::handlers {
+namespace {
+
+using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
+
+constexpr char kMetaGroup[] = "meta.k8s.io";
+constexpr char kMetaV1[] = "meta.k8s.io/v1";
+constexpr char kNone[] = "<none>";
+constexpr char kUnknown[] = "<unknown>";
+
+void Str(JsonWriter& w, std::string_view s) {
+  w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
+}
+
+struct Column {
+  const char* name;
+  const char* type;
+  const char* format;
+  const char* description;
+  int priority;
+};
+
+// Descriptions follow the field documentation in the OpenAPI schemas, as
+// kube-apiserver's printers take them from the types' swagger docs.
+constexpr char kNameDoc[] =
+    "Name is the unique name of the object in the cluster. PoolLeases are named after "
+    "their pool, DelegatedLeases after their node.";
+constexpr char kAgeDoc[] =
+    "CreationTimestamp is a timestamp representing the server time when this object was "
+    "created, shown as the time elapsed since then.";
+constexpr char kRenewedDoc[] =
+    "Time elapsed since spec.renewTime, the holder's (or, for a DelegatedLease, the pool "
+    "leader's) last renewal on its own clock.";
+
+constexpr Column kPoolLeaseColumns[] = {
+    {"Name", "string", "name", kNameDoc, 0},
+    {"Holder", "string", "", "spec.holderIdentity: the node that holds the pool lease (the pool "
+                             "leader).", 0},
+    {"Transitions", "integer", "", "spec.leaseTransitions: how many times the lease changed "
+                                   "holders.", 1},
+    {"Renewed", "string", "", kRenewedDoc, 0},
+    {"Age", "string", "", kAgeDoc, 0},
+};
+
+constexpr Column kDelegatedLeaseColumns[] = {
+    {"Name", "string", "name", kNameDoc, 0},
+    {"Pool", "string", "", "spec.poolName: the node pool the node belongs to.", 0},
+    {"Delegate", "string", "", "spec.delegate: the pool leader that renewed this heartbeat.", 0},
+    {"Renewed", "string", "", kRenewedDoc, 0},
+    {"Expired", "boolean", "", "status.expired: whether the server judged the delegated "
+                               "heartbeat expired.", 1},
+    {"Age", "string", "", kAgeDoc, 0},
+};
+
+void WriteColumns(JsonWriter& w, const Column* columns, size_t n) {
+  w.StartArray();
+  for (size_t i = 0; i < n; ++i) {
+    const Column& c = columns[i];
+    w.StartObject();
+    w.Key("name");
+    w.String(c.name);
+    w.Key("type");
+    w.String(c.type);
+    w.Key("format");
+    w.String(c.format);
+    w.Key("description");
+    w.String(c.description);
+    w.Key("priority");
+    w.Int(c.priority);
+    w.EndObject();
+  }
+  w.EndArray();
+}
+
+void OptionalStringCell(JsonWriter& w, const std::optional<std::string>& value) {
+  if (value && !value->empty()) {
+    Str(w, *value);
+  } else {
+    w.String(kNone);
+  }
+}
+
+void AgeCell(JsonWriter& w, std::optional<int64_t> since_us, int64_t now_us) {
+  if (!since_us) {
+    w.String(kUnknown);
+    return;
+  }
+  Str(w, HumanDuration(now_us - *since_us));
+}
+
+void WriteCells(JsonWriter& w, const store::Object& o, int64_t now_us) {
+  std::optional<int64_t> created;
+  if (o.metadata.creation_timestamp != 0) created = o.metadata.creation_timestamp * 1'000'000;
+  w.StartArray();
+  Str(w, o.metadata.name);
+  if (o.kind == store::Kind::kPoolLease) {
+    OptionalStringCell(w, o.spec.holder_identity);
+    if (o.spec.lease_transitions) {
+      w.Int(*o.spec.lease_transitions);
+    } else {
+      w.Null();  // kubectl prints <none>
+    }
+    AgeCell(w, o.spec.renew_time_us, now_us);
+  } else {
+    OptionalStringCell(w, o.spec.pool_name);
+    OptionalStringCell(w, o.spec.delegate);
+    AgeCell(w, o.spec.renew_time_us, now_us);
+    w.Bool(o.status.expired);
+  }
+  AgeCell(w, created, now_us);
+  w.EndArray();
+}
+
+void WritePartial(JsonWriter& w, const store::Object& o) {
+  w.StartObject();
+  w.Key("kind");
+  w.String("PartialObjectMetadata");
+  w.Key("apiVersion");
+  w.String(kMetaV1);
+  w.Key("metadata");
+  store::WriteObjectMeta(w, o.metadata);
+  w.EndObject();
+}
+
+// The first acceptable media range, in the client's order, decides: a range
+// matching `wanted` wins; a plain JSON range first means plain JSON.
+template <typename Pred>
+bool PrefersOverJson(const Request& request, Pred wanted) {
+  for (const MediaRange& r : ParseAccept(request.Header("accept"))) {
+    if (r.type == "application" && r.subtype == "json" && r.Param("g") == kMetaGroup &&
+        wanted(r)) {
+      return true;
+    }
+    if (r.IsPlainJson()) return false;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool WantsTable(const Request& request) {
+  return PrefersOverJson(request, [](const MediaRange& r) {
+    return r.Param("as") == "Table" && (r.Param("v") == "v1" || r.Param("v") == "v1beta1");
+  });
+}
+
+bool WantsPartialObjectMetadata(const Request& request, bool list) {
+  std::string_view as = list ? "PartialObjectMetadataList" : "PartialObjectMetadata";
+  return PrefersOverJson(request, [as](const MediaRange& r) {
+    return r.Param("as") == as && r.Param("v") == "v1";
+  });
+}
+
+std::string HumanDuration(int64_t duration_us) {
+  // Integer division truncates toward zero, as Go's int(d.Seconds()) does.
+  const int64_t seconds = duration_us / 1'000'000;
+  if (seconds < -1) return "<invalid>";
+  if (seconds < 0) return "0s";
+  if (seconds < 120) return absl::StrCat(seconds, "s");
+  const int64_t minutes = seconds / 60;
+  if (minutes < 10) {
+    const int64_t s = seconds % 60;
+    return s == 0 ? absl::StrCat(minutes, "m") : absl::StrCat(minutes, "m", s, "s");
+  }
+  if (minutes < 180) return absl::StrCat(minutes, "m");
+  const int64_t hours = minutes / 60;
+  if (hours < 8) {
+    const int64_t m = minutes % 60;
+    return m == 0 ? absl::StrCat(hours, "h") : absl::StrCat(hours, "h", m, "m");
+  }
+  if (hours < 48) return absl::StrCat(hours, "h");
+  if (hours < 24 * 8) {
+    const int64_t h = hours % 24;
+    return h == 0 ? absl::StrCat(hours / 24, "d") : absl::StrCat(hours / 24, "d", h, "h");
+  }
+  if (hours < 24 * 365 * 2) return absl::StrCat(hours / 24, "d");
+  if (hours < 24 * 365 * 8) {
+    const int64_t d = (hours / 24) % 365;
+    return d == 0 ? absl::StrCat(hours / 24 / 365, "y")
+                  : absl::StrCat(hours / 24 / 365, "y", d, "d");
+  }
+  return absl::StrCat(hours / 24 / 365, "y");
+}
+
+std::string RenderTable(store::Kind kind, const std::vector<store::ObjectPtr>& objects,
+                        const std::string& resource_version, std::string_view include_object,
+                        bool with_column_definitions, int64_t now_us,
+                        std::string_view continue_token, int64_t remaining) {
+  rapidjson::StringBuffer buf;
+  JsonWriter w(buf);
+  w.StartObject();
+  w.Key("kind");
+  w.String("Table");
+  w.Key("apiVersion");
+  w.String(kMetaV1);
+  w.Key("metadata");
+  w.StartObject();
+  w.Key("resourceVersion");
+  Str(w, resource_version);
+  if (!continue_token.empty()) {
+    w.Key("continue");
+    Str(w, continue_token);
+  }
+  if (remaining > 0) {
+    w.Key("remainingItemCount");
+    w.Int64(remaining);
+  }
+  w.EndObject();
+  w.Key("columnDefinitions");
+  if (with_column_definitions) {
+    if (kind == store::Kind::kPoolLease) {
+      WriteColumns(w, kPoolLeaseColumns, std::size(kPoolLeaseColumns));
+    } else {
+      WriteColumns(w, kDelegatedLeaseColumns, std::size(kDelegatedLeaseColumns));
+    }
+  } else {
+    w.StartArray();
+    w.EndArray();
+  }
+  w.Key("rows");
+  w.StartArray();
+  for (const store::ObjectPtr& object : objects) {
+    if (object == nullptr) continue;
+    w.StartObject();
+    w.Key("cells");
+    WriteCells(w, *object, now_us);
+    if (include_object == "Object") {
+      w.Key("object");
+      store::WriteObject(w, *object);
+    } else if (include_object != "None") {
+      w.Key("object");
+      WritePartial(w, *object);
+    }
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  return buf.GetString();
+}
+
+std::string RenderPartialObjectMetadata(const store::Object& object) {
+  rapidjson::StringBuffer buf;
+  JsonWriter w(buf);
+  WritePartial(w, object);
+  return buf.GetString();
+}
+
+std::string RenderPartialObjectMetadataList(const std::vector<store::ObjectPtr>& objects,
+                                            const std::string& resource_version,
+                                            std::string_view continue_token, int64_t remaining) {
+  rapidjson::StringBuffer buf;
+  JsonWriter w(buf);
+  w.StartObject();
+  w.Key("kind");
+  w.String("PartialObjectMetadataList");
+  w.Key("apiVersion");
+  w.String(kMetaV1);
+  w.Key("metadata");
+  w.StartObject();
+  w.Key("resourceVersion");
+  Str(w, resource_version);
+  if (!continue_token.empty()) {
+    w.Key("continue");
+    Str(w, continue_token);
+  }
+  if (remaining > 0) {
+    w.Key("remainingItemCount");
+    w.Int64(remaining);
+  }
+  w.EndObject();
+  w.Key("items");
+  w.StartArray();
+  for (const store::ObjectPtr& object : objects) {
+    if (object != nullptr) WritePartial(w, *object);
+  }
+  w.EndArray();
+  w.EndObject();
+  return buf.GetString();
+}
+
+}  // namespace poolcoord::handlers

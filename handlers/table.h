@@ -1,0 +1,76 @@
+// Server-side printing (meta.k8s.io/v1 Table) and PartialObjectMetadata, the two
+// alternative representations kube-apiserver offers through the Accept header
+// (k8s.io/apiserver pkg/endpoints/handlers/response.go).
+//
+// Wire shapes:
+//   {"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"7"},
+//    "columnDefinitions":[{"name":"Name","type":"string","format":"name",
+//                          "description":"...","priority":0},...],
+//    "rows":[{"cells":["pool-a","hz-1",3,"4s","2d3h"],
+//             "object":{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1",
+//                       "metadata":{...}}}]}
+//   {"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{...}}
+//
+// All functions are pure and thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "handlers/http_types.h"
+#include "store/object.h"
+
+namespace poolcoord::handlers {
+
+// True when the Accept header prefers a Table: a media range
+// application/json;as=Table;g=meta.k8s.io;v=v1 (or v=v1beta1; parameters in any
+// order) comes, in the client's order of preference, before any plain JSON
+// range. kubectl get sends Table first with plain JSON as the fallback. The
+// answer is always meta.k8s.io/v1, which every kubectl since 1.15 reads.
+bool WantsTable(const Request& request);
+
+// True when the Accept header prefers PartialObjectMetadata (list == false: get
+// and watch) or PartialObjectMetadataList (list == true) in meta.k8s.io/v1 over
+// plain JSON, as client-go's metadata client asks (its protobuf range is skipped:
+// we serve JSON only).
+bool WantsPartialObjectMetadata(const Request& request, bool list);
+
+// kubectl's age format (k8s.io/apimachinery/pkg/util/duration.HumanDuration):
+// "45s" below 2 minutes, "3m2s" below 10 minutes, "59m" below 3 hours, "2h5m"
+// below 8 hours, "20h" below 2 days, "3d4h" below 8 days, "300d" below 2 years,
+// "2y5d" below 8 years, then "9y". Up to 1 s in the future counts as "0s" (clock
+// skew); further in the future is "<invalid>". `duration_us` in microseconds.
+std::string HumanDuration(int64_t duration_us);
+
+// Renders a Table of `objects` (all of `kind`).
+// Columns: PoolLease: Name, Holder, Transitions (priority 1: -o wide), Renewed
+// (age of spec.renewTime), Age. DelegatedLease: Name, Pool, Delegate, Renewed,
+// Expired (priority 1), Age. Missing values print "<none>" (ages "<unknown>"),
+// the text kubectl prints for them.
+// `include_object` is the includeObject query parameter: "" or "Metadata" (the
+// default: a PartialObjectMetadata per row), "Object" (the full object), "None"
+// (no object); any other value is treated as Metadata.
+// `with_column_definitions` false leaves columnDefinitions empty (every Table of
+// a watch after the first, as k8s.io/apiserver does). `now_us` is the server's
+// wall time in microseconds since the epoch, for the ages. `continue_token` and
+// `remaining` fill metadata.continue and metadata.remainingItemCount (> 0 only)
+// when a list was cut by `limit`.
+std::string RenderTable(store::Kind kind, const std::vector<store::ObjectPtr>& objects,
+                        const std::string& resource_version, std::string_view include_object,
+                        bool with_column_definitions, int64_t now_us,
+                        std::string_view continue_token = "", int64_t remaining = 0);
+
+// {"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{...}}.
+std::string RenderPartialObjectMetadata(const store::Object& object);
+
+// {"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1",
+//  "metadata":{"resourceVersion":..,"continue":..,"remainingItemCount":..},
+//  "items":[PartialObjectMetadata...]}; continue and remainingItemCount only when
+// set (non-empty, > 0); items is [] when empty, never null.
+std::string RenderPartialObjectMetadataList(const std::vector<store::ObjectPtr>& objects,
+                                            const std::string& resource_version,
+                                            std::string_view continue_token, int64_t remaining);
+
+}  // namespace poolcoord::handlers

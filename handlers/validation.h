@@ -1,0 +1,71 @@
+// Name, label and ObjectMeta validation with Kubernetes' own messages
+// (k8s.io/apimachinery/pkg/util/validation and pkg/api/validation/objectmeta.go),
+// so that a 422 from us reads like one from kube-apiserver.
+//
+// The Is* functions return one message per failed rule (empty: valid), worded as
+// apimachinery words them; the Validate* functions return FieldCauses ready for
+// store::InvalidError. All functions are pure and thread-safe.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "store/api_error.h"
+#include "store/object.h"
+
+namespace poolcoord::handlers {
+
+inline constexpr size_t kDNS1123SubdomainMaxLength = 253;
+inline constexpr size_t kQualifiedNameMaxLength = 63;
+inline constexpr size_t kLabelValueMaxLength = 63;
+// Total bytes of annotation keys plus values (apimachinery TotalAnnotationSizeLimitB).
+inline constexpr size_t kTotalAnnotationSizeLimitBytes = 256 * 1024;
+
+// A lowercase RFC 1123 subdomain: at most 253 characters of [a-z0-9-.], each
+// dot-separated label starting and ending with an alphanumeric. Object names.
+std::vector<std::string> IsDNS1123Subdomain(std::string_view value);
+
+// Label and annotation keys and finalizers: an optional DNS-1123 subdomain prefix
+// and '/', then a name of at most 63 characters matching
+// ([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]. Messages carry the "prefix part " /
+// "name part " prefixes as apimachinery's do.
+std::vector<std::string> IsQualifiedName(std::string_view value);
+
+// Label values: empty, or at most 63 characters matching the qualified-name regex.
+std::vector<std::string> IsValidLabelValue(std::string_view value);
+
+// Go's %q for a string, as field.Error prints a value: double quotes, with '"',
+// '\\' and control characters escaped, invalid UTF-8 bytes as \xNN. Use it for the
+// value_repr of store::FieldInvalid.
+std::string GoQuote(std::string_view value);
+
+// Validates the client-settable metadata of a create (is_create) or of the new
+// object of an update, as ValidateObjectMetaAccessor does for a cluster-scoped
+// kind. Fields are reported as "metadata.name", "metadata.generateName",
+// "metadata.labels", "metadata.annotations", "metadata.finalizers",
+// "metadata.generation":
+// - name: required, except on create when generateName is set (the caller then
+//   generates it); otherwise a DNS-1123 subdomain;
+// - generateName: a DNS-1123 subdomain once a trailing '-' is masked;
+// - labels: keys qualified names, values label values;
+// - annotations: keys qualified names (case-insensitive), keys plus values at most
+//   262144 bytes in total (FieldTooLong);
+// - finalizers: qualified names, and not both "orphan" and "foregroundDeletion".
+std::vector<store::FieldCause> ValidateObjectMeta(const store::ObjectMeta& meta, bool is_create);
+
+// The update rules of ValidateObjectMetaAccessorUpdate that a caller cannot repair
+// by copying server-set fields (uid, creationTimestamp, generation, deletion
+// fields are copied by the caller, as k8s.io/apiserver's rest.BeforeUpdate does):
+// - metadata.name is immutable (the name in the URL wins);
+// - metadata.uid is immutable when the new object sets one;
+// - while the old object is being deleted (deletionTimestamp set) no finalizer may
+//   be added (Forbidden); removing finalizers is allowed.
+// Only the update rules: validate the new object itself with
+// ValidateObjectMeta(new_meta, /*is_create=*/false) as well (apimachinery's
+// update validation also runs the label and annotation checks; here they live in
+// that one place so that calling both reports each problem once).
+std::vector<store::FieldCause> ValidateObjectMetaUpdate(const store::ObjectMeta& old_meta,
+                                                        const store::ObjectMeta& new_meta);
+
+}  // namespace poolcoord::handlers

@@ -1,0 +1,236 @@
+#include "handlers/watch_handler.h"
+
+#include <chrono>
+#include <memory>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "handlers/media_types.h"
+#include "handlers/status_mapping.h"
+#include "handlers/table.h"
+#include "rapidjson/stringbuffer.h"
+#include "rapidjson/writer.h"
+#include "store/api_error.h"
+#include "store/object_codec.h"
+
+namespace poolcoord::handlers {
+namespace {
+
+using store::EventType;
+using store::Kind;
+using store::Object;
+using store::ObjectPtr;
+
+constexpr auto kBookmarkInterval = std::chrono::seconds(60);
+constexpr auto kPollInterval = std::chrono::milliseconds(1000);
+
+enum class Format { kJson, kTable, kPartial };
+
+const char* TypeName(EventType t) {
+  switch (t) {
+    case EventType::kAdded: return "ADDED";
+    case EventType::kModified: return "MODIFIED";
+    case EventType::kDeleted: return "DELETED";
+    case EventType::kBookmark: return "BOOKMARK";
+    case EventType::kError: return "ERROR";
+  }
+  return "ERROR";
+}
+
+// Renders watch events in the format the client asked for; Table output carries
+// column definitions only in its first event (k8s.io/apiserver handlers/response.go).
+class EventEncoder {
+ public:
+  EventEncoder(Kind kind, Format format, std::string include_object, int64_t now_us)
+      : kind_(kind), format_(format), include_object_(std::move(include_object)), now_us_(now_us) {}
+
+  std::string Encode(EventType type, const Object& object) {
+    std::string line = absl::StrCat("{\"type\":\"", TypeName(type), "\",\"object\":");
+    switch (format_) {
+      case Format::kJson:
+        line += store::EncodeObject(object);
+        break;
+      case Format::kPartial:
+        line += RenderPartialObjectMetadata(object);
+        break;
+      case Format::kTable: {
+        std::vector<ObjectPtr> one{std::make_shared<Object>(object)};
+        line += RenderTable(kind_, one, std::to_string(object.metadata.resource_version),
+                            include_object_, first_table_, now_us_);
+        first_table_ = false;
+        break;
+      }
+    }
+    line += "}\n";
+    return line;
+  }
+
+  std::string Bookmark(int64_t revision, bool initial_events_end) const {
+    rapidjson::StringBuffer buf;
+    rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+    w.StartObject();
+    w.Key("type");
+    w.String("BOOKMARK");
+    w.Key("object");
+    w.StartObject();
+    w.Key("kind");
+    w.String(store::InfoFor(kind_).kind_name);
+    w.Key("apiVersion");
+    w.String(store::kGroupVersion);
+    w.Key("metadata");
+    w.StartObject();
+    const std::string rv = std::to_string(revision);
+    w.Key("resourceVersion");
+    w.String(rv.c_str(), rv.size());
+    if (initial_events_end) {
+      w.Key("annotations");
+      w.StartObject();
+      w.Key("k8s.io/initial-events-end");
+      w.String("true");
+      w.EndObject();
+    }
+    w.EndObject();
+    w.EndObject();
+    w.EndObject();
+    return std::string(buf.GetString(), buf.GetSize()) + "\n";
+  }
+
+ private:
+  Kind kind_;
+  Format format_;
+  std::string include_object_;
+  int64_t now_us_;
+  bool first_table_ = true;
+};
+
+std::string ErrorEvent(const absl::Status& status) {
+  return absl::StrCat("{\"type\":\"ERROR\",\"object\":", StatusJson(status), "}\n");
+}
+
+int64_t DefaultTimeoutSeconds() {
+  // kube-apiserver: --min-request-timeout (1800 s) times a random factor in [1, 2).
+  thread_local std::mt19937 rng{std::random_device{}()};
+  return 1800 + static_cast<int64_t>(rng() % 1800);
+}
+
+}  // namespace
+
+Response ServeWatch(store::Store* store, Kind kind, const ListOptions& options,
+                    const Request& request, int64_t now_us) {
+  Format format = Format::kJson;
+  if (WantsTable(request)) {
+    format = Format::kTable;
+  } else if (WantsPartialObjectMetadata(request, /*list=*/false)) {
+    format = Format::kPartial;
+  } else if (!AcceptsJson(request.Header("accept"))) {
+    return ErrorResponse(store::NotAcceptableError(
+        absl::StrCat("only application/json watch streams are served (got \"",
+                     std::string(request.Header("accept")), "\")")));
+  }
+  const int64_t current = store->CurrentRevision();
+  const bool from_state = !options.resource_version || *options.resource_version == 0 ||
+                          options.send_initial_events;
+  if (options.resource_version && *options.resource_version > current) {
+    return ErrorResponse(store::TimeoutError(
+        absl::StrCat("Too large resource version: ", *options.resource_version,
+                     ", current: ", current),
+        true));
+  }
+
+  std::vector<ObjectPtr> initial;
+  int64_t start_revision = from_state ? 0 : *options.resource_version;
+  if (from_state) {
+    store::ListOptions lo;
+    lo.predicate = [&options](const Object& o) { return MatchesSelectors(options, o); };
+    auto listed = store->List(kind, lo);
+    if (!listed.ok()) return ErrorResponse(listed.status());
+    initial = std::move(listed->items);
+    start_revision = listed->revision;
+  }
+  Response response;
+  response.status = 200;
+  response.SetHeader("Content-Type", "application/json");
+  auto watcher_or = store->Watch(kind, start_revision);
+  if (!watcher_or.ok()) {
+    if (absl::IsOutOfRange(watcher_or.status())) {
+      // kube-apiserver answers 200 and one ERROR event; reflectors then relist.
+      response.body = ErrorEvent(watcher_or.status());
+      return response;
+    }
+    return ErrorResponse(watcher_or.status());
+  }
+  std::shared_ptr<store::Watcher> watcher = *std::move(watcher_or);
+  const int64_t timeout_s = options.timeout_seconds.value_or(0) > 0 ? *options.timeout_seconds
+                                                                     : DefaultTimeoutSeconds();
+  auto encoder = std::make_shared<EventEncoder>(kind, format,
+                                                std::string(request.Query("includeObject")), now_us);
+  auto opts = std::make_shared<ListOptions>(options);
+  auto initial_items = std::make_shared<std::vector<ObjectPtr>>(std::move(initial));
+
+  response.stream = [watcher, encoder, opts, initial_items, start_revision,
+                     timeout_s](ChunkWriter& out) {
+    using Clock = std::chrono::steady_clock;
+    const auto deadline = Clock::now() + std::chrono::seconds(timeout_s);
+    auto last_bookmark = Clock::now();
+    int64_t last_revision = start_revision;
+    for (const auto& obj : *initial_items) {
+      if (!out.Write(encoder->Encode(EventType::kAdded, *obj))) {
+        watcher->Stop();
+        return;
+      }
+    }
+    initial_items->clear();
+    if (opts->send_initial_events) {
+      if (!out.Write(encoder->Bookmark(start_revision, true))) {
+        watcher->Stop();
+        return;
+      }
+    }
+    while (out.Alive()) {
+      const auto now = Clock::now();
+      if (now >= deadline) break;
+      auto wait = std::min<Clock::duration>(deadline - now, kPollInterval);
+      store::EventPtr ev =
+          watcher->Next(std::chrono::duration_cast<std::chrono::milliseconds>(wait));
+      if (!ev) {
+        if (watcher->Closed()) break;  // store shut down
+        if (opts->allow_watch_bookmarks && Clock::now() - last_bookmark >= kBookmarkInterval) {
+          if (!out.Write(encoder->Bookmark(last_revision, false))) break;
+          last_bookmark = Clock::now();
+        }
+        continue;
+      }
+      if (ev->type == EventType::kError) {
+        if (watcher->Closed() && !ev->object) {
+          // Fell behind the writers: a bounded queue overflowed. 410 makes clients relist.
+          out.Write(ErrorEvent(store::ExpiredError(
+              "the watch fell behind and was closed; list again and watch from the list's "
+              "resourceVersion")));
+        }
+        break;
+      }
+      last_revision = ev->revision;
+      const bool now_matches = ev->object && MatchesSelectors(*opts, *ev->object);
+      const bool was_matching = ev->previous && MatchesSelectors(*opts, *ev->previous);
+      EventType type = ev->type;
+      if (type == EventType::kModified) {
+        if (now_matches && !was_matching) {
+          type = EventType::kAdded;
+        } else if (!now_matches && was_matching) {
+          type = EventType::kDeleted;
+        } else if (!now_matches) {
+          continue;
+        }
+      } else if (type == EventType::kAdded && !now_matches) {
+        continue;
+      } else if (type == EventType::kDeleted && !now_matches && !was_matching) {
+        continue;
+      }
+      if (!out.Write(encoder->Encode(type, *ev->object))) break;
+    }
+    watcher->Stop();
+  };
+  return response;
+}
+
+}  // namespace poolcoord::handlers

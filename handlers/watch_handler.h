@@ -1,0 +1,28 @@
+// Watch streams, as k8s.io/apiserver's watch handler serves them: one JSON
+// `{"type":...,"object":...}` line per event, flushed each time, over a chunked
+// 200 response.
+//
+// Start: resourceVersion unset or "0" sends synthetic ADDED events for the
+// current state, then changes; "N" streams changes after N; sendInitialEvents
+// sends the state then a BOOKMARK annotated k8s.io/initial-events-end. A
+// resourceVersion older than the history window gets 200 and one ERROR event
+// with 410 Expired; one in the future gets 504 (ResourceVersionTooLarge).
+// Selectors apply to both the old and new state, so an object that stops
+// matching arrives as DELETED and one that starts matching as ADDED (as the
+// watch cache does). Bookmarks (allowWatchBookmarks) every minute; the stream
+// ends cleanly at timeoutSeconds (default 30–60 min), when the client leaves,
+// at server shutdown, or with an ERROR event (410) when the watcher fell behind.
+#pragma once
+
+#include <cstdint>
+
+#include "handlers/http_types.h"
+#include "handlers/list_options.h"
+#include "store/store.h"
+
+namespace poolcoord::handlers {
+
+Response ServeWatch(store::Store* store, store::Kind kind, const ListOptions& options,
+                    const Request& request, int64_t now_us);
+
+}  // namespace poolcoord::handlers

@@ -1,0 +1,321 @@
+#include "store/memory_store.h"
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "store/api_error.h"
+
+namespace poolcoord::store {
+namespace {
+
+constexpr int kKinds = 2;
+
+int Index(Kind kind) { return static_cast<int>(kind); }
+
+// The queue between the store (producer, under the store lock) and one watcher
+// (consumer). Lock order: the store's mutex, then a channel's, never the reverse.
+class WatchChannel {
+ public:
+  explicit WatchChannel(size_t limit) : limit_(limit) {}
+
+  // Live events. Returns false once the channel is closed, also when this push
+  // found it full (the consumer fell behind): the store then forgets it.
+  bool Push(const EventPtr& event) {
+    absl::MutexLock lock(&mu_);
+    if (closed_) return false;
+    if (queue_.size() >= limit_) {
+      CloseLocked();
+      return false;
+    }
+    queue_.push_back(event);
+    return true;
+  }
+
+  // Replayed history at registration: already bounded by the history size.
+  void PushReplay(const EventPtr& event) {
+    absl::MutexLock lock(&mu_);
+    queue_.push_back(event);
+  }
+
+  void Close() {
+    absl::MutexLock lock(&mu_);
+    CloseLocked();
+  }
+
+  bool Closed() const {
+    absl::MutexLock lock(&mu_);
+    return closed_;
+  }
+
+  EventPtr Next(std::chrono::milliseconds timeout) {
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(this, &WatchChannel::Ready),
+                         absl::FromChrono(timeout));
+    if (!queue_.empty()) {
+      EventPtr event = std::move(queue_.front());
+      queue_.pop_front();
+      return event;
+    }
+    if (closed_ && !error_delivered_) {
+      error_delivered_ = true;
+      auto error = std::make_shared<Event>();
+      error->type = EventType::kError;
+      return error;
+    }
+    return nullptr;
+  }
+
+ private:
+  bool Ready() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !queue_.empty() || closed_; }
+
+  void CloseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    closed_ = true;
+    // Undelivered events are useless once the stream breaks: the client re-lists.
+    queue_.clear();
+  }
+
+  const size_t limit_;
+  mutable absl::Mutex mu_;
+  std::deque<EventPtr> queue_ ABSL_GUARDED_BY(mu_);
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  bool error_delivered_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+class MemoryWatcher final : public Watcher {
+ public:
+  explicit MemoryWatcher(std::shared_ptr<WatchChannel> channel) : channel_(std::move(channel)) {}
+  ~MemoryWatcher() override { channel_->Close(); }
+  MemoryWatcher(const MemoryWatcher&) = delete;
+  MemoryWatcher& operator=(const MemoryWatcher&) = delete;
+
+  EventPtr Next(std::chrono::milliseconds timeout) override { return channel_->Next(timeout); }
+  bool Closed() const override { return channel_->Closed(); }
+  void Stop() override { channel_->Close(); }
+
+ private:
+  std::shared_ptr<WatchChannel> channel_;
+};
+
+class MemoryStore final : public Store {
+ public:
+  explicit MemoryStore(const MemoryStoreOptions& options) : options_(options) {}
+  ~MemoryStore() override { Shutdown(); }
+  MemoryStore(const MemoryStore&) = delete;
+  MemoryStore& operator=(const MemoryStore&) = delete;
+
+  absl::StatusOr<ObjectPtr> Get(Kind kind, std::string_view name) override {
+    absl::ReaderMutexLock lock(&mu_);
+    ObjectPtr found = FindLocked(kind, name);
+    if (!found) return NotFoundError(InfoFor(kind).plural, name);
+    return found;
+  }
+
+  absl::StatusOr<ListResult> List(Kind kind, const ListOptions& options) override {
+    absl::ReaderMutexLock lock(&mu_);
+    const auto& objects = kinds_[Index(kind)].objects;
+    ListResult result;
+    result.revision = revision_;
+    auto it = options.after_name.empty() ? objects.begin()
+                                         : objects.upper_bound(options.after_name);
+    for (; it != objects.end(); ++it) {
+      if (options.predicate && !options.predicate(*it->second)) continue;
+      if (options.limit > 0 && static_cast<int64_t>(result.items.size()) >= options.limit) {
+        if (result.next_name.empty()) result.next_name = it->first;
+        ++result.remaining;
+        continue;
+      }
+      result.items.push_back(it->second);
+    }
+    return result;
+  }
+
+  absl::StatusOr<WriteResult> Update(Kind kind, std::string_view name, const UpdateFn& fn,
+                                     bool dry_run) override {
+    absl::MutexLock lock(&mu_);
+    auto& state = kinds_[Index(kind)];
+    auto it = state.objects.find(name);
+    ObjectPtr current = it == state.objects.end() ? nullptr : it->second;
+
+    LockedReader reader(this);
+    absl::StatusOr<MutableObjectPtr> proposed = fn(current, reader);
+    if (!proposed.ok()) return proposed.status();
+    MutableObjectPtr next = *std::move(proposed);
+
+    WriteResult result;
+    if (!next) {
+      if (!current) return result;  // deleting an absent key changes nothing
+      result.deleted = true;
+      if (dry_run) {
+        result.object = current;
+        return result;
+      }
+      const int64_t revision = ++revision_;
+      auto last = std::make_shared<Object>(*current);
+      last->metadata.resource_version = revision;
+      state.objects.erase(it);
+      result.object = last;
+      RecordLocked(kind, EventType::kDeleted, std::move(last), current, revision);
+      return result;
+    }
+
+    // The key is the identity: keep the object consistent with where it is stored.
+    next->kind = kind;
+    next->metadata.name = std::string(name);
+    result.created = current == nullptr;
+    if (dry_run) {
+      next->metadata.resource_version = current ? current->metadata.resource_version : 0;
+      result.object = std::move(next);
+      return result;
+    }
+    const int64_t revision = ++revision_;
+    next->metadata.resource_version = revision;
+    ObjectPtr stored = std::move(next);
+    if (current) {
+      it->second = stored;
+    } else {
+      state.objects.emplace(std::string(name), stored);
+    }
+    result.object = stored;
+    RecordLocked(kind, current ? EventType::kModified : EventType::kAdded, stored, current,
+                 revision);
+    return result;
+  }
+
+  absl::StatusOr<std::unique_ptr<Watcher>> Watch(Kind kind, int64_t from_revision) override {
+    absl::MutexLock lock(&mu_);
+    if (shutdown_) return ServiceUnavailableError("the server is shutting down");
+    if (from_revision < 0) {
+      return BadRequestError(absl::StrCat("invalid resourceVersion ", from_revision));
+    }
+    if (from_revision == 0) from_revision = revision_;
+    if (from_revision < compacted_) {
+      return ExpiredError(
+          absl::StrCat("too old resource version: ", from_revision, " (", compacted_, ")"));
+    }
+    if (from_revision > revision_) {
+      return TimeoutError(absl::StrCat("Too large resource version: ", from_revision,
+                                       ", current: ", revision_),
+                          /*rv_too_large=*/true);
+    }
+    auto& state = kinds_[Index(kind)];
+    SweepClosedLocked(state);
+    auto channel = std::make_shared<WatchChannel>(options_.watcher_queue_limit);
+    // history_ holds every revision in (compacted_, revision_], one event each,
+    // so the first event to replay sits at a computable index.
+    const size_t start = static_cast<size_t>(from_revision - compacted_);
+    for (size_t i = start; i < history_.size(); ++i) {
+      if (history_[i]->object && history_[i]->object->kind == kind) {
+        channel->PushReplay(history_[i]);
+      }
+    }
+    state.watchers.push_back(channel);
+    return std::unique_ptr<Watcher>(std::make_unique<MemoryWatcher>(std::move(channel)));
+  }
+
+  int64_t CurrentRevision() override {
+    absl::ReaderMutexLock lock(&mu_);
+    return revision_;
+  }
+
+  int64_t OldestWatchableRevision() override {
+    absl::ReaderMutexLock lock(&mu_);
+    return compacted_;
+  }
+
+  void Shutdown() override {
+    absl::MutexLock lock(&mu_);
+    shutdown_ = true;
+    for (auto& state : kinds_) {
+      for (auto& channel : state.watchers) channel->Close();
+      state.watchers.clear();
+    }
+  }
+
+ private:
+  struct KindState {
+    std::map<std::string, ObjectPtr, std::less<>> objects;
+    std::vector<std::shared_ptr<WatchChannel>> watchers;
+  };
+
+  // The TxnReader handed to fn: it reads under the lock Update already holds.
+  class LockedReader final : public TxnReader {
+   public:
+    explicit LockedReader(MemoryStore* store) : store_(store) {}
+    ObjectPtr Get(Kind kind, std::string_view name) override {
+      store_->mu_.AssertHeld();
+      return store_->FindLocked(kind, name);
+    }
+
+   private:
+    MemoryStore* store_;
+  };
+
+  ObjectPtr FindLocked(Kind kind, std::string_view name) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    const auto& objects = kinds_[Index(kind)].objects;
+    auto it = objects.find(name);
+    return it == objects.end() ? nullptr : it->second;
+  }
+
+  // Appends the event to the history window and fans it out. The one Event is
+  // shared by the history and every watcher.
+  void RecordLocked(Kind kind, EventType type, ObjectPtr object, ObjectPtr previous,
+                    int64_t revision) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto event = std::make_shared<Event>();
+    event->type = type;
+    event->object = std::move(object);
+    event->previous = std::move(previous);
+    event->revision = revision;
+    EventPtr shared = std::move(event);
+
+    history_.push_back(shared);
+    const int64_t keep = std::max<int64_t>(options_.watch_history_size, 0);
+    while (static_cast<int64_t>(history_.size()) > keep) {
+      compacted_ = history_.front()->revision;
+      history_.pop_front();
+    }
+
+    auto& watchers = kinds_[Index(kind)].watchers;
+    for (size_t i = 0; i < watchers.size();) {
+      if (watchers[i]->Push(shared)) {
+        ++i;
+      } else {
+        watchers[i] = std::move(watchers.back());
+        watchers.pop_back();
+      }
+    }
+  }
+
+  void SweepClosedLocked(KindState& state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto& w = state.watchers;
+    w.erase(std::remove_if(w.begin(), w.end(), [](const auto& c) { return c->Closed(); }),
+            w.end());
+  }
+
+  const MemoryStoreOptions options_;
+  mutable absl::Mutex mu_;
+  KindState kinds_[kKinds] ABSL_GUARDED_BY(mu_);
+  // The newest revision; 1 before any write, so no list ever reports "0".
+  int64_t revision_ ABSL_GUARDED_BY(mu_) = 1;
+  // Every revision <= compacted_ has left the history: watches must start at or
+  // after it.
+  int64_t compacted_ ABSL_GUARDED_BY(mu_) = 1;
+  std::deque<EventPtr> history_ ABSL_GUARDED_BY(mu_);
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Store> NewMemoryStore(const MemoryStoreOptions& options) {
+  return std::make_unique<MemoryStore>(options);
+}
+
+}  // namespace poolcoord::store

@@ -1,0 +1,158 @@
+#include "store/microtime.h"
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace poolcoord::store {
+namespace {
+
+absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+
+absl::Status Bad(std::string_view text, std::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat("cannot parse \"", Sv(text), "\": ", Sv(why)));
+}
+
+// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's
+// days_from_civil); valid for every year we accept (0000-9999).
+int64_t DaysFromCivil(int64_t y, int64_t m, int64_t d) {
+  y -= m <= 2;
+  const int64_t era = (y >= 0 ? y : y - 399) / 400;
+  const int64_t yoe = y - era * 400;
+  const int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+  const int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + doe - 719468;
+}
+
+bool IsLeap(int64_t y) { return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0; }
+
+int DaysInMonth(int64_t y, int64_t m) {
+  static constexpr int kDays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  return m == 2 && IsLeap(y) ? 29 : kDays[m - 1];
+}
+
+// A cursor over the text; every Take* consumes exactly what it matched.
+class Scanner {
+ public:
+  explicit Scanner(std::string_view s) : s_(s) {}
+  bool Digits(int n, int64_t* out) {
+    if (s_.size() < static_cast<size_t>(n)) return false;
+    int64_t v = 0;
+    for (int i = 0; i < n; ++i) {
+      char c = s_[i];
+      if (c < '0' || c > '9') return false;
+      v = v * 10 + (c - '0');
+    }
+    s_.remove_prefix(n);
+    *out = v;
+    return true;
+  }
+  // Consumes a run of digits (at most `max`), returning how many.
+  int DigitRun(int max, int64_t* value) {
+    int n = 0;
+    int64_t v = 0;
+    while (n < static_cast<int>(s_.size()) && n < max + 1 && s_[n] >= '0' && s_[n] <= '9') {
+      v = v * 10 + (s_[n] - '0');
+      ++n;
+    }
+    if (n > max) return -1;
+    s_.remove_prefix(n);
+    *value = v;
+    return n;
+  }
+  bool Char(char c) {
+    if (s_.empty() || s_[0] != c) return false;
+    s_.remove_prefix(1);
+    return true;
+  }
+  bool Peek(char c) const { return !s_.empty() && s_[0] == c; }
+  bool Done() const { return s_.empty(); }
+
+ private:
+  std::string_view s_;
+};
+
+struct Parsed {
+  int64_t seconds = 0;   // since the epoch, UTC
+  int64_t fraction_us = 0;
+};
+
+// Parses "YYYY-MM-DDTHH:MM:SS[.f]" + zone. `fraction`: 6 requires exactly six
+// digits (MicroTime), 0 allows an optional 1-9 digit fraction (Time).
+absl::StatusOr<Parsed> ParseRfc3339(std::string_view text, int fraction) {
+  Scanner sc(text);
+  int64_t year, month, day, hour, minute, second;
+  if (!sc.Digits(4, &year) || !sc.Char('-') || !sc.Digits(2, &month) || !sc.Char('-') ||
+      !sc.Digits(2, &day) || !sc.Char('T') || !sc.Digits(2, &hour) || !sc.Char(':') ||
+      !sc.Digits(2, &minute) || !sc.Char(':') || !sc.Digits(2, &second)) {
+    return Bad(text, "want RFC 3339 \"YYYY-MM-DDTHH:MM:SS\"");
+  }
+  if (month < 1 || month > 12) return Bad(text, "month out of range");
+  if (day < 1 || day > DaysInMonth(year, month)) return Bad(text, "day out of range");
+  if (hour > 23) return Bad(text, "hour out of range");
+  if (minute > 59) return Bad(text, "minute out of range");
+  if (second > 59) return Bad(text, "second out of range");
+
+  Parsed out;
+  if (fraction == 6) {
+    int64_t frac = 0;
+    if (!sc.Char('.')) return Bad(text, "want exactly 6 fractional digits (MicroTime)");
+    int n = sc.DigitRun(6, &frac);
+    if (n != 6) return Bad(text, "want exactly 6 fractional digits (MicroTime)");
+    out.fraction_us = frac;
+  } else if (sc.Char('.')) {
+    int64_t frac = 0;
+    int n = sc.DigitRun(9, &frac);
+    if (n < 1) return Bad(text, "want 1 to 9 fractional digits");
+  }
+
+  int64_t offset_seconds = 0;
+  if (sc.Char('Z')) {
+    // UTC
+  } else if (sc.Peek('+') || sc.Peek('-')) {
+    const bool negative = sc.Peek('-');
+    sc.Char(negative ? '-' : '+');
+    int64_t oh, om;
+    if (!sc.Digits(2, &oh) || !sc.Char(':') || !sc.Digits(2, &om)) {
+      return Bad(text, "want time zone \"Z\" or \"+hh:mm\"");
+    }
+    if (oh > 23 || om > 59) return Bad(text, "time zone offset out of range");
+    offset_seconds = (oh * 3600 + om * 60) * (negative ? -1 : 1);
+  } else {
+    return Bad(text, "want time zone \"Z\" or \"+hh:mm\"");
+  }
+  if (!sc.Done()) return Bad(text, "extra text after the time zone");
+
+  out.seconds = DaysFromCivil(year, month, day) * 86400 + hour * 3600 + minute * 60 + second -
+                offset_seconds;
+  return out;
+}
+
+}  // namespace
+
+std::string FormatMicroTime(int64_t us) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", absl::FromUnixMicros(us), absl::UTCTimeZone());
+}
+
+absl::StatusOr<int64_t> ParseMicroTime(std::string_view text) {
+  auto parsed = ParseRfc3339(text, 6);
+  if (!parsed.ok()) return parsed.status();
+  return parsed->seconds * 1'000'000 + parsed->fraction_us;
+}
+
+std::string FormatTime(int64_t seconds) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixSeconds(seconds),
+                          absl::UTCTimeZone());
+}
+
+absl::StatusOr<int64_t> ParseTime(std::string_view text) {
+  auto parsed = ParseRfc3339(text, 0);
+  if (!parsed.ok()) return parsed.status();
+  return parsed->seconds;
+}
+
+}  // namespace poolcoord::store

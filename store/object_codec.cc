@@ -1,0 +1,589 @@
+#include "store/object_codec.h"
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "rapidjson/error/en.h"
+#include "store/api_error.h"
+#include "store/microtime.h"
+
+namespace poolcoord::store {
+namespace {
+
+#define CODEC_RETURN_IF_ERROR(expr)   \
+  do {                                \
+    absl::Status _st = (expr);        \
+    if (!_st.ok()) return _st;        \
+  } while (0)
+
+constexpr char kInternalMember[] = "poolcoord.internal";
+
+absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+
+std::string_view Key(const rapidjson::Value& name) {
+  return std::string_view(name.GetString(), name.GetStringLength());
+}
+
+// ---------------------------------------------------------------- encoding
+
+void Str(JsonWriter& w, std::string_view s) {
+  w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
+}
+
+void KeyStr(JsonWriter& w, std::string_view key, std::string_view value) {
+  Str(w, key);
+  Str(w, value);
+}
+
+void WriteStringMap(JsonWriter& w, std::string_view key,
+                    const std::map<std::string, std::string>& m) {
+  if (m.empty()) return;
+  Str(w, key);
+  w.StartObject();
+  for (const auto& [k, v] : m) KeyStr(w, k, v);
+  w.EndObject();
+}
+
+// Raw arrays were produced by our own writer on decode, so they are valid JSON.
+void WriteRawArray(JsonWriter& w, std::string_view key, const std::string& json) {
+  if (json.empty() || json == "[]") return;
+  Str(w, key);
+  w.RawValue(json.data(), json.size(), rapidjson::kArrayType);
+}
+
+// Which spec fields belong to the API of each kind (DESIGN.md "API"). The storage
+// encoding keeps every field regardless.
+bool SpecFieldAllowed(Kind kind, std::string_view field, bool storage) {
+  if (storage) return true;
+  if (kind == Kind::kPoolLease) return field != "poolName" && field != "delegate";
+  return field != "acquireTime" && field != "leaseTransitions";
+}
+
+void WriteSpec(JsonWriter& w, const Object& o, bool storage) {
+  const LeaseSpec& s = o.spec;
+  auto allowed = [&](std::string_view f) { return SpecFieldAllowed(o.kind, f, storage); };
+  Str(w, "spec");
+  w.StartObject();
+  if (s.holder_identity) KeyStr(w, "holderIdentity", *s.holder_identity);
+  if (s.lease_duration_seconds) {
+    Str(w, "leaseDurationSeconds");
+    w.Int(*s.lease_duration_seconds);
+  }
+  if (s.acquire_time_us && allowed("acquireTime")) {
+    KeyStr(w, "acquireTime", FormatMicroTime(*s.acquire_time_us));
+  }
+  if (s.renew_time_us) KeyStr(w, "renewTime", FormatMicroTime(*s.renew_time_us));
+  if (s.lease_transitions && allowed("leaseTransitions")) {
+    Str(w, "leaseTransitions");
+    w.Int(*s.lease_transitions);
+  }
+  if (s.pool_name && allowed("poolName")) KeyStr(w, "poolName", *s.pool_name);
+  if (s.delegate && allowed("delegate")) KeyStr(w, "delegate", *s.delegate);
+  w.EndObject();
+}
+
+void WriteStatus(JsonWriter& w, const LeaseStatus& s) {
+  if (!s.observed_time_us && !s.last_forward_time_us && !s.expired && !s.leader_term) return;
+  Str(w, "status");
+  w.StartObject();
+  if (s.observed_time_us) KeyStr(w, "observedTime", FormatMicroTime(*s.observed_time_us));
+  if (s.last_forward_time_us) {
+    KeyStr(w, "lastForwardTime", FormatMicroTime(*s.last_forward_time_us));
+  }
+  if (s.expired) {
+    Str(w, "expired");
+    w.Bool(true);
+  }
+  if (s.leader_term) {
+    Str(w, "leaderTerm");
+    w.StartObject();
+    KeyStr(w, "poolLeaseUID", s.leader_term->pool_lease_uid);
+    Str(w, "leaseTransitions");
+    w.Int(s.leader_term->lease_transitions);
+    w.EndObject();
+  }
+  w.EndObject();
+}
+
+void WriteObjectImpl(JsonWriter& w, const Object& o, bool storage) {
+  w.StartObject();
+  KeyStr(w, "kind", InfoFor(o.kind).kind_name);
+  KeyStr(w, "apiVersion", kGroupVersion);
+  Str(w, "metadata");
+  WriteObjectMeta(w, o.metadata);
+  WriteSpec(w, o, storage);
+  WriteStatus(w, o.status);
+  if (storage) {
+    Str(w, kInternalMember);
+    w.StartObject();
+    Str(w, "observedMonotonicUs");
+    w.Int64(o.observed_monotonic_us);
+    w.EndObject();
+  }
+  w.EndObject();
+}
+
+// ---------------------------------------------------------------- decoding
+
+// Where a field sits, for Go-style error messages: the Go struct type holding it
+// and its dotted JSON path from the root.
+struct FieldPos {
+  const char* go_struct;
+  std::string path;
+};
+
+std::string Quote(std::string_view s) {
+  rapidjson::StringBuffer buf;
+  JsonWriter w(buf);
+  Str(w, s);
+  return std::string(buf.GetString(), buf.GetSize());
+}
+
+// encoding/json's UnmarshalTypeError.Value: the JSON kind, with the literal for
+// numbers that have the right kind but do not fit.
+std::string JsonKind(const rapidjson::Value& v) {
+  switch (v.GetType()) {
+    case rapidjson::kStringType:
+      return "string";
+    case rapidjson::kNumberType:
+      return "number";
+    case rapidjson::kTrueType:
+    case rapidjson::kFalseType:
+      return "bool";
+    case rapidjson::kArrayType:
+      return "array";
+    case rapidjson::kObjectType:
+      return "object";
+    default:
+      return "null";
+  }
+}
+
+std::string NumberLiteral(const rapidjson::Value& v) {
+  if (v.IsInt64()) return std::to_string(v.GetInt64());
+  if (v.IsUint64()) return std::to_string(v.GetUint64());
+  return absl::StrCat(v.GetDouble());
+}
+
+absl::Status TypeError(std::string_view got, const FieldPos& pos, std::string_view go_type) {
+  return BadRequestError(absl::StrCat("json: cannot unmarshal ", Sv(got), " into Go struct field ",
+                                      pos.go_struct, ".", pos.path, " of type ", Sv(go_type)));
+}
+
+class Decoder {
+ public:
+  Decoder(Kind kind, std::vector<std::string>* unknown, bool storage)
+      : kind_(kind), unknown_(unknown), storage_(storage) {}
+
+  absl::StatusOr<MutableObjectPtr> Decode(const rapidjson::Value& v) {
+    if (!v.IsObject()) {
+      return BadRequestError(absl::StrCat("json: cannot unmarshal ", JsonKind(v),
+                                          " into Go value of type ", InfoFor(kind_).kind_name));
+    }
+    auto obj = std::make_shared<Object>();
+    obj->kind = kind_;
+    const char* top = InfoFor(kind_).kind_name;
+    for (const auto& m : v.GetObject()) {
+      std::string_view key = Key(m.name);
+      const rapidjson::Value& val = m.value;
+      if (key == "kind" || key == "apiVersion") {
+        std::string got;
+        CODEC_RETURN_IF_ERROR(String(val, {top, std::string(key)}, &got));
+        const std::string_view want = key == "kind" ? InfoFor(kind_).kind_name : kGroupVersion;
+        if (!got.empty() && got != want) {
+          return BadRequestError(absl::StrCat(Sv(key), " ", Quote(got),
+                                              " does not match the expected ", Sv(key), " ",
+                                              Quote(want)));
+        }
+      } else if (key == "metadata") {
+        if (val.IsNull()) continue;
+        if (!val.IsObject()) return TypeError(JsonKind(val), {top, "metadata"}, "v1.ObjectMeta");
+        CODEC_RETURN_IF_ERROR(DecodeMeta(val, obj->metadata));
+      } else if (key == "spec") {
+        if (val.IsNull()) continue;
+        if (!val.IsObject()) return TypeError(JsonKind(val), {top, "spec"}, SpecStruct());
+        CODEC_RETURN_IF_ERROR(DecodeSpec(val, obj->spec));
+      } else if (key == "status") {
+        if (val.IsNull()) continue;
+        if (!val.IsObject()) return TypeError(JsonKind(val), {top, "status"}, StatusStruct());
+        CODEC_RETURN_IF_ERROR(DecodeStatus(val, obj->status));
+      } else if (storage_ && key == kInternalMember) {
+        CODEC_RETURN_IF_ERROR(DecodeInternal(val, *obj));
+      } else {
+        Unknown("", key);
+      }
+    }
+    if (!causes_.empty()) {
+      return InvalidError(InfoFor(kind_).kind_name, obj->metadata.name, std::move(causes_));
+    }
+    return obj;
+  }
+
+ private:
+  const char* SpecStruct() const {
+    return kind_ == Kind::kPoolLease ? "LeaseSpec" : "DelegatedLeaseSpec";
+  }
+  const char* StatusStruct() const {
+    return kind_ == Kind::kPoolLease ? "PoolLeaseStatus" : "DelegatedLeaseStatus";
+  }
+
+  void Unknown(std::string_view prefix, std::string_view key) {
+    if (unknown_ == nullptr) return;
+    unknown_->push_back(prefix.empty() ? std::string(key) : absl::StrCat(Sv(prefix), ".", Sv(key)));
+  }
+
+  static absl::Status String(const rapidjson::Value& v, const FieldPos& pos, std::string* out) {
+    if (v.IsNull()) return absl::OkStatus();
+    if (!v.IsString()) return TypeError(JsonKind(v), pos, "string");
+    out->assign(v.GetString(), v.GetStringLength());
+    return absl::OkStatus();
+  }
+
+  static absl::Status OptString(const rapidjson::Value& v, const FieldPos& pos,
+                                std::optional<std::string>* out) {
+    if (v.IsNull()) {
+      out->reset();
+      return absl::OkStatus();
+    }
+    std::string s;
+    CODEC_RETURN_IF_ERROR(String(v, pos, &s));
+    *out = std::move(s);
+    return absl::OkStatus();
+  }
+
+  template <typename Int>
+  static absl::Status Integer(const rapidjson::Value& v, const FieldPos& pos,
+                              std::optional<Int>* out) {
+    constexpr const char* kType = sizeof(Int) == 4 ? "int32" : "int64";
+    if (v.IsNull()) {
+      out->reset();
+      return absl::OkStatus();
+    }
+    if (!v.IsNumber()) return TypeError(JsonKind(v), pos, kType);
+    if (!v.IsInt64()) return TypeError("number " + NumberLiteral(v), pos, kType);
+    const int64_t n = v.GetInt64();
+    if (n < std::numeric_limits<Int>::min() || n > std::numeric_limits<Int>::max()) {
+      return TypeError("number " + NumberLiteral(v), pos, kType);
+    }
+    *out = static_cast<Int>(n);
+    return absl::OkStatus();
+  }
+
+  // Bad time strings are validation errors (422), collected across fields.
+  absl::Status TimeField(const rapidjson::Value& v, const FieldPos& pos, bool micro,
+                    std::optional<int64_t>* out) {
+    if (v.IsNull()) {
+      out->reset();
+      return absl::OkStatus();
+    }
+    if (!v.IsString()) return TypeError(JsonKind(v), pos, "string");
+    std::string_view text(v.GetString(), v.GetStringLength());
+    auto parsed = micro ? ParseMicroTime(text) : ParseTime(text);
+    if (!parsed.ok()) {
+      causes_.push_back(FieldInvalid(
+          pos.path, Quote(text),
+          micro ? "must be a MicroTime: RFC 3339 with exactly 6 fractional digits, e.g. "
+                  "\"2024-01-01T00:00:00.000000Z\""
+                : "must be an RFC 3339 time, e.g. \"2024-01-01T00:00:00Z\""));
+      return absl::OkStatus();
+    }
+    *out = *parsed;
+    return absl::OkStatus();
+  }
+
+  static absl::Status StringMap(const rapidjson::Value& v, const FieldPos& pos,
+                                std::map<std::string, std::string>* out) {
+    out->clear();
+    if (v.IsNull()) return absl::OkStatus();
+    if (!v.IsObject()) return TypeError(JsonKind(v), pos, "map[string]string");
+    for (const auto& m : v.GetObject()) {
+      if (m.value.IsNull()) {
+        (*out)[std::string(Key(m.name))] = "";
+        continue;
+      }
+      if (!m.value.IsString()) return TypeError(JsonKind(m.value), pos, "string");
+      (*out)[std::string(Key(m.name))] =
+          std::string(m.value.GetString(), m.value.GetStringLength());
+    }
+    return absl::OkStatus();
+  }
+
+  static absl::Status StringList(const rapidjson::Value& v, const FieldPos& pos,
+                                 std::vector<std::string>* out) {
+    out->clear();
+    if (v.IsNull()) return absl::OkStatus();
+    if (!v.IsArray()) return TypeError(JsonKind(v), pos, "[]string");
+    for (const auto& e : v.GetArray()) {
+      if (!e.IsString()) return TypeError(JsonKind(e), pos, "string");
+      out->emplace_back(e.GetString(), e.GetStringLength());
+    }
+    return absl::OkStatus();
+  }
+
+  static absl::Status RawArray(const rapidjson::Value& v, const FieldPos& pos,
+                               std::string_view go_type, std::string* out) {
+    out->clear();
+    if (v.IsNull()) return absl::OkStatus();
+    if (!v.IsArray()) return TypeError(JsonKind(v), pos, go_type);
+    for (const auto& e : v.GetArray()) {
+      if (!e.IsObject()) return TypeError(JsonKind(e), pos, go_type.substr(2));
+    }
+    if (v.Empty()) return absl::OkStatus();
+    rapidjson::StringBuffer buf;
+    JsonWriter w(buf);
+    v.Accept(w);
+    out->assign(buf.GetString(), buf.GetSize());
+    return absl::OkStatus();
+  }
+
+  absl::Status DecodeMeta(const rapidjson::Value& v, ObjectMeta& meta) {
+    auto at = [](std::string_view key) {
+      return FieldPos{"ObjectMeta", absl::StrCat("metadata.", Sv(key))};
+    };
+    for (const auto& m : v.GetObject()) {
+      std::string_view key = Key(m.name);
+      const rapidjson::Value& val = m.value;
+      if (key == "name") {
+        CODEC_RETURN_IF_ERROR(String(val, at(key), &meta.name));
+      } else if (key == "generateName") {
+        CODEC_RETURN_IF_ERROR(String(val, at(key), &meta.generate_name));
+      } else if (key == "uid") {
+        CODEC_RETURN_IF_ERROR(String(val, at(key), &meta.uid));
+      } else if (key == "namespace" || key == "selfLink") {
+        // Known to ObjectMeta; meaningless for our cluster-scoped kinds.
+        std::string ignored;
+        CODEC_RETURN_IF_ERROR(String(val, at(key), &ignored));
+      } else if (key == "resourceVersion") {
+        std::string rv;
+        CODEC_RETURN_IF_ERROR(String(val, at(key), &rv));
+        meta.resource_version = 0;
+        if (!rv.empty()) {
+          bool digits = rv.size() <= 19;
+          for (char c : rv) digits = digits && c >= '0' && c <= '9';
+          if (!digits || !absl::SimpleAtoi(rv, &meta.resource_version)) {
+            return BadRequestError(absl::StrCat("invalid resourceVersion ", Quote(rv)));
+          }
+        }
+      } else if (key == "generation") {
+        std::optional<int64_t> g;
+        CODEC_RETURN_IF_ERROR(Integer(val, at(key), &g));
+        meta.generation = g.value_or(0);
+      } else if (key == "creationTimestamp") {
+        std::optional<int64_t> t;
+        CODEC_RETURN_IF_ERROR(TimeField(val, at(key), false, &t));
+        meta.creation_timestamp = t.value_or(0);
+      } else if (key == "deletionTimestamp") {
+        CODEC_RETURN_IF_ERROR(TimeField(val, at(key), false, &meta.deletion_timestamp));
+      } else if (key == "deletionGracePeriodSeconds") {
+        CODEC_RETURN_IF_ERROR(Integer(val, at(key), &meta.deletion_grace_period_seconds));
+      } else if (key == "labels") {
+        CODEC_RETURN_IF_ERROR(StringMap(val, at(key), &meta.labels));
+      } else if (key == "annotations") {
+        CODEC_RETURN_IF_ERROR(StringMap(val, at(key), &meta.annotations));
+      } else if (key == "finalizers") {
+        CODEC_RETURN_IF_ERROR(StringList(val, at(key), &meta.finalizers));
+      } else if (key == "ownerReferences") {
+        CODEC_RETURN_IF_ERROR(
+            RawArray(val, at(key), "[]v1.OwnerReference", &meta.owner_references_json));
+      } else if (key == "managedFields") {
+        CODEC_RETURN_IF_ERROR(
+            RawArray(val, at(key), "[]v1.ManagedFieldsEntry", &meta.managed_fields_json));
+      } else {
+        Unknown("metadata", key);
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status DecodeSpec(const rapidjson::Value& v, LeaseSpec& spec) {
+    const char* strct = SpecStruct();
+    auto at = [strct](std::string_view key) {
+      return FieldPos{strct, absl::StrCat("spec.", Sv(key))};
+    };
+    for (const auto& m : v.GetObject()) {
+      std::string_view key = Key(m.name);
+      const rapidjson::Value& val = m.value;
+      if (!SpecFieldAllowed(kind_, key, storage_)) {
+        Unknown("spec", key);
+      } else if (key == "holderIdentity") {
+        CODEC_RETURN_IF_ERROR(OptString(val, at(key), &spec.holder_identity));
+      } else if (key == "leaseDurationSeconds") {
+        CODEC_RETURN_IF_ERROR(Integer(val, at(key), &spec.lease_duration_seconds));
+      } else if (key == "acquireTime") {
+        CODEC_RETURN_IF_ERROR(TimeField(val, at(key), true, &spec.acquire_time_us));
+      } else if (key == "renewTime") {
+        CODEC_RETURN_IF_ERROR(TimeField(val, at(key), true, &spec.renew_time_us));
+      } else if (key == "leaseTransitions") {
+        CODEC_RETURN_IF_ERROR(Integer(val, at(key), &spec.lease_transitions));
+      } else if (key == "poolName") {
+        CODEC_RETURN_IF_ERROR(OptString(val, at(key), &spec.pool_name));
+      } else if (key == "delegate") {
+        CODEC_RETURN_IF_ERROR(OptString(val, at(key), &spec.delegate));
+      } else {
+        Unknown("spec", key);
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // Status is server-written; both kinds know every status field so that a
+  // client's read-modify-write never trips strict field validation on it.
+  absl::Status DecodeStatus(const rapidjson::Value& v, LeaseStatus& status) {
+    const char* strct = StatusStruct();
+    auto at = [strct](std::string_view key) {
+      return FieldPos{strct, absl::StrCat("status.", Sv(key))};
+    };
+    for (const auto& m : v.GetObject()) {
+      std::string_view key = Key(m.name);
+      const rapidjson::Value& val = m.value;
+      if (key == "observedTime") {
+        CODEC_RETURN_IF_ERROR(TimeField(val, at(key), true, &status.observed_time_us));
+      } else if (key == "lastForwardTime") {
+        CODEC_RETURN_IF_ERROR(TimeField(val, at(key), true, &status.last_forward_time_us));
+      } else if (key == "expired") {
+        if (val.IsNull()) {
+          status.expired = false;
+        } else if (val.IsBool()) {
+          status.expired = val.GetBool();
+        } else {
+          return TypeError(JsonKind(val), at(key), "bool");
+        }
+      } else if (key == "leaderTerm") {
+        CODEC_RETURN_IF_ERROR(DecodeLeaderTerm(val, status));
+      } else {
+        Unknown("status", key);
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status DecodeLeaderTerm(const rapidjson::Value& v, LeaseStatus& status) {
+    if (v.IsNull()) {
+      status.leader_term.reset();
+      return absl::OkStatus();
+    }
+    if (!v.IsObject()) {
+      return TypeError(JsonKind(v), {StatusStruct(), "status.leaderTerm"}, "LeaderTerm");
+    }
+    LeaderTerm term;
+    auto at = [](std::string_view key) {
+      return FieldPos{"LeaderTerm", absl::StrCat("status.leaderTerm.", Sv(key))};
+    };
+    for (const auto& m : v.GetObject()) {
+      std::string_view key = Key(m.name);
+      if (key == "poolLeaseUID") {
+        CODEC_RETURN_IF_ERROR(String(m.value, at(key), &term.pool_lease_uid));
+      } else if (key == "leaseTransitions") {
+        std::optional<int32_t> t;
+        CODEC_RETURN_IF_ERROR(Integer(m.value, at(key), &t));
+        term.lease_transitions = t.value_or(0);
+      } else {
+        Unknown("status.leaderTerm", key);
+      }
+    }
+    status.leader_term = std::move(term);
+    return absl::OkStatus();
+  }
+
+  static absl::Status DecodeInternal(const rapidjson::Value& v, Object& obj) {
+    if (!v.IsObject()) return absl::InvalidArgumentError("internal fields are not an object");
+    auto it = v.FindMember("observedMonotonicUs");
+    if (it != v.MemberEnd()) {
+      if (!it->value.IsInt64()) return absl::InvalidArgumentError("bad observedMonotonicUs");
+      obj.observed_monotonic_us = it->value.GetInt64();
+    }
+    return absl::OkStatus();
+  }
+
+  Kind kind_;
+  std::vector<std::string>* unknown_;
+  bool storage_;
+  std::vector<FieldCause> causes_;
+};
+
+absl::Status ParseJson(std::string_view body, rapidjson::Document& doc) {
+  doc.Parse(body.data(), body.size());
+  if (doc.HasParseError()) {
+    return BadRequestError(absl::StrCat("json parse error: ",
+                                        rapidjson::GetParseError_En(doc.GetParseError()),
+                                        " at offset ", doc.GetErrorOffset()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void WriteObjectMeta(JsonWriter& w, const ObjectMeta& m) {
+  w.StartObject();
+  if (!m.name.empty()) KeyStr(w, "name", m.name);
+  if (!m.generate_name.empty()) KeyStr(w, "generateName", m.generate_name);
+  if (!m.uid.empty()) KeyStr(w, "uid", m.uid);
+  if (m.resource_version != 0) KeyStr(w, "resourceVersion", std::to_string(m.resource_version));
+  if (m.generation != 0) {
+    Str(w, "generation");
+    w.Int64(m.generation);
+  }
+  if (m.creation_timestamp != 0) {
+    KeyStr(w, "creationTimestamp", FormatTime(m.creation_timestamp));
+  }
+  if (m.deletion_timestamp) KeyStr(w, "deletionTimestamp", FormatTime(*m.deletion_timestamp));
+  if (m.deletion_grace_period_seconds) {
+    Str(w, "deletionGracePeriodSeconds");
+    w.Int64(*m.deletion_grace_period_seconds);
+  }
+  WriteStringMap(w, "labels", m.labels);
+  WriteStringMap(w, "annotations", m.annotations);
+  if (!m.finalizers.empty()) {
+    Str(w, "finalizers");
+    w.StartArray();
+    for (const auto& f : m.finalizers) Str(w, f);
+    w.EndArray();
+  }
+  WriteRawArray(w, "ownerReferences", m.owner_references_json);
+  WriteRawArray(w, "managedFields", m.managed_fields_json);
+  w.EndObject();
+}
+
+void WriteObject(JsonWriter& w, const Object& o) { WriteObjectImpl(w, o, false); }
+
+std::string EncodeObject(const Object& o) {
+  rapidjson::StringBuffer buf;
+  JsonWriter w(buf);
+  WriteObject(w, o);
+  return std::string(buf.GetString(), buf.GetSize());
+}
+
+absl::StatusOr<MutableObjectPtr> DecodeObject(const rapidjson::Value& v, Kind kind,
+                                              std::vector<std::string>* unknown_fields) {
+  return Decoder(kind, unknown_fields, false).Decode(v);
+}
+
+absl::StatusOr<MutableObjectPtr> DecodeObjectJson(std::string_view body, Kind kind,
+                                                  std::vector<std::string>* unknown_fields) {
+  rapidjson::Document doc;
+  CODEC_RETURN_IF_ERROR(ParseJson(body, doc));
+  return DecodeObject(doc, kind, unknown_fields);
+}
+
+std::string EncodeForStorage(const Object& o) {
+  rapidjson::StringBuffer buf;
+  JsonWriter w(buf);
+  WriteObjectImpl(w, o, true);
+  return std::string(buf.GetString(), buf.GetSize());
+}
+
+absl::StatusOr<MutableObjectPtr> DecodeFromStorage(std::string_view data, Kind kind) {
+  rapidjson::Document doc;
+  absl::Status parsed = ParseJson(data, doc);
+  if (!parsed.ok()) return InternalError(absl::StrCat("stored object: ", parsed.message()));
+  auto obj = Decoder(kind, nullptr, true).Decode(doc);
+  if (!obj.ok()) return InternalError(absl::StrCat("stored object: ", obj.status().message()));
+  return obj;
+}
+
+}  // namespace poolcoord::store

@@ -1,0 +1,69 @@
+// JSON encoding of PoolLease and DelegatedLease (RapidJSON, no exceptions).
+//
+// Wire shape, as kube-apiserver serializes a typed object:
+//   {"kind":"PoolLease","apiVersion":"coordination.pool/v1alpha1",
+//    "metadata":{...},"spec":{...},"status":{...}}
+// Absent optionals and empty collections are omitted (Go's omitempty);
+// metadata.resourceVersion is a decimal string; MicroTime fields use
+// FormatMicroTime, Time fields FormatTime (store/microtime.h). The server-internal
+// Object::observed_monotonic_us never reaches a client: only the storage
+// encoding carries it.
+//
+// All functions are pure and thread-safe.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "rapidjson/document.h"
+#include "rapidjson/stringbuffer.h"
+#include "rapidjson/writer.h"
+#include "store/object.h"
+
+namespace poolcoord::store {
+
+using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
+
+// Writes the whole object as one JSON value (for GET bodies, list items, watch
+// event objects).
+void WriteObject(JsonWriter& w, const Object& o);
+std::string EncodeObject(const Object& o);
+
+// Writes a metav1.ObjectMeta JSON object: for PartialObjectMetadata and Table
+// rows.
+void WriteObjectMeta(JsonWriter& w, const ObjectMeta& m);
+
+// Decodes a client's object of `kind` from a parsed JSON value.
+// Errors, as kube-apiserver's decoder and validation report them:
+// - 400 BadRequest: `v` is not an object; kind/apiVersion present but not ours
+//   (`kind "X" does not match the expected kind "PoolLease"`); a JSON type that
+//   does not fit a field, or an integer out of range, worded like Go's
+//   encoding/json (`json: cannot unmarshal string into Go struct field
+//   LeaseSpec.spec.leaseDurationSeconds of type int32`); a metadata.resourceVersion
+//   that is not a decimal number (`invalid resourceVersion "x"`; kube-apiserver
+//   reports this one later as a 422/409 from the storage layer, we refuse it at
+//   decode time because our resourceVersion is an integer).
+// - 422 Invalid (InvalidError): a MicroTime or Time string that does not parse,
+//   one FieldCause per bad field ("spec.renewTime"), all of them at once.
+// JSON null for an optional field means absent. When `unknown_fields` is not
+// null, the dotted paths of fields we do not know ("spec.foo", "metadata.bar")
+// are appended to it (for fieldValidation=Strict/Warn); they are ignored either
+// way.
+absl::StatusOr<MutableObjectPtr> DecodeObject(const rapidjson::Value& v, Kind kind,
+                                              std::vector<std::string>* unknown_fields);
+
+// Parses `body` and decodes it; malformed JSON is 400 BadRequest
+// ("json parse error: ... at offset N").
+absl::StatusOr<MutableObjectPtr> DecodeObjectJson(std::string_view body, Kind kind,
+                                                  std::vector<std::string>* unknown_fields);
+
+// The storage encoding: the wire JSON plus a "poolcoord.internal" member that
+// carries the server-internal fields (observed_monotonic_us), so that a remote
+// store (etcd) round-trips every field of Object. DecodeFromStorage returns
+// InternalError for data it cannot read back.
+std::string EncodeForStorage(const Object& o);
+absl::StatusOr<MutableObjectPtr> DecodeFromStorage(std::string_view data, Kind kind);
+
+}  // namespace poolcoord::store

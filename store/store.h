@@ -1,0 +1,132 @@
+// The Store interface: versioned objects of coordination.pool, keyed by
+// (kind, name), with one global revision, atomic check-and-write, and watch.
+//
+// Shape of the contract, as kube-apiserver's storage.Interface has it:
+// - every write bumps the one global revision; the object's
+//   metadata.resourceVersion becomes that revision;
+// - Update(kind, name, fn) runs fn(current, reader) atomically with the write it
+//   returns: no other write to any key interleaves (memory: under the store lock;
+//   etcd: a transaction comparing the revisions of every key fn read);
+// - watches deliver every change after a revision, in revision order, until the
+//   window of past events (history) no longer reaches back that far.
+// The store knows nothing of the rules above it; it only runs the function it is
+// given.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "store/object.h"
+
+namespace poolcoord::store {
+
+// Read access to other keys inside an Update, consistent with the write.
+class TxnReader {
+ public:
+  virtual ~TxnReader() = default;
+  // Returns the object or nullptr when absent.
+  virtual ObjectPtr Get(Kind kind, std::string_view name) = 0;
+};
+
+// fn(current, reader): `current` is the stored object or nullptr. Returns the
+// object to store (the store stamps metadata.resourceVersion), nullptr to delete
+// the key (a no-op when absent), or an error that aborts the write and is
+// returned unchanged from Update.
+using UpdateFn =
+    std::function<absl::StatusOr<MutableObjectPtr>(const ObjectPtr& current, TxnReader& reader)>;
+
+enum class EventType { kAdded, kModified, kDeleted, kBookmark, kError };
+
+struct Event {
+  EventType type = EventType::kAdded;
+  // ADDED/MODIFIED: the new object. DELETED: the last state, carrying the
+  // revision of the deletion as its resourceVersion. BOOKMARK: only
+  // metadata.resourceVersion is meaningful.
+  ObjectPtr object;
+  ObjectPtr previous;  // MODIFIED/DELETED: the state before, for selector transitions
+  int64_t revision = 0;
+};
+using EventPtr = std::shared_ptr<const Event>;
+
+struct WriteResult {
+  ObjectPtr object;    // the stored object, or for a delete its last state
+  bool created = false;
+  bool deleted = false;
+};
+
+struct ListResult {
+  std::vector<ObjectPtr> items;  // sorted by name
+  int64_t revision = 0;          // the revision the list reflects
+  std::string next_name;         // non-empty when limit cut the list: first name not returned
+  int64_t remaining = 0;         // items left after the cut
+};
+
+struct ListOptions {
+  // Start at names strictly greater than this (continue tokens).
+  std::string after_name;
+  // 0: no limit.
+  int64_t limit = 0;
+  // Applied before the limit counts.
+  std::function<bool(const Object&)> predicate;
+  // Reads the list as of this revision, so later pages of one list match the
+  // first (kube-apiserver's etcd3 store continues a list at its first page's
+  // revision). 0: the newest. A compacted revision: ExpiredError; a future one:
+  // TimeoutError(rv_too_large). The memory store keeps no past states and
+  // ignores it.
+  int64_t at_revision = 0;
+};
+
+// A stream of events. Next() blocks up to `timeout`.
+class Watcher {
+ public:
+  virtual ~Watcher() = default;
+  // Returns the next event, or nullptr on timeout. After the watcher was closed
+  // (Stop, store shutdown, or falling behind) returns an event of type kError
+  // once, then nullptr forever; Closed() tells the two apart.
+  virtual EventPtr Next(std::chrono::milliseconds timeout) = 0;
+  virtual bool Closed() const = 0;
+  // Ends the watch; a blocked Next() returns.
+  virtual void Stop() = 0;
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // NotFound (NotFoundError) when absent.
+  virtual absl::StatusOr<ObjectPtr> Get(Kind kind, std::string_view name) = 0;
+
+  // The current objects of `kind`, by name order. Thread-safe.
+  virtual absl::StatusOr<ListResult> List(Kind kind, const ListOptions& options) = 0;
+
+  // Runs fn atomically with the write it returns. With dry_run the result is
+  // computed (resourceVersion unchanged) and nothing is stored or watched.
+  // Errors: whatever fn returns.
+  virtual absl::StatusOr<WriteResult> Update(Kind kind, std::string_view name, const UpdateFn& fn,
+                                             bool dry_run = false) = 0;
+
+  // Events for `kind` with revision > from_revision. from_revision 0 means
+  // "from now" (the caller lists first for initial state). Returns OutOfRange
+  // (ExpiredError, "too old resource version: N (M)") when the history no longer
+  // reaches from_revision, TimeoutError(rv_too_large) when from_revision lies in
+  // the future.
+  virtual absl::StatusOr<std::unique_ptr<Watcher>> Watch(Kind kind, int64_t from_revision) = 0;
+
+  // The newest revision.
+  virtual int64_t CurrentRevision() = 0;
+  // The oldest revision a watch can still start from.
+  virtual int64_t OldestWatchableRevision() = 0;
+
+  // Closes every watcher (SIGTERM). Idempotent.
+  virtual void Shutdown() = 0;
+};
+
+}  // namespace poolcoord::store

@@ -1,0 +1,252 @@
+#define BOOST_TEST_MODULE apiservice_authenticator
+#include <boost/test/unit_test.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "apiservice/authenticator.h"
+#include "apiservice/pki.h"
+#include "store/api_error.h"
+
+namespace poolcoord::apiservice {
+namespace {
+
+namespace fs = std::filesystem;
+using Groups = std::vector<std::string>;
+
+CertKeyPem MakeCa(const std::string& cn) {
+  CertSpec spec;
+  spec.common_name = cn;
+  spec.is_ca = true;
+  return *CreateCertificate(spec, nullptr);
+}
+
+CertKeyPem MakeClient(const CertKeyPem& ca, const std::string& cn, Groups orgs = {},
+                      bool client_auth = true, long offset_seconds = 0) {
+  CertSpec spec;
+  spec.common_name = cn;
+  spec.organizations = std::move(orgs);
+  spec.client_auth = client_auth;
+  spec.server_auth = !client_auth;
+  spec.valid_days = 1;
+  spec.validity_offset_seconds = offset_seconds;
+  return *CreateCertificate(spec, &ca);
+}
+
+std::shared_ptr<const PeerCertificates> Peer(const CertKeyPem& leaf,
+                                             const std::string& chain = "") {
+  return *PeerCertificates::FromPem(leaf.cert_pem, chain);
+}
+
+int HttpCode(const absl::Status& st) { return store::ApiErrorFromStatus(st).code; }
+
+// Two CAs (clients, front proxy) and a token file in a temporary directory.
+struct Fixture {
+  Fixture() {
+    std::string tmpl = (fs::temp_directory_path() / "authn_test.XXXXXX").string();
+    dir = mkdtemp(tmpl.data());
+    client_ca = MakeCa("client-ca");
+    proxy_ca = MakeCa("front-proxy-ca");
+    std::ofstream(dir + "/client-ca.crt") << client_ca.cert_pem;
+    std::ofstream(dir + "/proxy-ca.crt") << proxy_ca.cert_pem;
+    std::ofstream(dir + "/tokens.csv")
+        << "tok-admin,admin-by-token,uid-1,\"system:masters\"\n"
+        << "\n"
+        << "tok-multi, bob,uid-2,\"team-a,team-b\",ignored-column\n"
+        << "tok-nogroups,carol,uid-3\n";
+    options.client_ca_file = dir + "/client-ca.crt";
+    options.requestheader_client_ca_file = dir + "/proxy-ca.crt";
+    options.token_auth_file = dir + "/tokens.csv";
+  }
+  ~Fixture() { fs::remove_all(dir); }
+  std::unique_ptr<Authenticator> Make() {
+    absl::StatusOr<std::unique_ptr<Authenticator>> a = Authenticator::Create(options);
+    BOOST_REQUIRE_MESSAGE(a.ok(), a.status().ToString());
+    return *std::move(a);
+  }
+  std::string dir;
+  CertKeyPem client_ca, proxy_ca;
+  AuthenticatorOptions options;
+};
+
+BOOST_FIXTURE_TEST_SUITE(X509Authentication, Fixture)
+
+BOOST_AUTO_TEST_CASE(ValidClientCertGivesUserAndGroups) {
+  auto authn = Make();
+  auto peer = Peer(MakeClient(client_ca, "system:node:hz-1", {"system:nodes", "edge"}));
+  absl::StatusOr<election::UserInfo> u = authn->Authenticate({}, peer.get());
+  BOOST_REQUIRE(u.ok());
+  BOOST_TEST(u->username == "system:node:hz-1");
+  BOOST_TEST(u->groups == (Groups{"system:nodes", "edge", "system:authenticated"}));
+  BOOST_TEST(u->NodeName() == "hz-1");
+  // The cached verification gives the same answer.
+  BOOST_TEST(authn->Authenticate({}, peer.get())->username == "system:node:hz-1");
+}
+
+BOOST_AUTO_TEST_CASE(CertFromAnotherCaIs401NotAnonymous) {
+  auto authn = Make();
+  CertKeyPem rogue = MakeCa("rogue");
+  auto peer = Peer(MakeClient(rogue, "intruder", {"system:masters"}));
+  absl::StatusOr<election::UserInfo> u = authn->Authenticate({}, peer.get());
+  BOOST_REQUIRE(!u.ok());
+  BOOST_TEST(HttpCode(u.status()) == 401);
+  BOOST_TEST(store::ApiErrorFromStatus(u.status()).reason == "Unauthorized");
+}
+
+BOOST_AUTO_TEST_CASE(ServerOnlyOrExpiredCertIsRejected) {
+  auto authn = Make();
+  auto server_only = Peer(MakeClient(client_ca, "svc", {}, /*client_auth=*/false));
+  BOOST_TEST(HttpCode(authn->Authenticate({}, server_only.get()).status()) == 401);
+  auto expired = Peer(MakeClient(client_ca, "old", {}, true, -3 * 86400));
+  BOOST_TEST(HttpCode(authn->Authenticate({}, expired.get()).status()) == 401);
+}
+
+BOOST_AUTO_TEST_CASE(IntermediatesComeFromThePeerChain) {
+  CertSpec mid_spec;
+  mid_spec.common_name = "intermediate";
+  mid_spec.is_ca = true;
+  CertKeyPem mid = *CreateCertificate(mid_spec, &client_ca);
+  auto authn = Make();
+  CertKeyPem leaf = MakeClient(mid, "dave", {"g"});
+  BOOST_TEST(authn->Authenticate({}, Peer(leaf, mid.cert_pem).get())->username == "dave");
+  BOOST_TEST(HttpCode(authn->Authenticate({}, Peer(leaf).get()).status()) == 401);
+}
+
+BOOST_AUTO_TEST_CASE(NoCredentialsIsAnonymous) {
+  auto authn = Make();
+  absl::StatusOr<election::UserInfo> u = authn->Authenticate({}, nullptr);
+  BOOST_REQUIRE(u.ok());
+  BOOST_TEST(IsAnonymous(*u));
+  BOOST_TEST(u->groups == Groups{"system:unauthenticated"});
+  BOOST_TEST(!u->InGroup("system:authenticated"));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_FIXTURE_TEST_SUITE(TokenAuthentication, Fixture)
+
+BOOST_AUTO_TEST_CASE(ParsesKubeCsv) {
+  absl::StatusOr<std::vector<TokenEntry>> t = ParseTokenFile(
+      "t1,alice,u1,\"g1,g2\"\n"
+      "t2,bob,u2\r\n"
+      "\n"
+      "\"t,3\",\"eve \"\"the\"\" admin\",u3,solo\n");
+  BOOST_REQUIRE(t.ok());
+  BOOST_REQUIRE(t->size() == 3u);
+  BOOST_TEST((*t)[0].user.groups == (Groups{"g1", "g2"}));
+  BOOST_TEST((*t)[1].user.username == "bob");
+  BOOST_TEST((*t)[1].user.groups.empty());
+  BOOST_TEST((*t)[2].token == "t,3");
+  BOOST_TEST((*t)[2].user.username == "eve \"the\" admin");
+  BOOST_TEST((*t)[2].user.groups == Groups{"solo"});
+  absl::StatusOr<std::vector<TokenEntry>> bad = ParseTokenFile("ok,user,uid\nonly,two\n");
+  BOOST_REQUIRE(!bad.ok());
+  BOOST_TEST(std::string(bad.status().message()).find("line 2") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(BearerTokens) {
+  auto authn = Make();
+  absl::StatusOr<election::UserInfo> u =
+      authn->Authenticate({{"authorization", "Bearer tok-multi"}}, nullptr);
+  BOOST_REQUIRE(u.ok());
+  BOOST_TEST(u->username == "bob");
+  BOOST_TEST(u->uid == "uid-2");
+  BOOST_TEST(u->groups == (Groups{"team-a", "team-b", "system:authenticated"}));
+  BOOST_TEST(authn->Authenticate({{"authorization", "bearer tok-admin"}}, nullptr)->IsMaster());
+  absl::StatusOr<election::UserInfo> bad =
+      authn->Authenticate({{"authorization", "Bearer nope"}}, nullptr);
+  BOOST_TEST(HttpCode(bad.status()) == 401);
+  // Not a bearer credential at all: anonymous, as kube-apiserver's token authenticator.
+  BOOST_TEST(IsAnonymous(*authn->Authenticate({{"authorization", "Basic abc"}}, nullptr)));
+}
+
+BOOST_AUTO_TEST_CASE(MissingTokenFileFailsCreate) {
+  options.token_auth_file = dir + "/missing.csv";
+  BOOST_TEST(!Authenticator::Create(options).ok());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_FIXTURE_TEST_SUITE(FrontProxy, Fixture)
+
+BOOST_AUTO_TEST_CASE(HeadersIgnoredWithoutFrontProxyCert) {
+  auto authn = Make();
+  handlers::HeaderList headers = {{"x-remote-user", "admin"},
+                                  {"x-remote-group", "system:masters"}};
+  // A client certificate of the client CA: the headers are ignored.
+  auto node = Peer(MakeClient(client_ca, "system:node:hz-1", {"system:nodes"}));
+  absl::StatusOr<election::UserInfo> u = authn->Authenticate(headers, node.get());
+  BOOST_REQUIRE(u.ok());
+  BOOST_TEST(u->username == "system:node:hz-1");
+  BOOST_TEST(!u->IsMaster());
+  // No certificate: still anonymous.
+  BOOST_TEST(IsAnonymous(*authn->Authenticate(headers, nullptr)));
+}
+
+BOOST_AUTO_TEST_CASE(UserGroupsAndExtra) {
+  options.requestheader_allowed_names = {"front-proxy-client"};
+  options.requestheader_username_headers = {"X-Remote-User", "X-Alt-User"};
+  auto authn = Make();
+  auto proxy = Peer(MakeClient(proxy_ca, "front-proxy-client"));
+  handlers::HeaderList headers = {
+      {"x-alt-user", "fallback"},
+      {"x-remote-user", "system:node:bj-1"},
+      {"x-remote-group", "system:nodes"},
+      {"x-remote-group", "a,b"},
+      {"x-remote-extra-scopes", "view"},
+      {"x-remote-extra-scopes", "edit"},
+      {"x-remote-extra-example.org%2fteam", "blue"},
+  };
+  absl::StatusOr<election::UserInfo> u = authn->Authenticate(headers, proxy.get());
+  BOOST_REQUIRE_MESSAGE(u.ok(), u.status().ToString());
+  BOOST_TEST(u->username == "system:node:bj-1");
+  BOOST_TEST(u->groups == (Groups{"system:nodes", "a,b", "system:authenticated"}));
+  BOOST_TEST(u->extra.at("scopes") == (Groups{"view", "edit"}));
+  BOOST_TEST(u->extra.at("example.org/team") == Groups{"blue"});
+
+  // Only an empty X-Remote-User: the second username header counts.
+  handlers::HeaderList alt = {{"x-remote-user", ""}, {"x-alt-user", "fallback"}};
+  BOOST_TEST(authn->Authenticate(alt, proxy.get())->username == "fallback");
+}
+
+BOOST_AUTO_TEST_CASE(DisallowedCommonNameIsRejected) {
+  options.requestheader_allowed_names = {"front-proxy-client"};
+  auto authn = Make();
+  auto other = Peer(MakeClient(proxy_ca, "someone-else"));
+  absl::StatusOr<election::UserInfo> u =
+      authn->Authenticate({{"x-remote-user", "admin"}, {"x-remote-group", "system:masters"}},
+                          other.get());
+  BOOST_REQUIRE(!u.ok());
+  BOOST_TEST(HttpCode(u.status()) == 401);
+}
+
+BOOST_AUTO_TEST_CASE(EmptyAllowedNamesAcceptsAnyCn) {
+  auto authn = Make();
+  auto proxy = Peer(MakeClient(proxy_ca, "anything"));
+  absl::StatusOr<election::UserInfo> u =
+      authn->Authenticate({{"x-remote-user", "system:kube-aggregator"}}, proxy.get());
+  BOOST_REQUIRE(u.ok());
+  BOOST_TEST(u->username == "system:kube-aggregator");
+  BOOST_TEST(u->groups == Groups{"system:authenticated"});
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(Anonymous)
+
+BOOST_AUTO_TEST_CASE(AllowedPaths) {
+  for (const char* path : {"/healthz", "/livez", "/readyz", "/readyz/ping", "/version", "/metrics"}) {
+    BOOST_TEST(AnonymousAllowed("GET", path), path);
+  }
+  BOOST_TEST(AnonymousAllowed("POST", "/validate-delegated-heartbeat"));
+  BOOST_TEST(!AnonymousAllowed("GET", "/validate-delegated-heartbeat"));
+  BOOST_TEST(!AnonymousAllowed("GET", "/readyzz"));
+  BOOST_TEST(!AnonymousAllowed("GET", "/apis"));
+  BOOST_TEST(!AnonymousAllowed("GET", "/apis/coordination.pool/v1alpha1/poolleases"));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+}  // namespace
+}  // namespace poolcoord::apiservice

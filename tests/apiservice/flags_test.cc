@@ -1,0 +1,144 @@
+#define BOOST_TEST_MODULE apiservice_flags
+#include <boost/test/unit_test.hpp>
+
+#include "apiservice/flags.h"
+
+namespace poolcoord::apiservice {
+namespace {
+
+BOOST_AUTO_TEST_SUITE(ParseFlagsTest)
+
+BOOST_AUTO_TEST_CASE(DefaultsFollowDesign) {
+  absl::StatusOr<ServerOptions> o = ParseFlags({});
+  BOOST_REQUIRE(o.ok());
+  BOOST_TEST(o->secure_port == 8443);
+  BOOST_TEST(o->bind_address == "0.0.0.0");
+  BOOST_TEST(o->anonymous_auth == false);
+  BOOST_TEST(o->pool_label == "apps.openyurt.io/nodepool");
+  BOOST_TEST(o->lease_proxy_users ==
+             std::vector<std::string>{"openyurt:yurt-coordinator:node-lease-proxy-client"});
+  BOOST_TEST(o->forwarder_user == "");
+  BOOST_TEST(o->max_lease_duration == 300);
+  BOOST_TEST(o->watch_history_size == 10000);
+  BOOST_TEST(o->delegated_lease_gc_period == absl::Minutes(5));
+  BOOST_TEST(o->max_requests_inflight == 400);
+  BOOST_TEST(o->storage_backend == "memory");
+  BOOST_TEST(o->leader_elect == false);
+  BOOST_TEST(o->leader_elect_lease_duration == absl::Seconds(15));
+  BOOST_TEST(o->leader_elect_renew_deadline == absl::Seconds(10));
+  BOOST_TEST(o->leader_elect_retry_period == absl::Seconds(2));
+  BOOST_TEST(o->leader_elect_resource_namespace == "kube-system");
+  BOOST_TEST(o->leader_elect_resource_name == "poolcoord");
+  BOOST_TEST(o->requestheader_username_headers == std::vector<std::string>{"X-Remote-User"});
+  BOOST_TEST(o->requestheader_group_headers == std::vector<std::string>{"X-Remote-Group"});
+  BOOST_TEST(o->requestheader_extra_headers_prefix ==
+             std::vector<std::string>{"X-Remote-Extra-"});
+  BOOST_TEST(o->authorization_always_allow_paths ==
+             (std::vector<std::string>{"/healthz", "/readyz", "/livez"}));
+  BOOST_TEST(!o->cert_dir.empty());
+  BOOST_TEST(!o->write_kubeconfig.empty());
+}
+
+BOOST_AUTO_TEST_CASE(BothValueFormsAndBooleans) {
+  absl::StatusOr<ServerOptions> o =
+      ParseFlags({"--secure-port=9443", "--bind-address", "127.0.0.1", "--anonymous-auth",
+                  "--leader-elect=false", "--forwarder-user", "system:serviceaccount:x:y",
+                  "--delegated-lease-gc-period=1h30m", "--leader-elect-retry-period", "500ms",
+                  "-v", "3", "--watch-history-size=5"});
+  BOOST_REQUIRE_MESSAGE(o.ok(), o.status().ToString());
+  BOOST_TEST(o->secure_port == 9443);
+  BOOST_TEST(o->bind_address == "127.0.0.1");
+  BOOST_TEST(o->anonymous_auth == true);
+  BOOST_TEST(o->leader_elect == false);
+  BOOST_TEST(o->forwarder_user == "system:serviceaccount:x:y");
+  BOOST_TEST(o->delegated_lease_gc_period == absl::Minutes(90));
+  BOOST_TEST(o->leader_elect_retry_period == absl::Milliseconds(500));
+  BOOST_TEST(o->verbosity == 3);
+  BOOST_TEST(o->watch_history_size == 5);
+
+  o = ParseFlags({"--v=2", "--anonymous-auth=true", "--leader-elect=1"});
+  BOOST_REQUIRE(o.ok());
+  BOOST_TEST(o->verbosity == 2);
+  BOOST_TEST(o->anonymous_auth);
+  BOOST_TEST(o->leader_elect);
+}
+
+BOOST_AUTO_TEST_CASE(ListsReplaceDefaultThenAppend) {
+  absl::StatusOr<ServerOptions> o =
+      ParseFlags({"--lease-proxy-users=a,b", "--lease-proxy-users", "c",
+                  "--requestheader-allowed-names="});
+  BOOST_REQUIRE(o.ok());
+  BOOST_TEST(o->lease_proxy_users == (std::vector<std::string>{"a", "b", "c"}));
+  BOOST_TEST(o->requestheader_allowed_names.empty());
+}
+
+BOOST_AUTO_TEST_CASE(UnknownFlagIsAnError) {
+  absl::StatusOr<ServerOptions> o = ParseFlags({"--no-such-flag=1"});
+  BOOST_REQUIRE(!o.ok());
+  BOOST_TEST(o.status().code() == absl::StatusCode::kInvalidArgument);
+  BOOST_TEST(std::string(o.status().message()).find("unknown flag: --no-such-flag") !=
+             std::string::npos);
+  BOOST_TEST(!ParseFlags({"positional"}).ok());
+  BOOST_TEST(!ParseFlags({"-x"}).ok());
+}
+
+BOOST_AUTO_TEST_CASE(BadValuesAreErrors) {
+  for (std::vector<std::string> args : std::vector<std::vector<std::string>>{
+           {"--secure-port=abc"},
+           {"--secure-port=70000"},
+           {"--max-lease-duration=0"},
+           {"--watch-history-size=-1"},
+           {"--delegated-lease-gc-period=5"},
+           {"--delegated-lease-gc-period=soon"},
+           {"--leader-elect-lease-duration=-5s"},
+           {"--anonymous-auth=maybe"},
+           {"--storage-backend=sqlite"},
+           {"--secure-port"},
+           {"--tls-cert-file=/x.crt"}}) {
+    absl::StatusOr<ServerOptions> o = ParseFlags(args);
+    BOOST_TEST(!o.ok(), "accepted " << args[0]);
+    if (!o.ok()) BOOST_TEST(o.status().code() == absl::StatusCode::kInvalidArgument);
+  }
+  absl::StatusOr<ServerOptions> o = ParseFlags({"--secure-port=abc"});
+  BOOST_TEST(std::string(o.status().message()) ==
+             "invalid argument \"abc\" for \"--secure-port\" flag: not an integer");
+}
+
+BOOST_AUTO_TEST_CASE(Etcd3IsParsed) {
+  absl::StatusOr<ServerOptions> o =
+      ParseFlags({"--storage-backend=etcd3", "--etcd-servers=https://a:2379,https://b:2379"});
+  BOOST_REQUIRE(o.ok());
+  BOOST_TEST(o->storage_backend == "etcd3");
+  BOOST_TEST(o->etcd_servers.size() == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(HelpListsEveryFlagWithDefault) {
+  absl::StatusOr<ServerOptions> o = ParseFlags({"--help"});
+  BOOST_REQUIRE(o.ok());
+  BOOST_TEST(o->help);
+  BOOST_TEST(ParseFlags({"-h"})->help);
+  std::string usage = FlagUsage("poolcoord-apiserver");
+  for (const char* flag :
+       {"--secure-port", "--bind-address", "--cert-dir", "--tls-cert-file",
+        "--tls-private-key-file", "--client-ca-file", "--token-auth-file", "--anonymous-auth",
+        "--requestheader-client-ca-file", "--requestheader-allowed-names",
+        "--requestheader-username-headers", "--requestheader-group-headers",
+        "--requestheader-extra-headers-prefix", "--authentication-kubeconfig",
+        "--authorization-kubeconfig", "--authorization-always-allow-paths", "--kubeconfig",
+        "--pool-membership-file", "--pool-label", "--lease-proxy-users", "--forwarder-user",
+        "--max-lease-duration", "--watch-history-size", "--delegated-lease-gc-period",
+        "--max-requests-inflight", "--storage-backend", "--etcd-servers", "--leader-elect",
+        "--leader-elect-lease-duration", "--leader-elect-renew-deadline",
+        "--leader-elect-retry-period", "--leader-elect-resource-namespace",
+        "--leader-elect-resource-name", "--write-kubeconfig", "--v", "--help"}) {
+    BOOST_TEST(usage.find(std::string(flag) + " ") != std::string::npos, flag);
+  }
+  BOOST_TEST(usage.find("(default 8443)") != std::string::npos);
+  BOOST_TEST(usage.find("(default 5m0s)") != std::string::npos);
+  BOOST_TEST(usage.find("(default \"apps.openyurt.io/nodepool\")") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+}  // namespace
+}  // namespace poolcoord::apiservice

@@ -1,0 +1,236 @@
+#define BOOST_TEST_MODULE apiservice_server
+#include <boost/test/unit_test.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "apiservice/metrics.h"
+#include "apiservice/pki.h"
+#include "apiservice/server.h"
+
+namespace poolcoord::apiservice {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A router that records who reached it; "/block" waits until released; a watch
+// request gets a stream that writes once.
+class FakeRouter : public handlers::Router {
+ public:
+  handlers::Response Handle(handlers::Request& request) override {
+    last_user = request.user.username;
+    handlers::Response r;
+    if (request.path.ends_with("/block")) {
+      entered.Notify();
+      release.WaitForNotification();
+    }
+    if (request.HasQuery("watch")) {
+      r.stream = [](handlers::ChunkWriter& w) { w.Write("{}\n"); };
+    }
+    r.body = "ok";
+    return r;
+  }
+  std::string last_user;
+  absl::Notification entered, release;
+};
+
+// Captures the metrics text while the stream writes.
+class RenderingWriter : public handlers::ChunkWriter {
+ public:
+  explicit RenderingWriter(const Metrics* m) : metrics_(m) {}
+  bool Write(std::string_view) override {
+    seen = metrics_->Render();
+    return true;
+  }
+  bool Alive() const override { return true; }
+  std::string seen;
+
+ private:
+  const Metrics* metrics_;
+};
+
+struct Fixture {
+  Fixture() {
+    std::string tmpl = (fs::temp_directory_path() / "server_test.XXXXXX").string();
+    dir = mkdtemp(tmpl.data());
+    std::ofstream(dir + "/tokens.csv") << "tok-u,user-u,1\n"
+                                       << "tok-admin,admin,2,system:masters\n"
+                                       << "tok-node,system:node:n1,3,system:nodes\n";
+    AuthenticatorOptions a;
+    a.token_auth_file = dir + "/tokens.csv";
+    authenticator = *Authenticator::Create(a);
+    authorizer = std::make_unique<Authorizer>(AuthorizerOptions{});
+    limiter = std::make_unique<InflightLimiter>(1);
+    PipelineOptions p;
+    p.authenticator = authenticator.get();
+    p.authorizer = authorizer.get();
+    p.router = &router;
+    p.metrics = &metrics;
+    p.limiter = limiter.get();
+    pipeline = std::make_unique<RequestPipeline>(p);
+  }
+  ~Fixture() { fs::remove_all(dir); }
+
+  handlers::Response Call(const std::string& method, const std::string& path,
+                          const std::string& token = "",
+                          std::vector<std::pair<std::string, std::string>> query = {}) {
+    handlers::Request r;
+    r.method = method;
+    r.path = path;
+    r.query = std::move(query);
+    if (!token.empty()) r.headers.emplace_back("authorization", "Bearer " + token);
+    return pipeline->Serve(r, ConnectionInfo{});
+  }
+  static std::string HeaderOf(const handlers::Response& r, const std::string& name) {
+    for (const auto& [k, v] : r.headers) {
+      if (k == name) return v;
+    }
+    return "";
+  }
+
+  std::string dir;
+  FakeRouter router;
+  Metrics metrics;
+  std::unique_ptr<Authenticator> authenticator;
+  std::unique_ptr<Authorizer> authorizer;
+  std::unique_ptr<InflightLimiter> limiter;
+  std::unique_ptr<RequestPipeline> pipeline;
+};
+
+const std::string kPoolLeases = "/apis/coordination.pool/v1alpha1/poolleases";
+
+BOOST_FIXTURE_TEST_SUITE(RequestPipelineTest, Fixture)
+
+BOOST_AUTO_TEST_CASE(AnonymousOnlyOnPublicPaths) {
+  BOOST_TEST(Call("GET", "/healthz").status == 200);
+  BOOST_TEST(Call("GET", "/metrics").status == 200);
+  BOOST_TEST(Call("POST", "/validate-delegated-heartbeat").status == 200);
+  handlers::Response r = Call("GET", kPoolLeases);
+  BOOST_TEST(r.status == 401);
+  BOOST_TEST(r.body.find("\"reason\":\"Unauthorized\"") != std::string::npos);
+  BOOST_TEST(Call("GET", "/apis").status == 401);
+  BOOST_TEST(Call("GET", kPoolLeases, "bad-token").status == 401);
+}
+
+BOOST_AUTO_TEST_CASE(AuthenticatedButForbidden) {
+  handlers::Response r = Call("GET", kPoolLeases, "tok-u");
+  BOOST_TEST(r.status == 403);
+  BOOST_TEST(r.body.find("User \\\"user-u\\\" cannot list resource \\\"poolleases\\\"") !=
+             std::string::npos);
+  BOOST_TEST(Call("GET", "/apis", "tok-u").status == 200);
+  BOOST_TEST(Call("GET", kPoolLeases, "tok-node").status == 200);
+  BOOST_TEST(router.last_user == "system:node:n1");
+}
+
+BOOST_AUTO_TEST_CASE(InflightLimitAnswers429ButNotForWatchesOrMasters) {
+  auto blocked = std::async(std::launch::async,
+                            [this] { return Call("GET", kPoolLeases + "/block", "tok-node"); });
+  router.entered.WaitForNotification();
+  handlers::Response r = Call("GET", kPoolLeases, "tok-node");
+  BOOST_TEST(r.status == 429);
+  BOOST_TEST(HeaderOf(r, "Retry-After") == "1");
+  BOOST_TEST(r.body.find("\"reason\":\"TooManyRequests\"") != std::string::npos);
+  BOOST_TEST(Call("GET", kPoolLeases, "tok-node", {{"watch", "true"}}).status == 200);
+  BOOST_TEST(Call("GET", kPoolLeases, "tok-admin").status == 200);
+  router.release.Notify();
+  BOOST_TEST(blocked.get().status == 200);
+  BOOST_TEST(Call("GET", kPoolLeases, "tok-node").status == 200);
+  BOOST_TEST(limiter->current() == 0);
+}
+
+BOOST_AUTO_TEST_CASE(MetricsCountRequestsAndWatchers) {
+  Call("GET", kPoolLeases, "tok-node");
+  Call("GET", kPoolLeases, "tok-node");
+  Call("GET", kPoolLeases);
+  handlers::Response watch = Call("GET", kPoolLeases, "tok-node", {{"watch", "true"}});
+  BOOST_REQUIRE(watch.stream);
+  std::string text = metrics.Render();
+  BOOST_TEST(text.find("apiserver_request_total{code=\"200\",resource=\"poolleases\",verb=\"LIST\"} 2") !=
+             std::string::npos);
+  BOOST_TEST(text.find("apiserver_request_total{code=\"401\",resource=\"poolleases\",verb=\"LIST\"} 1") !=
+             std::string::npos);
+  BOOST_TEST(text.find("apiserver_request_total{code=\"200\",resource=\"poolleases\",verb=\"WATCH\"} 1") !=
+             std::string::npos);
+  BOOST_TEST(text.find("apiserver_request_duration_seconds_count{resource=\"poolleases\",verb=\"LIST\"} 3") !=
+             std::string::npos);
+  BOOST_TEST(text.find("verb=\"WATCH\",le=") == std::string::npos);
+
+  // The watcher gauge follows the stream: 1 while it runs, 0 after.
+  RenderingWriter w(&metrics);
+  watch.stream(w);
+  BOOST_TEST(w.seen.find("apiserver_registered_watchers{resource=\"poolleases\"} 1") !=
+             std::string::npos);
+  BOOST_TEST(metrics.Render().find("apiserver_registered_watchers{resource=\"poolleases\"} 0") !=
+             std::string::npos);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(MetricsTest)
+
+BOOST_AUTO_TEST_CASE(HistogramBucketsAreCumulative) {
+  Metrics m;
+  m.ObserveRequest("GET", "poolleases", 200, 0.003, false);
+  m.ObserveRequest("GET", "poolleases", 200, 0.3, false);
+  m.ObserveRequest("GET", "poolleases", 404, 100, false);
+  m.WatcherStarted("delegatedleases");
+  m.WatcherStarted("delegatedleases");
+  m.WatcherEnded("delegatedleases");
+  std::string text = m.Render();
+  const std::string prefix = "apiserver_request_duration_seconds_bucket{resource=\"poolleases\",verb=\"GET\",le=";
+  BOOST_TEST(text.find(prefix + "\"0.005\"} 1\n") != std::string::npos);
+  BOOST_TEST(text.find(prefix + "\"0.2\"} 1\n") != std::string::npos);
+  BOOST_TEST(text.find(prefix + "\"0.4\"} 2\n") != std::string::npos);
+  BOOST_TEST(text.find(prefix + "\"60\"} 2\n") != std::string::npos);
+  BOOST_TEST(text.find(prefix + "\"+Inf\"} 3\n") != std::string::npos);
+  BOOST_TEST(text.find("apiserver_registered_watchers{resource=\"delegatedleases\"} 1\n") !=
+             std::string::npos);
+  BOOST_TEST(text.find("# TYPE apiserver_request_duration_seconds histogram") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(ConcurrentCountingLosesNothing) {
+  Metrics m;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&m] {
+      for (int i = 0; i < 5000; ++i) m.ObserveRequest("LIST", "poolleases", 200, 0.001, false);
+    });
+  }
+  for (auto& t : threads) t.join();
+  BOOST_TEST(m.Render().find("apiserver_request_total{code=\"200\",resource=\"poolleases\",verb=\"LIST\"} 20000") !=
+             std::string::npos);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(ApiServerTest)
+
+// The whole process in-process: generated PKI, ephemeral port, admin kubeconfig.
+BOOST_AUTO_TEST_CASE(StartsWithGeneratedPkiAndShutsDown) {
+  std::string tmpl = (fs::temp_directory_path() / "apiserver_test.XXXXXX").string();
+  std::string dir = mkdtemp(tmpl.data());
+  absl::StatusOr<ServerOptions> o =
+      ParseFlags({"--secure-port=0", "--bind-address=127.0.0.1", "--cert-dir=" + dir + "/certs",
+                  "--write-kubeconfig=" + dir + "/admin.kubeconfig"});
+  BOOST_REQUIRE(o.ok());
+  absl::StatusOr<std::unique_ptr<ApiServer>> server = ApiServer::Start(*o);
+  BOOST_REQUIRE_MESSAGE(server.ok(), server.status().ToString());
+  BOOST_TEST((*server)->port() > 0);
+  BOOST_TEST((*server)->kubeconfig_path() == dir + "/admin.kubeconfig");
+  absl::StatusOr<std::string> kubeconfig = ReadFileToString(dir + "/admin.kubeconfig");
+  BOOST_REQUIRE(kubeconfig.ok());
+  BOOST_TEST(kubeconfig->find("server: https://127.0.0.1:" + std::to_string((*server)->port())) !=
+             std::string::npos);
+  (*server)->Shutdown(std::chrono::seconds(5));
+  server->reset();
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+}  // namespace
+}  // namespace poolcoord::apiservice

@@ -1,0 +1,306 @@
+"""Shared pieces of the end-to-end tests: start the real poolcoord-apiserver on a
+free 127.0.0.1 port, talk to it over HTTPS, run the real kubectl against it.
+
+Standard library only. Each test file is a script run by ctest with
+`--binary <path to poolcoord-apiserver>`; it prints one line per case and ends with
+"N passed, N failed".
+"""
+import argparse
+import base64
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import uuid
+
+GV = "coordination.pool/v1alpha1"
+BASE = "/apis/" + GV
+TABLE_ACCEPT = ("application/json;as=Table;v=v1;g=meta.k8s.io,"
+                "application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json")
+MEMBERSHIP = {"pools": {"hangzhou": ["hz-1", "hz-2", "hz-3", "hz-4"],
+                        "beijing": ["bj-1", "bj-2", "bj-3"]}}
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def kubectl_binary():
+    """$KUBECTL, else kubectl.1.32 beside the dispatcher on PATH, else kubectl."""
+    if os.environ.get("KUBECTL"):
+        return os.environ["KUBECTL"]
+    exe = shutil.which("kubectl")
+    if exe:
+        pinned = os.path.join(os.path.dirname(os.path.realpath(exe)), "kubectl.1.32")
+        if os.access(pinned, os.X_OK):
+            return pinned
+    return exe
+
+
+class Response:
+    def __init__(self, status, headers, body):
+        self.status, self.headers, self.body = status, headers, body
+
+    def json(self):
+        return json.loads(self.body)
+
+    def header(self, name):
+        for k, v in self.headers:
+            if k.lower() == name.lower():
+                return v
+        return ""
+
+
+class Client:
+    def __init__(self, port, ca, cert=None, token=None):
+        self.port, self.token = port, token
+        self.ctx = ssl.create_default_context(cafile=ca)
+        if cert:
+            self.ctx.load_cert_chain(*cert)
+        self.conn = None
+
+    def connect(self, timeout=20):
+        return http.client.HTTPSConnection("127.0.0.1", self.port, context=self.ctx, timeout=timeout)
+
+    def request(self, method, path, body=None, ctype="application/json", accept="application/json",
+                headers=None):
+        hdrs = {"Accept": accept} if accept else {}
+        if self.token:
+            hdrs["Authorization"] = "Bearer " + self.token
+        if body is not None:
+            if not isinstance(body, (bytes, str)):
+                body = json.dumps(body)
+            hdrs["Content-Type"] = ctype
+        hdrs.update(headers or {})
+        for attempt in range(2):
+            if self.conn is None:
+                self.conn = self.connect()
+            try:
+                self.conn.request(method, path, body=body, headers=hdrs)
+                r = self.conn.getresponse()
+                data = r.read()
+                return Response(r.status, r.getheaders(), data.decode("utf-8", "replace"))
+            except (http.client.HTTPException, ConnectionError, ssl.SSLError):
+                self.conn.close()
+                self.conn = None
+                if attempt:
+                    raise
+
+    def watch(self, path, timeout=20, accept="application/json"):
+        conn = self.connect(timeout)
+        hdrs = {"Accept": accept}
+        if self.token:
+            hdrs["Authorization"] = "Bearer " + self.token
+        conn.request("GET", path, headers=hdrs)
+        r = conn.getresponse()
+
+        def events():
+            while True:
+                line = r.readline()
+                if not line:
+                    return
+                line = line.strip()
+                if line:
+                    yield json.loads(line)
+        return r, events(), conn
+
+
+class Server:
+    """poolcoord-apiserver started standalone: it generates its own CA, serving and
+    admin certificates and writes the admin kubeconfig, as README command 1 does."""
+
+    def __init__(self, binary, extra_args=(), tokens=None, membership_file=True):
+        self.workdir = tempfile.mkdtemp(prefix="poolcoord-e2e-")
+        self.port = free_port()
+        self.cert_dir = os.path.join(self.workdir, "certs")
+        self.kubeconfig = os.path.join(self.workdir, "admin.kubeconfig")
+        self.membership = os.path.join(self.workdir, "membership.yaml")
+        with open(self.membership, "w") as f:
+            json.dump(MEMBERSHIP, f)
+        self.tokens = {"admin-token": ("token-admin", ["system:masters"]),
+                       "viewer-token": ("viewer", [])}
+        for node in ("hz-1", "hz-2", "hz-3", "hz-4", "bj-1", "bj-2", "bj-3"):
+            self.tokens[f"{node}-token"] = (f"system:node:{node}", ["system:nodes"])
+        self.tokens.update(tokens or {})
+        token_file = os.path.join(self.workdir, "tokens.csv")
+        with open(token_file, "w") as f:
+            for tok, (user, groups) in self.tokens.items():
+                f.write(f'{tok},{user},uid-{user},"{",".join(groups)}"\n')
+        self.args = [binary, f"--secure-port={self.port}", "--bind-address=127.0.0.1",
+                     f"--cert-dir={self.cert_dir}", f"--write-kubeconfig={self.kubeconfig}",
+                     f"--token-auth-file={token_file}",
+                     *([f"--pool-membership-file={self.membership}"] if membership_file else []),
+                     *extra_args]
+        self.log_path = os.path.join(self.workdir, "server.log")
+        self.start()
+
+    def start(self):
+        self.log = open(self.log_path, "a")
+        self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.read_log()}")
+            if os.path.exists(self.kubeconfig) and os.path.exists(os.path.join(self.cert_dir, "ca.crt")):
+                try:
+                    c = Client(self.port, self.ca)
+                    if c.request("GET", "/readyz", accept=None).status == 200:
+                        break
+                except OSError:
+                    pass
+            time.sleep(0.1)
+        else:
+            self.stop()
+            raise RuntimeError("server not ready within 30 s:\n" + self.read_log())
+        self._write_admin_cert()
+
+    @property
+    def ca(self):
+        return os.path.join(self.cert_dir, "ca.crt")
+
+    def _write_admin_cert(self):
+        # The kubeconfig embeds the admin certificate; unpack it for Python's ssl.
+        with open(self.kubeconfig) as f:
+            text = f.read()
+        try:
+            cfg = json.loads(text)
+            user = cfg["users"][0]["user"]
+        except ValueError:
+            user = {}
+            for line in text.splitlines():
+                line = line.strip()
+                for key in ("client-certificate-data", "client-key-data", "client-certificate", "client-key"):
+                    if line.startswith(key + ":"):
+                        user[key] = line.split(":", 1)[1].strip().strip('"')
+        paths = []
+        for key in ("client-certificate", "client-key"):
+            if key + "-data" in user:
+                p = os.path.join(self.workdir, key.replace("client-", "admin-") + ".pem")
+                with open(p, "wb") as f:
+                    f.write(base64.b64decode(user[key + "-data"]))
+                paths.append(p)
+            else:
+                paths.append(user[key])
+        self.admin_cert = tuple(paths)
+
+    def read_log(self):
+        try:
+            with open(self.log_path) as f:
+                return f.read()[-4000:]
+        except OSError:
+            return ""
+
+    def admin(self):
+        return Client(self.port, self.ca, cert=self.admin_cert)
+
+    def token(self, tok):
+        return Client(self.port, self.ca, token=tok)
+
+    def anonymous(self):
+        return Client(self.port, self.ca)
+
+    def kubectl(self, *args, stdin=None, env=None, timeout=60):
+        cmd = [kubectl_binary(), "--kubeconfig", self.kubeconfig,
+               "--cache-dir", os.path.join(self.workdir, "kube-cache"), *args]
+        return subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=timeout,
+                              env={**os.environ, **(env or {})})
+
+    def stop(self, sig=signal.SIGTERM, timeout=15):
+        """Stops the server; returns its exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        return self.proc.returncode
+
+    def cleanup(self):
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+class Failed(AssertionError):
+    pass
+
+
+def expect(cond, msg):
+    if not cond:
+        raise Failed(msg)
+
+
+def expect_status(r, code, reason=None):
+    expect(r.status == code, f"want HTTP {code}, got {r.status}: {r.body[:400]}")
+    if code >= 400:
+        s = r.json()
+        expect(s.get("kind") == "Status" and s.get("apiVersion") == "v1", f"not a v1 Status: {r.body[:300]}")
+        expect(s.get("code") == code and s.get("status") == "Failure", f"Status code wrong: {r.body[:300]}")
+        expect(s.get("message"), "Status without message")
+        if reason:
+            expect(s.get("reason") == reason, f"want reason {reason}, got {s.get('reason')}: {r.body[:300]}")
+    return r
+
+
+def uniq(prefix):
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+def microtime(offset_s=0.0):
+    from datetime import datetime, timedelta, timezone
+    return (datetime.now(timezone.utc) + timedelta(seconds=offset_s)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def pool_lease(name, holder=None, duration=15, labels=None):
+    spec = {"leaseDurationSeconds": duration}
+    if holder:
+        now = microtime()
+        spec.update(holderIdentity=holder, acquireTime=now, renewTime=now, leaseTransitions=0)
+    md = {"name": name}
+    if labels:
+        md["labels"] = labels
+    return {"apiVersion": GV, "kind": "PoolLease", "metadata": md, "spec": spec}
+
+
+def run_cases(cases, server_factory):
+    """Runs each case(server) and prints the closing tally; returns the exit code."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--binary", required=True)
+    ap.add_argument("--keep", action="store_true")
+    a = ap.parse_args()
+    passed = failed = 0
+    server = server_factory(os.path.abspath(a.binary))
+    try:
+        for case in cases:
+            t0 = time.time()
+            try:
+                case(server)
+                passed += 1
+                print(f"PASS {case.__name__} ({time.time() - t0:.1f}s)", flush=True)
+            except Exception as e:  # any exception is a failed case
+                failed += 1
+                print(f"FAIL {case.__name__}: {type(e).__name__}: {e}", flush=True)
+                traceback.print_exc(limit=3)
+            if server.proc.poll() is not None and case is not cases[-1]:
+                print(f"server exited ({server.proc.returncode}) after {case.__name__}:\n{server.read_log()}")
+                failed += 1
+                server.start()
+    finally:
+        server.stop()
+        if failed or a.keep:
+            print("server log tail:\n" + server.read_log())
+        server.cleanup()
+    print(f"{passed} passed, {failed} failed")
+    return 0 if failed == 0 else 1

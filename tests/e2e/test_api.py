@@ -1,0 +1,314 @@
+"""Raw HTTPS against the real server: Status errors for bad input, optimistic
+concurrency, list and watch semantics, authentication and authorization, and a
+clean exit on SIGTERM. Runs with a small watch history so 410 Expired is
+reachable."""
+import json
+import os
+import signal
+import socket
+import ssl
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (BASE, GV, Server, expect, expect_status, pool_lease, run_cases,  # noqa: E402
+                     uniq)
+
+HISTORY = 50
+
+
+def malformed_json_400(s):
+    c = s.admin()
+    r = expect_status(c.request("POST", BASE + "/poolleases", "{not json"), 400, "BadRequest")
+    expect("JSON" in r.json()["message"], r.body)
+    expect_status(c.request("POST", BASE + "/poolleases", "[1,2]"), 400, "BadRequest")
+    expect_status(c.request("POST", BASE + "/poolleases", '"a string"'), 400, "BadRequest")
+    # wrong JSON types are 400 as Go's decoder reports them, not a crash
+    body = pool_lease(uniq("t"))
+    body["spec"]["leaseDurationSeconds"] = "ten"
+    expect_status(c.request("POST", BASE + "/poolleases", body), 400, "BadRequest")
+    body["spec"]["leaseDurationSeconds"] = 2 ** 40
+    expect_status(c.request("POST", BASE + "/poolleases", body), 400, "BadRequest")
+    body = pool_lease(uniq("t"))
+    body["kind"] = "DelegatedLease"
+    expect_status(c.request("POST", BASE + "/poolleases", body), 400, "BadRequest")
+
+
+def invalid_fields_422_with_causes(s):
+    c = s.admin()
+    body = pool_lease("UPPER_case")
+    body["metadata"]["labels"] = {"bad key!": "x"}
+    r = expect_status(c.request("POST", BASE + "/poolleases", body), 422, "Invalid")
+    fields = {x.get("field") for x in r.json()["details"]["causes"]}
+    expect({"metadata.name", "metadata.labels"} <= fields, f"one cause per field: {fields}")
+    body = pool_lease(uniq("t"), "hz-1")
+    body["spec"]["renewTime"] = "2024-01-01T00:00:00Z"  # MicroTime needs 6 digits
+    r = expect_status(c.request("POST", BASE + "/poolleases", body), 422, "Invalid")
+    expect(r.json()["details"]["causes"][0]["field"] == "spec.renewTime", r.body)
+    body = pool_lease(uniq("t"), duration=301)
+    expect_status(c.request("POST", BASE + "/poolleases", body), 422, "Invalid")
+    body = pool_lease(uniq("t"))
+    body["metadata"]["annotations"] = {"a": "x" * (256 * 1024)}
+    expect_status(c.request("POST", BASE + "/poolleases", body), 422, "Invalid")
+
+
+def body_limits(s):
+    c = s.admin()
+    body = pool_lease(uniq("big"))
+    body["metadata"]["annotations"] = {"note": "y" * (250 * 1024)}
+    expect_status(c.request("POST", BASE + "/poolleases", body), 201)
+    huge = "x" * (3 * 1024 * 1024 + 10)
+    r = c.request("POST", BASE + "/poolleases", huge)
+    expect_status(r, 413, "RequestEntityTooLarge")
+    expect_status(s.anonymous().request("GET", "/readyz", accept=None), 200)
+
+
+def media_types(s):
+    c = s.admin()
+    name = uniq("mt")
+    expect_status(c.request("POST", BASE + "/poolleases", pool_lease(name)), 201)
+    expect_status(c.request("POST", BASE + "/poolleases", "a: b", ctype="application/yaml"), 415,
+                  "UnsupportedMediaType")
+    expect_status(c.request("PATCH", f"{BASE}/poolleases/{name}", {"spec": {}},
+                            ctype="application/strategic-merge-patch+json"), 415, "UnsupportedMediaType")
+    expect_status(c.request("GET", f"{BASE}/poolleases/{name}",
+                            accept="application/vnd.kubernetes.protobuf"), 406, "NotAcceptable")
+    r = expect_status(c.request("GET", f"{BASE}/poolleases/{name}",
+                                accept="application/vnd.kubernetes.protobuf,application/json"), 200)
+    expect(r.json()["metadata"]["name"] == name, "json fallback")
+    r = expect_status(c.request("GET", f"{BASE}/poolleases?limit=1",
+                                accept="application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"), 200)
+    expect(r.json()["kind"] == "PartialObjectMetadataList", r.body[:200])
+
+
+def paths_and_methods(s):
+    c = s.admin()
+    expect_status(c.request("GET", BASE + "/nothings"), 404, "NotFound")
+    expect_status(c.request("GET", BASE + "/namespaces/default/poolleases"), 404, "NotFound")
+    expect_status(c.request("GET", "/no/such/path"), 404, "NotFound")
+    expect_status(c.request("PUT", BASE + "/poolleases", pool_lease("x")), 405, "MethodNotAllowed")
+    expect_status(c.request("POST", BASE + "/poolleases/x", pool_lease("x")), 405, "MethodNotAllowed")
+    expect_status(c.request("GET", BASE + "/poolleases/x/bogus"), 404, "NotFound")
+
+
+def optimistic_concurrency_and_preconditions(s):
+    c = s.admin()
+    name = uniq("oc")
+    o = expect_status(c.request("POST", BASE + "/poolleases", pool_lease(name)), 201).json()
+    o2 = json.loads(json.dumps(o))
+    o2["spec"]["leaseDurationSeconds"] = 16
+    o2 = expect_status(c.request("PUT", f"{BASE}/poolleases/{name}", o2), 200).json()
+    expect(int(o2["metadata"]["resourceVersion"]) > int(o["metadata"]["resourceVersion"]), "RV not bumped")
+    expect(o2["metadata"]["uid"] == o["metadata"]["uid"], "uid changed on update")
+    expect(o2["metadata"]["creationTimestamp"] == o["metadata"]["creationTimestamp"], "creationTimestamp changed")
+    o["spec"]["leaseDurationSeconds"] = 17
+    r = expect_status(c.request("PUT", f"{BASE}/poolleases/{name}", o), 409, "Conflict")
+    expect("the object has been modified" in r.json()["message"], r.body)
+    # a label-only change keeps generation
+    o2["metadata"]["labels"] = {"x": "y"}
+    o3 = expect_status(c.request("PUT", f"{BASE}/poolleases/{name}", o2), 200).json()
+    expect(o3["metadata"]["generation"] == o2["metadata"]["generation"], "generation must not grow without spec change")
+    expect_status(c.request("DELETE", f"{BASE}/poolleases/{name}",
+                            {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": "wrong"}}),
+                  409, "Conflict")
+    expect_status(c.request("DELETE", f"{BASE}/poolleases/{name}",
+                            {"preconditions": {"resourceVersion": o3["metadata"]["resourceVersion"]}}), 200)
+    expect_status(c.request("PUT", f"{BASE}/poolleases/{name}", o3), 404, "NotFound")
+
+
+def status_subresource(s):
+    c = s.admin()
+    name = uniq("st")
+    o = expect_status(c.request("POST", BASE + "/poolleases", pool_lease(name)), 201).json()
+    o["status"] = {"observedTime": "2026-01-01T00:00:00.000000Z"}
+    o["spec"]["leaseDurationSeconds"] = 99
+    r = expect_status(c.request("PUT", f"{BASE}/poolleases/{name}/status", o), 200).json()
+    expect(r["spec"]["leaseDurationSeconds"] == 15, "a /status write must not change spec")
+    g = expect_status(c.request("GET", f"{BASE}/poolleases/{name}/status"), 200).json()
+    expect(g["metadata"]["name"] == name, "GET /status")
+
+
+def finalizers_hold_deletion(s):
+    c = s.admin()
+    name = uniq("fin")
+    body = pool_lease(name)
+    body["metadata"]["finalizers"] = ["example.com/hold"]
+    expect_status(c.request("POST", BASE + "/poolleases", body), 201)
+    r = expect_status(c.request("DELETE", f"{BASE}/poolleases/{name}"), 200).json()
+    expect(r["metadata"].get("deletionTimestamp"), "deletionTimestamp not set")
+    expect_status(c.request("GET", f"{BASE}/poolleases/{name}"), 200)
+    expect_status(c.request("PATCH", f"{BASE}/poolleases/{name}", {"metadata": {"finalizers": None}},
+                            ctype="application/merge-patch+json"), 200)
+    expect_status(c.request("GET", f"{BASE}/poolleases/{name}"), 404)
+
+
+def generate_name_and_dry_run(s):
+    c = s.admin()
+    body = pool_lease("")
+    del body["metadata"]["name"]
+    body["metadata"]["generateName"] = "gen-"
+    o = expect_status(c.request("POST", BASE + "/poolleases", body), 201).json()
+    expect(o["metadata"]["name"].startswith("gen-") and len(o["metadata"]["name"]) == 9, o["metadata"]["name"])
+    name = uniq("dry")
+    expect_status(c.request("POST", BASE + "/poolleases?dryRun=All", pool_lease(name)), 201)
+    expect_status(c.request("GET", f"{BASE}/poolleases/{name}"), 404)
+    expect_status(c.request("POST", BASE + "/poolleases?dryRun=Yes", pool_lease(name)), 422, "Invalid")
+
+
+def list_resource_version_semantics(s):
+    c = s.admin()
+    d = expect_status(c.request("GET", BASE + "/poolleases"), 200).json()
+    rv = int(d["metadata"]["resourceVersion"])
+    r = expect_status(c.request("GET", f"{BASE}/poolleases?resourceVersion={rv + 1000}"), 504, "Timeout")
+    expect(any(x.get("reason") == "ResourceVersionTooLarge" for x in r.json()["details"].get("causes", [])),
+           r.body)
+    expect_status(c.request("GET", f"{BASE}/poolleases?resourceVersionMatch=Exact"), 422, "Invalid")
+    expect_status(c.request("GET", f"{BASE}/poolleases?resourceVersion=0&resourceVersionMatch=Exact"), 422, "Invalid")
+    expect_status(c.request("GET", f"{BASE}/poolleases?resourceVersion=0"), 200)
+    expect_status(c.request("GET", f"{BASE}/poolleases?continue=garbage"), 400, "BadRequest")
+    expect_status(c.request("GET", f"{BASE}/poolleases?limit=abc"), 400, "BadRequest")
+    expect_status(c.request("GET", f"{BASE}/poolleases?labelSelector=a%20in%20(b"), 400, "BadRequest")
+    expect_status(c.request("GET", f"{BASE}/poolleases?fieldSelector=spec.poolName%3Dx"), 400, "BadRequest")
+    expect_status(c.request("GET", f"{BASE}/delegatedleases?fieldSelector=spec.poolName%3Dx"), 200)
+    # the aggregator re-encodes queries with '+' for spaces
+    tag = uniq("q")
+    for tier in ("a", "b", "c"):
+        expect_status(c.request("POST", BASE + "/poolleases",
+                                pool_lease(f"{tag}-{tier}", labels={"s": tag, "tier": tier})), 201)
+    d = expect_status(c.request("GET", f"{BASE}/poolleases?labelSelector=s%3D{tag}%2Ctier+in+%28a%2Cc%29"), 200).json()
+    expect(sorted(x["metadata"]["name"] for x in d["items"]) == [f"{tag}-a", f"{tag}-c"], d["items"])
+
+
+def watch_selector_transitions(s):
+    c = s.admin()
+    tag = uniq("wt")
+    d = expect_status(c.request("GET", BASE + "/poolleases"), 200).json()
+    r, events, conn = c.watch(f"{BASE}/poolleases?watch=true&resourceVersion={d['metadata']['resourceVersion']}"
+                              f"&labelSelector=s%3D{tag}&timeoutSeconds=10")
+    try:
+        expect(r.status == 200, f"watch {r.status}")
+        name = f"{tag}-x"
+        o = expect_status(c.request("POST", BASE + "/poolleases", pool_lease(name)), 201).json()
+        o = expect_status(c.request("PATCH", f"{BASE}/poolleases/{name}", {"metadata": {"labels": {"s": tag}}},
+                                    ctype="application/merge-patch+json"), 200).json()
+        expect_status(c.request("PATCH", f"{BASE}/poolleases/{name}", {"metadata": {"labels": {"s": "other"}}},
+                                ctype="application/merge-patch+json"), 200)
+        got = []
+        for ev in events:
+            got.append(ev["type"])
+            if len(got) == 2:
+                break
+        expect(got == ["ADDED", "DELETED"], f"selector transitions: {got}")
+    finally:
+        conn.close()
+
+
+def watch_initial_events_and_expired(s):
+    c = s.admin()
+    tag = uniq("wi")
+    expect_status(c.request("POST", BASE + "/poolleases", pool_lease(f"{tag}-1", labels={"s": tag})), 201)
+    r, events, conn = c.watch(f"{BASE}/poolleases?watch=true&sendInitialEvents=true&allowWatchBookmarks=true"
+                              f"&resourceVersionMatch=NotOlderThan&resourceVersion=0&labelSelector=s%3D{tag}"
+                              f"&timeoutSeconds=5")
+    try:
+        expect(r.status == 200, f"watch {r.status}")
+        first = next(events)
+        expect(first["type"] == "ADDED" and first["object"]["metadata"]["name"] == f"{tag}-1", first)
+        bm = next(events)
+        expect(bm["type"] == "BOOKMARK" and
+               bm["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"] == "true", bm)
+    finally:
+        conn.close()
+    expect_status(c.request("GET", f"{BASE}/poolleases?watch=true&sendInitialEvents=true"), 422, "Invalid")
+    d = expect_status(c.request("GET", BASE + "/poolleases"), 200).json()
+    old_rv = int(d["metadata"]["resourceVersion"])
+    for i in range(HISTORY + 5):
+        expect_status(c.request("POST", BASE + "/poolleases", pool_lease(f"{tag}-f{i}")), 201)
+    r, events, conn = c.watch(f"{BASE}/poolleases?watch=true&resourceVersion={old_rv}")
+    try:
+        expect(r.status == 200, f"watch {r.status}")
+        ev = next(events)
+        expect(ev["type"] == "ERROR" and ev["object"]["code"] == 410 and ev["object"]["reason"] == "Expired", ev)
+    finally:
+        conn.close()
+    # limit/continue over the same objects, and an expired continue
+    seen, cont = [], ""
+    for _ in range(40):
+        q = f"{BASE}/poolleases?limit=7" + (f"&continue={cont}" if cont else "")
+        d = expect_status(c.request("GET", q), 200).json()
+        seen += [x["metadata"]["name"] for x in d["items"]]
+        cont = d["metadata"].get("continue", "")
+        if not cont:
+            break
+    expect(len(seen) == len(set(seen)) and all(f"{tag}-f{i}" in seen for i in range(HISTORY + 5)), "pages")
+
+
+def authn_authz(s):
+    expect_status(s.anonymous().request("GET", BASE + "/poolleases"), 401, "Unauthorized")
+    expect_status(s.token("wrong").request("GET", BASE + "/poolleases"), 401, "Unauthorized")
+    viewer = s.token("viewer-token")
+    expect_status(viewer.request("GET", "/apis"), 200)
+    expect_status(viewer.request("GET", "/openapi/v2"), 200)
+    r = expect_status(viewer.request("GET", BASE + "/poolleases"), 403, "Forbidden")
+    expect('User "viewer" cannot list resource "poolleases" in API group "coordination.pool"' in r.json()["message"],
+           r.body)
+    for p in ("/healthz", "/livez", "/readyz", "/version", "/metrics"):
+        expect_status(s.anonymous().request("GET", p, accept=None), 200)
+    # X-Remote-* from a client without a front-proxy certificate change nothing
+    r = viewer.request("GET", BASE + "/poolleases", headers={"X-Remote-User": "admin", "X-Remote-Group": "system:masters"})
+    expect_status(r, 403, "Forbidden")
+
+
+def stalled_handshake_does_not_block(s):
+    raw = socket.create_connection(("127.0.0.1", s.port))  # never sends a ClientHello
+    try:
+        t0 = time.time()
+        expect_status(s.admin().request("GET", BASE + "/poolleases"), 200)
+        expect(time.time() - t0 < 5, "a stalled client delayed another")
+    finally:
+        raw.close()
+
+
+def metrics_count_requests(s):
+    s.admin().request("GET", BASE + "/poolleases")
+    m = s.anonymous().request("GET", "/metrics", accept=None).body
+    expect("apiserver_request_total{" in m and 'resource="poolleases"' in m, m[:600])
+    expect("apiserver_request_duration_seconds_bucket" in m, "histogram missing")
+    expect("apiserver_registered_watchers" in m, "watchers gauge missing")
+
+
+def sigterm_ends_watch_and_exits_zero(s):
+    c = s.admin()
+    r, events, conn = c.watch(f"{BASE}/poolleases?watch=true&timeoutSeconds=60", timeout=30)
+    expect(r.status == 200, "watch")
+    done = {}
+
+    def drain():
+        try:
+            for _ in events:
+                pass
+            done["clean"] = True
+        except Exception as e:  # a reset instead of a clean end
+            done["error"] = repr(e)
+    t = threading.Thread(target=drain)
+    t.start()
+    time.sleep(0.5)
+    t0 = time.time()
+    rc = s.stop(signal.SIGTERM, timeout=20)
+    t.join(10)
+    conn.close()
+    expect(rc == 0, f"exit code after SIGTERM: {rc}")
+    expect(time.time() - t0 < 10, "shutdown took too long")
+    expect(done.get("clean"), f"watch did not end cleanly: {done}")
+    s.start()
+
+
+CASES = [malformed_json_400, invalid_fields_422_with_causes, body_limits, media_types, paths_and_methods,
+         optimistic_concurrency_and_preconditions, status_subresource, finalizers_hold_deletion,
+         generate_name_and_dry_run, list_resource_version_semantics, watch_selector_transitions,
+         watch_initial_events_and_expired, authn_authz, stalled_handshake_does_not_block,
+         metrics_count_requests, sigterm_ends_watch_and_exits_zero]
+
+if __name__ == "__main__":
+    sys.exit(run_cases(CASES, lambda b: Server(b, extra_args=[f"--watch-history-size={HISTORY}"])))

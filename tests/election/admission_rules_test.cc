@@ -1,0 +1,249 @@
+#define BOOST_TEST_MODULE admission_rules
+#include <boost/test/unit_test.hpp>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "election/admission_rules.h"
+#include "election/clock.h"
+#include "election/lease_rules.h"
+#include "election/membership.h"
+#include "store/memory_store.h"
+
+namespace pe = poolcoord::election;
+namespace ps = poolcoord::store;
+using std::chrono::microseconds;
+using std::chrono::seconds;
+
+namespace {
+
+constexpr char kForwarder[] = "system:serviceaccount:kube-system:poolcoord";
+constexpr char kProxy[] = "openyurt:yurt-coordinator:node-lease-proxy-client";
+constexpr int64_t kRenew = 1'767'225'600'000'000;
+
+pe::UserInfo Node(const std::string& name) {
+  return {"system:node:" + name, "", {"system:nodes", "system:authenticated"}, {}};
+}
+pe::UserInfo User(const std::string& name, const std::string& group = "") {
+  pe::UserInfo u{name, "", {"system:authenticated"}, {}};
+  if (!group.empty()) u.groups.push_back(group);
+  return u;
+}
+
+struct Fixture {
+  explicit Fixture(bool load = true) : rules(&clock, &membership, {300, kForwarder, {kProxy}}) {
+    clock.Advance(seconds(100));
+    if (load) {
+      BOOST_REQUIRE(membership
+                        .Replace("file", {{"hangzhou", {"hz-1", "hz-2", "hz-3", "hz-4"}},
+                                          {"beijing", {"bj-1", "bj-2"}}})
+                        .ok());
+    }
+    store = ps::NewMemoryStore({});
+  }
+
+  absl::Status Write(const pe::UserInfo& user, const ps::Object& proposed) {
+    auto result = store->Update(
+        proposed.kind, proposed.metadata.name,
+        [&](const ps::ObjectPtr& current,
+            ps::TxnReader& reader) -> absl::StatusOr<ps::MutableObjectPtr> {
+          auto next = std::make_shared<ps::Object>(proposed);
+          next->metadata.uid = current ? current->metadata.uid : "uid-" + std::to_string(++uids);
+          if (current) next->status = current->status;
+          if (absl::Status s = rules.AdmitWrite(user, current, *next, reader); !s.ok()) return s;
+          return next;
+        });
+    return result.status();
+  }
+
+  absl::Status Lead(const std::string& pool, const std::string& holder, int32_t transitions,
+                    const pe::UserInfo* as = nullptr) {
+    ps::Object pl;
+    pl.kind = ps::Kind::kPoolLease;
+    pl.metadata.name = pool;
+    pl.spec.holder_identity = holder;
+    pl.spec.lease_duration_seconds = 15;
+    pl.spec.lease_transitions = transitions;
+    return Write(as ? *as : Node(holder), pl);
+  }
+
+  absl::Status Delegate(const std::string& node, const std::string& pool,
+                        const std::string& leader) {
+    ps::Object o;
+    o.kind = ps::Kind::kDelegatedLease;
+    o.metadata.name = node;
+    o.metadata.annotations[pe::kDelegateAnnotation] = "true";
+    o.spec.holder_identity = node;
+    o.spec.lease_duration_seconds = 40;
+    o.spec.renew_time_us = clock.NowMicros();
+    o.spec.pool_name = pool;
+    o.spec.delegate = leader;
+    return Write(Node(leader), o);
+  }
+
+  // An UPDATE of node `node`'s Lease by `user`, the old object without annotation.
+  static pe::AdmissionAttributes Review(const std::string& node, const pe::UserInfo& user,
+                                        std::optional<std::string> annotation = "true",
+                                        std::optional<std::string> old_annotation = std::nullopt) {
+    pe::AdmissionAttributes a;
+    a.operation = "UPDATE";
+    a.name = node;
+    a.namespace_name = pe::kNodeLeaseNamespace;
+    a.user = user;
+    a.object.present = true;
+    a.object.delegate_annotation = annotation;
+    a.object.holder_identity = node;
+    a.object.renew_time_us = kRenew + 10'000'000;
+    a.old_object.present = true;
+    a.old_object.delegate_annotation = old_annotation;
+    a.old_object.holder_identity = node;
+    a.old_object.renew_time_us = kRenew;
+    return a;
+  }
+
+  pe::AdmissionDecision Decide(const pe::AdmissionAttributes& a) {
+    return pe::DecideDelegatedHeartbeat(a, rules, store.get());
+  }
+
+  void ExpectDenied(const pe::AdmissionAttributes& a, const std::string& in_message) {
+    auto d = Decide(a);
+    BOOST_TEST(!d.allowed);
+    BOOST_TEST(d.message.find(in_message) != std::string::npos, d.message);
+  }
+
+  pe::FakeClock clock;
+  pe::MembershipIndex membership;
+  pe::LeaseRules rules;
+  std::unique_ptr<ps::Store> store;
+  int uids = 0;
+};
+
+struct Unloaded : Fixture {
+  Unloaded() : Fixture(false) {}
+};
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(validity, Fixture)
+
+BOOST_AUTO_TEST_CASE(no_annotation_passes_whoever_writes) {
+  BOOST_TEST(Decide(Review("hz-3", Node("hz-3"), std::nullopt)).allowed);
+  BOOST_TEST(Decide(Review("lonely", User("mallory"), std::nullopt)).allowed);
+  // Dropping an existing annotation is a write without it.
+  BOOST_TEST(Decide(Review("hz-3", Node("hz-3"), std::nullopt, "true")).allowed);
+}
+
+BOOST_AUTO_TEST_CASE(value_must_be_exactly_true) {
+  BOOST_TEST(Decide(Review("bj-2", User(kProxy))).allowed);  // "true" passes
+  for (const char* v : {"", "True", "TRUE", "1", "yes", "true "}) {
+    auto a = Review("bj-2", User(kProxy), std::string(v));
+    BOOST_TEST_CONTEXT(v) { ExpectDenied(a, "must be exactly \"true\""); }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(holder_must_be_the_lease_name) {
+  auto a = Review("bj-2", User(kProxy));
+  a.object.holder_identity = "bj-1";
+  ExpectDenied(a, "must equal the Lease's name");
+  a.object.holder_identity.reset();
+  ExpectDenied(a, "must equal the Lease's name");
+}
+
+BOOST_AUTO_TEST_CASE(node_must_be_in_a_pool) {
+  ExpectDenied(Review("lonely", User(kProxy)), "belongs to no pool");
+  ExpectDenied(Review("lonely", User("admin", "system:masters")), "belongs to no pool");
+}
+
+BOOST_AUTO_TEST_CASE(renew_time_not_before_the_old_one) {
+  auto a = Review("bj-2", User(kProxy));
+  a.object.renew_time_us = a.old_object.renew_time_us;
+  BOOST_TEST(Decide(a).allowed);  // equal passes
+  a.object.renew_time_us = *a.old_object.renew_time_us - 1;
+  ExpectDenied(a, "goes backwards");
+  a.object.renew_time_us.reset();
+  a.object.renew_time_invalid = true;
+  ExpectDenied(a, "not a MicroTime");
+}
+
+BOOST_AUTO_TEST_CASE(masters_exempt_from_identity_only) {
+  BOOST_REQUIRE(Lead("hangzhou", "hz-1", 0).ok());
+  BOOST_TEST(Decide(Review("hz-3", User("admin", "system:masters"))).allowed);
+  ExpectDenied(Review("hz-3", User("admin", "system:masters"), "True"), "exactly");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_FIXTURE_TEST_SUITE(not_loaded, Unloaded)
+
+BOOST_AUTO_TEST_CASE(annotated_denied_with_retry_plain_allowed) {
+  ExpectDenied(Review("bj-2", User(kProxy)), "retry");
+  BOOST_TEST(Decide(Review("bj-2", Node("bj-2"), std::nullopt)).allowed);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_FIXTURE_TEST_SUITE(requesters, Fixture)
+
+BOOST_AUTO_TEST_CASE(node_itself_may_keep_or_drop_never_add_or_change) {
+  ExpectDenied(Review("hz-3", Node("hz-3")), "may not add");
+  auto create = Review("hz-3", Node("hz-3"));
+  create.operation = "CREATE";
+  create.old_object = {};
+  ExpectDenied(create, "may not add");
+  BOOST_TEST(Decide(Review("hz-3", Node("hz-3"), "true", "true")).allowed);  // kept
+  ExpectDenied(Review("hz-3", Node("hz-3"), "true", "yes"), "may not change");
+  // Another node is "anyone else".
+  ExpectDenied(Review("hz-3", Node("hz-1")), "may not set");
+}
+
+BOOST_AUTO_TEST_CASE(proxy_identity_governed_vs_ungoverned) {
+  BOOST_TEST(Decide(Review("bj-2", User(kProxy))).allowed);  // no PoolLease for beijing
+  BOOST_REQUIRE(Lead("beijing", "bj-1", 0).ok());
+  ExpectDenied(Review("bj-2", User(kProxy)), "governed by poolcoord");
+  // An unheld PoolLease still governs the pool.
+  pe::UserInfo admin = User("admin", "system:masters");
+  BOOST_REQUIRE(Lead("hangzhou", "", 0, &admin).ok());
+  ExpectDenied(Review("hz-3", User(kProxy)), "governed");
+}
+
+BOOST_AUTO_TEST_CASE(forwarder_needs_a_current_delegation) {
+  ExpectDenied(Review("hz-3", User(kForwarder)), "not governed");
+  BOOST_REQUIRE(Lead("hangzhou", "hz-1", 0).ok());
+  ExpectDenied(Review("hz-3", User(kForwarder)), "has no DelegatedLease");
+  BOOST_REQUIRE(Delegate("hz-3", "hangzhou", "hz-1").ok());
+  BOOST_TEST(Decide(Review("hz-3", User(kForwarder))).allowed);
+  ExpectDenied(Review("hz-4", User(kForwarder)), "has no DelegatedLease");
+
+  // The leader's term ends: its lease expires (15 s) and hz-2 takes over.
+  clock.Advance(seconds(15));
+  ExpectDenied(Review("hz-3", User(kForwarder)), "no live holder");
+  auto cur = store->Get(ps::Kind::kPoolLease, "hangzhou");
+  BOOST_REQUIRE(cur.ok());
+  ps::Object take = **cur;
+  take.spec.holder_identity = "hz-2";
+  take.spec.lease_transitions = 1;
+  BOOST_REQUIRE(Write(Node("hz-2"), take).ok());
+  ExpectDenied(Review("hz-3", User(kForwarder)), "earlier leader term");
+  BOOST_REQUIRE(Delegate("hz-3", "hangzhou", "hz-2").ok());
+  BOOST_TEST(Decide(Review("hz-3", User(kForwarder))).allowed);
+}
+
+BOOST_AUTO_TEST_CASE(forwarder_denied_once_the_delegated_lease_expires) {
+  BOOST_REQUIRE(Lead("hangzhou", "hz-1", 0).ok());
+  BOOST_REQUIRE(Delegate("hz-3", "hangzhou", "hz-1").ok());
+  // Keep the leader live while the 40 s DelegatedLease runs out.
+  for (int i = 0; i < 4; ++i) {
+    clock.Advance(seconds(10));
+    auto cur = store->Get(ps::Kind::kPoolLease, "hangzhou");
+    BOOST_REQUIRE(Write(Node("hz-1"), **cur).ok());
+  }
+  ExpectDenied(Review("hz-3", User(kForwarder)), "expired");
+}
+
+BOOST_AUTO_TEST_CASE(anyone_else_denied_naming_who_may) {
+  ExpectDenied(Review("bj-2", User("mallory")), "--forwarder-user");
+  ExpectDenied(Review("bj-2", User("mallory")), "--lease-proxy-users");
+}
+
+BOOST_AUTO_TEST_SUITE_END()

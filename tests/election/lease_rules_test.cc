@@ -1,0 +1,535 @@
+#define BOOST_TEST_MODULE lease_rules
+#include <boost/test/unit_test.hpp>
+
+#include <chrono>
+#include <functional>
+#include <vector>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "election/clock.h"
+#include "election/lease_rules.h"
+#include "election/membership.h"
+#include "store/api_error.h"
+#include "store/object.h"
+
+namespace pe = poolcoord::election;
+namespace ps = poolcoord::store;
+using std::chrono::microseconds;
+using std::chrono::seconds;
+
+namespace {
+
+constexpr int64_t kSec = 1'000'000;
+
+pe::UserInfo Node(const std::string& name) {
+  return {"system:node:" + name, "", {"system:nodes", "system:authenticated"}, {}};
+}
+pe::UserInfo Admin() { return {"admin", "", {"system:masters", "system:authenticated"}, {}}; }
+pe::UserInfo Forwarder() {
+  return {"system:serviceaccount:kube-system:poolcoord", "", {"system:serviceaccounts"}, {}};
+}
+
+ps::Object PoolLease(const std::string& pool, const std::string& holder, int32_t duration,
+                     int32_t transitions, std::optional<int64_t> acquire = 1000) {
+  ps::Object o;
+  o.kind = ps::Kind::kPoolLease;
+  o.metadata.name = pool;
+  o.spec.holder_identity = holder;
+  o.spec.lease_duration_seconds = duration;
+  o.spec.lease_transitions = transitions;
+  o.spec.acquire_time_us = acquire;
+  o.spec.renew_time_us = 2000;
+  return o;
+}
+
+ps::Object Delegated(const std::string& node, const std::string& pool,
+                     const std::string& delegate, int64_t renew_us) {
+  ps::Object o;
+  o.kind = ps::Kind::kDelegatedLease;
+  o.metadata.name = node;
+  o.metadata.annotations[pe::kDelegateAnnotation] = "true";
+  o.spec.holder_identity = node;
+  o.spec.lease_duration_seconds = 40;
+  o.spec.renew_time_us = renew_us;
+  o.spec.pool_name = pool;
+  o.spec.delegate = delegate;
+  return o;
+}
+
+// A tiny stand-in for Store::Update: server metadata and the current status are
+// merged into the proposed object as the REST handler does, then the rules run.
+class World {
+ public:
+  explicit World(bool load_membership = true)
+      : rules_(&clock_, &membership_,
+               pe::LeaseRulesOptions{300, Forwarder().username, {"proxy"}}) {
+    clock_.Advance(seconds(100));  // keep clear of monotonic 0
+    if (load_membership) {
+      BOOST_REQUIRE(membership_
+                        .Replace("file", {{"hangzhou", {"hz-1", "hz-2", "hz-3", "hz-4"}},
+                                          {"beijing", {"bj-1", "bj-2"}}})
+                        .ok());
+    }
+  }
+
+  class Reader : public ps::TxnReader {
+   public:
+    explicit Reader(World* w) : w_(w) {}
+    ps::ObjectPtr Get(ps::Kind kind, std::string_view name) override {
+      return w_->Current(kind, std::string(name));
+    }
+
+   private:
+    World* w_;
+  };
+
+  ps::ObjectPtr Current(ps::Kind kind, const std::string& name) const {
+    auto it = objects_.find({kind, name});
+    return it == objects_.end() ? nullptr : it->second;
+  }
+
+  absl::Status Write(const pe::UserInfo& user, ps::Object proposed) {
+    ps::ObjectPtr current = Current(proposed.kind, proposed.metadata.name);
+    if (current) {
+      proposed.metadata.uid = current->metadata.uid;
+      proposed.status = current->status;
+      proposed.observed_monotonic_us = current->observed_monotonic_us;
+    } else {
+      proposed.metadata.uid = "uid-" + std::to_string(++uids_);
+    }
+    Reader reader(this);
+    absl::Status s = rules_.AdmitWrite(user, current, proposed, reader);
+    if (s.ok()) objects_[{proposed.kind, proposed.metadata.name}] = std::make_shared<ps::Object>(proposed);
+    return s;
+  }
+
+  absl::Status Delete(const pe::UserInfo& user, ps::Kind kind, const std::string& name) {
+    ps::ObjectPtr current = Current(kind, name);
+    BOOST_REQUIRE(current);
+    Reader reader(this);
+    absl::Status s = rules_.AdmitDelete(user, *current, reader);
+    if (s.ok()) objects_.erase({kind, name});
+    return s;
+  }
+
+  void Erase(ps::Kind kind, const std::string& name) { objects_.erase({kind, name}); }
+
+  // The stored object with the write's own edits, as a client would send it back.
+  ps::Object Copy(ps::Kind kind, const std::string& name) const {
+    auto cur = Current(kind, name);
+    BOOST_REQUIRE(cur);
+    return *cur;
+  }
+
+  pe::FakeClock clock_;
+  pe::MembershipIndex membership_;
+  pe::LeaseRules rules_;
+
+ private:
+  std::map<std::pair<ps::Kind, std::string>, ps::ObjectPtr> objects_;
+  int uids_ = 0;
+};
+
+// Asserts the HTTP code, and the field of the first cause when given.
+void ExpectApiError(const absl::Status& s, int code, const std::string& field = "",
+                    const std::string& in_message = "") {
+  BOOST_REQUIRE_MESSAGE(!s.ok(), "expected HTTP " << code << ", got OK");
+  ps::ApiErrorInfo info = ps::ApiErrorFromStatus(s);
+  BOOST_TEST(info.code == code, s.message());
+  if (!field.empty()) {
+    BOOST_REQUIRE_MESSAGE(!info.causes.empty(), "no causes: " << s.message());
+    BOOST_TEST(info.causes.front().field == field, s.message());
+  }
+  if (!in_message.empty()) {
+    BOOST_TEST(info.message.find(in_message) != std::string::npos, info.message);
+  }
+}
+
+ps::Object Takeover(const ps::Object& cur, const std::string& node, int32_t transitions) {
+  ps::Object o = cur;
+  o.spec.holder_identity = node;
+  o.spec.lease_transitions = transitions;
+  o.spec.acquire_time_us = 9000;
+  return o;
+}
+
+// A World whose pool hangzhou is led by hz-1 (lease of 15 s, leaseTransitions 4).
+struct Led : World {
+  Led() {
+    BOOST_REQUIRE(Write(Node("hz-1"), PoolLease("hangzhou", "hz-1", 15, 4)).ok());
+  }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(pool_lease)
+
+BOOST_AUTO_TEST_CASE(member_acquires_and_server_stamps_its_times) {
+  World w;
+  BOOST_REQUIRE(w.Write(Node("hz-1"), PoolLease("hangzhou", "hz-1", 15, 0)).ok());
+  auto cur = w.Current(ps::Kind::kPoolLease, "hangzhou");
+  BOOST_TEST(cur->status.observed_time_us.value() == w.clock_.NowMicros());
+  BOOST_TEST(cur->observed_monotonic_us == w.clock_.MonotonicMicros());
+  BOOST_TEST(w.rules_.PoolLeaseLive(*cur));
+  BOOST_TEST(w.rules_.RemainingMicros(*cur) == 15 * kSec);
+}
+
+BOOST_AUTO_TEST_CASE(non_member_and_non_node_forbidden) {
+  World w;
+  ExpectApiError(w.Write(Node("bj-1"), PoolLease("hangzhou", "bj-1", 15, 0)), 403, "",
+                 "not a member of pool \"hangzhou\"");
+  ExpectApiError(w.Write(Node("stranger"), PoolLease("hangzhou", "stranger", 15, 0)), 403, "",
+                 "belongs to no pool");
+  ExpectApiError(w.Write(Forwarder(), PoolLease("hangzhou", "", 15, 0)), 403, "", "not a node");
+  // A node name without the system:nodes group is not a node identity.
+  pe::UserInfo fake{"system:node:hz-1", "", {"system:authenticated"}, {}};
+  ExpectApiError(w.Write(fake, PoolLease("hangzhou", "hz-1", 15, 0)), 403);
+}
+
+BOOST_AUTO_TEST_CASE(acquiring_for_another_node_forbidden) {
+  World w;
+  ExpectApiError(w.Write(Node("hz-1"), PoolLease("hangzhou", "hz-2", 15, 0)), 403, "",
+                 "for another node");
+  BOOST_TEST(w.Write(Node("hz-1"), PoolLease("hangzhou", "", 15, 0)).ok());  // unheld create
+}
+
+BOOST_AUTO_TEST_CASE(expiry_exactly_at_the_duration_on_the_monotonic_clock) {
+  World w;
+  BOOST_REQUIRE(w.Write(Node("hz-1"), PoolLease("hangzhou", "hz-1", 10, 0)).ok());
+  auto cur = w.Copy(ps::Kind::kPoolLease, "hangzhou");
+  w.clock_.StepWall(seconds(3600));  // a wall-clock step changes nothing
+  w.clock_.Advance(microseconds(10 * kSec - 1));
+  BOOST_TEST(w.rules_.PoolLeaseLive(cur));
+  BOOST_TEST(w.rules_.RemainingMicros(cur) == 1);
+  ExpectApiError(w.Write(Node("hz-2"), Takeover(cur, "hz-2", 1)), 409, "", "held by hz-1");
+  w.clock_.Advance(microseconds(1));
+  BOOST_TEST(!w.rules_.PoolLeaseLive(cur));
+  BOOST_TEST(w.rules_.RemainingMicros(cur) == 0);
+  BOOST_TEST(w.Write(Node("hz-2"), Takeover(cur, "hz-2", 1)).ok());
+  BOOST_TEST(w.Current(ps::Kind::kPoolLease, "hangzhou")->spec.holder_identity.value() == "hz-2");
+}
+
+BOOST_AUTO_TEST_CASE(client_renew_time_never_decides_expiry) {
+  World w;
+  ps::Object o = PoolLease("hangzhou", "hz-1", 10, 0);
+  o.spec.renew_time_us = 1;  // 1970: a client clock far behind
+  BOOST_REQUIRE(w.Write(Node("hz-1"), o).ok());
+  auto cur = w.Copy(ps::Kind::kPoolLease, "hangzhou");
+  ExpectApiError(w.Write(Node("hz-2"), Takeover(cur, "hz-2", 1)), 409);
+}
+
+BOOST_AUTO_TEST_CASE(live_lease_conflict_names_holder_and_time_left) {
+  World w;
+  BOOST_REQUIRE(w.Write(Node("hz-1"), PoolLease("hangzhou", "hz-1", 15, 0)).ok());
+  auto cur = w.Copy(ps::Kind::kPoolLease, "hangzhou");
+  w.clock_.Advance(microseconds(2'700'000));
+  absl::Status s = w.Write(Node("hz-2"), Takeover(cur, "hz-2", 1));
+  ExpectApiError(s, 409, "",
+                 "pool lease hangzhou is held by hz-1 for another 12.3s; retry after it expires");
+  BOOST_TEST(ps::ApiErrorFromStatus(s).reason == "Conflict");
+}
+
+BOOST_AUTO_TEST_CASE(takeover_transitions_exactly_plus_one) {
+  World w;
+  BOOST_REQUIRE(w.Write(Node("hz-1"), PoolLease("hangzhou", "hz-1", 5, 3)).ok());
+  auto cur = w.Copy(ps::Kind::kPoolLease, "hangzhou");
+  w.clock_.Advance(seconds(6));
+  ExpectApiError(w.Write(Node("hz-2"), Takeover(cur, "hz-2", 3)), 422, "spec.leaseTransitions");
+  ExpectApiError(w.Write(Node("hz-2"), Takeover(cur, "hz-2", 5)), 422, "spec.leaseTransitions");
+  ExpectApiError(w.Write(Node("hz-2"), Takeover(cur, "hz-2", 2)), 422, "spec.leaseTransitions");
+  BOOST_TEST(w.Write(Node("hz-2"), Takeover(cur, "hz-2", 4)).ok());
+}
+
+BOOST_AUTO_TEST_CASE(renewal_keeps_transitions_and_acquire_time) {
+  World w;
+  BOOST_REQUIRE(w.Write(Node("hz-1"), PoolLease("hangzhou", "hz-1", 15, 2)).ok());
+  auto cur = w.Copy(ps::Kind::kPoolLease, "hangzhou");
+  for (int32_t t : {1, 3}) {
+    ps::Object o = cur;
+    o.spec.lease_transitions = t;
+    ExpectApiError(w.Write(Node("hz-1"), o), 422, "spec.leaseTransitions");
+  }
+  ps::Object moved = cur;
+  moved.spec.acquire_time_us = *cur.spec.acquire_time_us + 1;
+  ExpectApiError(w.Write(Node("hz-1"), moved), 422, "spec.acquireTime");
+  ps::Object renew = cur;
+  renew.spec.renew_time_us = 5000;
+  BOOST_TEST(w.Write(Node("hz-1"), renew).ok());
+}
+
+BOOST_AUTO_TEST_CASE(holder_renews_after_expiry_keeping_its_term) {
+  World w;
+  BOOST_REQUIRE(w.Write(Node("hz-1"), PoolLease("hangzhou", "hz-1", 2, 7)).ok());
+  auto cur = w.Copy(ps::Kind::kPoolLease, "hangzhou");
+  w.clock_.Advance(seconds(30));
+  BOOST_TEST(!w.rules_.PoolLeaseLive(cur));
+  BOOST_TEST(w.Write(Node("hz-1"), cur).ok());
+  auto renewed = w.Current(ps::Kind::kPoolLease, "hangzhou");
+  BOOST_TEST(renewed->spec.lease_transitions.value() == 7);
+  BOOST_TEST(w.rules_.PoolLeaseLive(*renewed));
+}
+
+BOOST_AUTO_TEST_CASE(release_then_immediate_takeover) {
+  World w;
+  BOOST_REQUIRE(w.Write(Node("hz-1"), PoolLease("hangzhou", "hz-1", 60, 0)).ok());
+  ps::Object release = w.Copy(ps::Kind::kPoolLease, "hangzhou");
+  release.spec.holder_identity = "";
+  release.spec.lease_duration_seconds = 1;
+  ps::Object bad_release = release;
+  bad_release.spec.lease_transitions = 1;
+  ExpectApiError(w.Write(Node("hz-1"), bad_release), 422, "spec.leaseTransitions");
+  BOOST_REQUIRE(w.Write(Node("hz-1"), release).ok());
+  auto cur = w.Copy(ps::Kind::kPoolLease, "hangzhou");
+  BOOST_TEST(!w.rules_.PoolLeaseLive(cur));
+  BOOST_TEST(w.Write(Node("hz-2"), Takeover(cur, "hz-2", 1)).ok());
+}
+
+BOOST_AUTO_TEST_CASE(releasing_another_nodes_live_lease_conflicts) {
+  World w;
+  BOOST_REQUIRE(w.Write(Node("hz-1"), PoolLease("hangzhou", "hz-1", 60, 0)).ok());
+  ps::Object o = w.Copy(ps::Kind::kPoolLease, "hangzhou");
+  o.spec.holder_identity = "";
+  ExpectApiError(w.Write(Node("hz-2"), o), 409, "", "held by hz-1");
+  w.clock_.Advance(seconds(60));
+  BOOST_TEST(w.Write(Node("hz-2"), o).ok());  // expired: clearing it is harmless
+}
+
+BOOST_AUTO_TEST_CASE(duration_bounds_apply_to_everyone) {
+  World w;
+  ExpectApiError(w.Write(Node("hz-1"), PoolLease("hangzhou", "hz-1", 0, 0)), 422,
+                 "spec.leaseDurationSeconds");
+  ExpectApiError(w.Write(Node("hz-1"), PoolLease("hangzhou", "hz-1", 301, 0)), 422,
+                 "spec.leaseDurationSeconds");
+  ExpectApiError(w.Write(Admin(), PoolLease("anything", "x", 1'000'000'000, 0)), 422,
+                 "spec.leaseDurationSeconds");
+  ExpectApiError(w.Write(Admin(), PoolLease("anything", "x", 10, -1)), 422,
+                 "spec.leaseTransitions");
+  ps::Object no_duration = PoolLease("hangzhou", "hz-1", 1, 0);
+  no_duration.spec.lease_duration_seconds.reset();
+  ExpectApiError(w.Write(Node("hz-1"), no_duration), 422, "spec.leaseDurationSeconds");
+  BOOST_TEST(w.Write(Node("hz-1"), PoolLease("hangzhou", "hz-1", 300, 0)).ok());
+  ps::Object unheld = PoolLease("beijing", "", 1, 0);
+  unheld.spec.lease_duration_seconds.reset();
+  BOOST_TEST(w.Write(Node("bj-1"), unheld).ok());  // optional while nobody holds it
+}
+
+BOOST_AUTO_TEST_CASE(masters_exempt_from_identity_and_takeover_rules) {
+  World w;
+  BOOST_REQUIRE(w.Write(Node("hz-1"), PoolLease("hangzhou", "hz-1", 60, 0)).ok());
+  ps::Object o = w.Copy(ps::Kind::kPoolLease, "hangzhou");
+  o.spec.holder_identity = "someone";
+  o.spec.lease_transitions = 42;
+  BOOST_TEST(w.Write(Admin(), o).ok());  // a live lease repaired by an admin
+  BOOST_TEST(w.Write(Admin(), PoolLease("not-a-pool", "racer-1", 15, 0)).ok());
+}
+
+BOOST_AUTO_TEST_CASE(membership_not_loaded_is_unavailable) {
+  World w(/*load_membership=*/false);
+  ExpectApiError(w.Write(Node("hz-1"), PoolLease("hangzhou", "hz-1", 15, 0)), 503, "", "retry");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(delegated_lease)
+
+BOOST_FIXTURE_TEST_CASE(leader_writes_and_server_stamps, Led) {
+  BOOST_REQUIRE(Write(Node("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 5000)).ok());
+  auto dl = Current(ps::Kind::kDelegatedLease, "hz-3");
+  auto pl = Current(ps::Kind::kPoolLease, "hangzhou");
+  BOOST_TEST(dl->metadata.labels.at(pe::kPoolLabel) == "hangzhou");
+  BOOST_TEST(dl->status.observed_time_us.value() == clock_.NowMicros());
+  BOOST_TEST(dl->observed_monotonic_us == clock_.MonotonicMicros());
+  BOOST_TEST(!dl->status.expired);
+  BOOST_REQUIRE(dl->status.leader_term.has_value());
+  BOOST_TEST(dl->status.leader_term->pool_lease_uid == pl->metadata.uid);
+  BOOST_TEST(dl->status.leader_term->lease_transitions == 4);
+  BOOST_TEST(rules_.DelegationCurrent(*dl, pl.get()));
+}
+
+BOOST_FIXTURE_TEST_CASE(each_field_checked_with_its_own_cause, Led) {
+  struct Case {
+    const char* what;
+    std::function<void(ps::Object&)> edit;
+    const char* field;
+  };
+  std::vector<Case> cases = {
+      {"no annotation", [](ps::Object& o) { o.metadata.annotations.clear(); },
+       "metadata.annotations"},
+      {"annotation True",
+       [](ps::Object& o) { o.metadata.annotations[pe::kDelegateAnnotation] = "True"; },
+       "metadata.annotations"},
+      {"annotation empty",
+       [](ps::Object& o) { o.metadata.annotations[pe::kDelegateAnnotation] = ""; },
+       "metadata.annotations"},
+      {"holder other", [](ps::Object& o) { o.spec.holder_identity = "hz-2"; },
+       "spec.holderIdentity"},
+      {"holder missing", [](ps::Object& o) { o.spec.holder_identity.reset(); },
+       "spec.holderIdentity"},
+      {"pool missing", [](ps::Object& o) { o.spec.pool_name.reset(); }, "spec.poolName"},
+      {"pool wrong", [](ps::Object& o) { o.spec.pool_name = "beijing"; }, "spec.poolName"},
+      {"delegate other", [](ps::Object& o) { o.spec.delegate = "hz-2"; }, "spec.delegate"},
+      {"delegate missing", [](ps::Object& o) { o.spec.delegate.reset(); }, "spec.delegate"},
+      {"renewTime missing", [](ps::Object& o) { o.spec.renew_time_us.reset(); },
+       "spec.renewTime"},
+      {"duration missing", [](ps::Object& o) { o.spec.lease_duration_seconds.reset(); },
+       "spec.leaseDurationSeconds"},
+      {"duration too long", [](ps::Object& o) { o.spec.lease_duration_seconds = 301; },
+       "spec.leaseDurationSeconds"},
+  };
+  for (const auto& c : cases) {
+    BOOST_TEST_CONTEXT(c.what) {
+      ps::Object o = Delegated("hz-3", "hangzhou", "hz-1", 5000);
+      c.edit(o);
+      absl::Status s = Write(Node("hz-1"), o);
+      ExpectApiError(s, 422, c.field);
+      BOOST_TEST(ps::ApiErrorFromStatus(s).causes.size() == 1u);
+    }
+  }
+  ps::Object lonely = Delegated("lonely", "hangzhou", "hz-1", 5000);
+  ExpectApiError(Write(Node("hz-1"), lonely), 422, "spec.poolName", "");
+  // Validity binds masters too; the delegate check does not.
+  ps::Object by_admin = Delegated("hz-3", "hangzhou", "someone", 5000);
+  by_admin.metadata.annotations.clear();
+  ExpectApiError(Write(Admin(), by_admin), 422, "metadata.annotations");
+  BOOST_TEST(Write(Admin(), Delegated("hz-3", "hangzhou", "someone", 5000)).ok());
+}
+
+BOOST_FIXTURE_TEST_CASE(only_the_current_leader_writes, Led) {
+  ExpectApiError(Write(Node("hz-2"), Delegated("hz-4", "hangzhou", "hz-2", 5000)), 403, "",
+                 "held by \"hz-1\"");
+  ExpectApiError(Write(Node("bj-1"), Delegated("hz-4", "hangzhou", "bj-1", 5000)), 403, "",
+                 "belongs to pool \"beijing\"");
+  // The leader of hangzhou writing for a node of beijing.
+  ExpectApiError(Write(Node("hz-1"), Delegated("bj-2", "beijing", "hz-1", 5000)), 403, "",
+                 "not to pool \"beijing\"");
+  ExpectApiError(Write(Forwarder(), Delegated("hz-4", "hangzhou", "x", 5000)), 403, "",
+                 "not a node");
+  // Pool without a PoolLease.
+  ExpectApiError(Write(Node("bj-1"), Delegated("bj-2", "beijing", "bj-1", 5000)), 403, "",
+                 "has no PoolLease");
+}
+
+BOOST_FIXTURE_TEST_CASE(released_pool_has_no_leader, Led) {
+  ps::Object release = Copy(ps::Kind::kPoolLease, "hangzhou");
+  release.spec.holder_identity = "";
+  BOOST_REQUIRE(Write(Node("hz-1"), release).ok());
+  ExpectApiError(Write(Node("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 5000)), 403, "",
+                 "not held by anyone");
+}
+
+BOOST_FIXTURE_TEST_CASE(renew_time_monotonic_within_a_term_only, Led) {
+  BOOST_REQUIRE(Write(Node("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 5000)).ok());
+  BOOST_TEST(Write(Node("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 5000)).ok());  // equal
+  absl::Status s = Write(Node("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 4999));
+  ExpectApiError(s, 409, "", "written in this term");
+  BOOST_TEST(ps::ApiErrorFromStatus(s).reason == "Conflict");
+  // A new term (takeover after expiry) starts fresh, even with a clock far behind.
+  clock_.Advance(seconds(15));
+  BOOST_REQUIRE(Write(Node("hz-2"), Takeover(Copy(ps::Kind::kPoolLease, "hangzhou"), "hz-2", 5)).ok());
+  BOOST_TEST(Write(Node("hz-2"), Delegated("hz-3", "hangzhou", "hz-2", 10)).ok());
+  ExpectApiError(Write(Node("hz-2"), Delegated("hz-3", "hangzhou", "hz-2", 9)), 409);
+  // Masters are exempt from the order check.
+  BOOST_TEST(Write(Admin(), Delegated("hz-3", "hangzhou", "hz-2", 1)).ok());
+}
+
+BOOST_FIXTURE_TEST_CASE(deposed_leader_fenced_on_its_very_next_request, Led) {
+  BOOST_REQUIRE(Write(Node("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 5000)).ok());
+  auto old_term = Copy(ps::Kind::kPoolLease, "hangzhou");
+  clock_.Advance(seconds(15));
+  BOOST_REQUIRE(Write(Node("hz-2"), Takeover(old_term, "hz-2", 5)).ok());
+  ExpectApiError(Write(Node("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 6000)), 403, "",
+                 "held by \"hz-2\"");
+  // And hz-1 cannot renew its way back: the lease is now live for hz-2.
+  ExpectApiError(Write(Node("hz-1"), old_term), 409, "", "held by hz-2");
+  auto dl = Current(ps::Kind::kDelegatedLease, "hz-3");
+  auto pl = Current(ps::Kind::kPoolLease, "hangzhou");
+  BOOST_TEST(!rules_.DelegationCurrent(*dl, pl.get()));  // written in the old term
+}
+
+BOOST_FIXTURE_TEST_CASE(expired_leader_fenced_until_it_renews, Led) {
+  BOOST_REQUIRE(Write(Node("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 5000)).ok());
+  clock_.Advance(microseconds(15 * kSec - 1));
+  BOOST_TEST(Write(Node("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 5001)).ok());
+  clock_.Advance(microseconds(1));
+  ExpectApiError(Write(Node("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 5002)), 403, "",
+                 "expired");
+  auto dl = Current(ps::Kind::kDelegatedLease, "hz-3");
+  BOOST_TEST(!rules_.DelegationCurrent(*dl, Current(ps::Kind::kPoolLease, "hangzhou").get()));
+  // The holder renews after expiry: the same term continues, order still enforced.
+  BOOST_REQUIRE(Write(Node("hz-1"), Copy(ps::Kind::kPoolLease, "hangzhou")).ok());
+  ExpectApiError(Write(Node("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 5000)), 409);
+  BOOST_TEST(Write(Node("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 5002)).ok());
+}
+
+BOOST_FIXTURE_TEST_CASE(recreated_pool_lease_is_a_new_term, Led) {
+  BOOST_REQUIRE(Write(Node("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 5000)).ok());
+  Erase(ps::Kind::kPoolLease, "hangzhou");
+  BOOST_REQUIRE(Write(Node("hz-1"), PoolLease("hangzhou", "hz-1", 15, 4)).ok());  // same count
+  BOOST_TEST(!rules_.DelegationCurrent(*Current(ps::Kind::kDelegatedLease, "hz-3"),
+                                       Current(ps::Kind::kPoolLease, "hangzhou").get()));
+  BOOST_TEST(Write(Node("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 1)).ok());
+}
+
+BOOST_FIXTURE_TEST_CASE(delegation_current_follows_the_delegated_lease_expiry, Led) {
+  BOOST_REQUIRE(Write(Node("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 5000)).ok());
+  auto dl = Current(ps::Kind::kDelegatedLease, "hz-3");
+  // Keep the pool lease live while the DelegatedLease (40 s) runs out.
+  for (int i = 0; i < 4; ++i) {
+    clock_.Advance(seconds(10));
+    BOOST_REQUIRE(Write(Node("hz-1"), Copy(ps::Kind::kPoolLease, "hangzhou")).ok());
+  }
+  auto pl = Current(ps::Kind::kPoolLease, "hangzhou");
+  BOOST_TEST(rules_.RemainingMicros(*dl) == 0);
+  BOOST_TEST(!rules_.DelegationCurrent(*dl, pl.get()));
+  BOOST_TEST(!rules_.DelegationCurrent(*dl, nullptr));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(delete_and_status)
+
+BOOST_FIXTURE_TEST_CASE(delegated_lease_delete, Led) {
+  BOOST_REQUIRE(Write(Node("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 5000)).ok());
+  ExpectApiError(Delete(Node("hz-2"), ps::Kind::kDelegatedLease, "hz-3"), 403, "", "node itself");
+  ExpectApiError(Delete(Forwarder(), ps::Kind::kDelegatedLease, "hz-3"), 403);
+  BOOST_TEST(Delete(Node("hz-3"), ps::Kind::kDelegatedLease, "hz-3").ok());
+  BOOST_REQUIRE(Write(Node("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 5000)).ok());
+  BOOST_TEST(Delete(Node("hz-1"), ps::Kind::kDelegatedLease, "hz-3").ok());
+  BOOST_REQUIRE(Write(Node("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 5000)).ok());
+  clock_.Advance(seconds(15));  // the leader's lease expired: no longer the leader
+  ExpectApiError(Delete(Node("hz-1"), ps::Kind::kDelegatedLease, "hz-3"), 403);
+  BOOST_TEST(Delete(Admin(), ps::Kind::kDelegatedLease, "hz-3").ok());
+}
+
+BOOST_FIXTURE_TEST_CASE(pool_lease_delete, Led) {
+  ExpectApiError(Delete(Node("bj-1"), ps::Kind::kPoolLease, "hangzhou"), 403);
+  ExpectApiError(Delete(Node("hz-2"), ps::Kind::kPoolLease, "hangzhou"), 409, "", "held by hz-1");
+  clock_.Advance(seconds(15));
+  BOOST_TEST(Delete(Node("hz-2"), ps::Kind::kPoolLease, "hangzhou").ok());  // expired
+  BOOST_REQUIRE(Write(Node("hz-1"), PoolLease("hangzhou", "hz-1", 15, 0)).ok());
+  BOOST_TEST(Delete(Node("hz-1"), ps::Kind::kPoolLease, "hangzhou").ok());  // the holder
+  BOOST_REQUIRE(Write(Node("hz-1"), PoolLease("hangzhou", "hz-1", 15, 0)).ok());
+  BOOST_TEST(Delete(Admin(), ps::Kind::kPoolLease, "hangzhou").ok());
+}
+
+BOOST_FIXTURE_TEST_CASE(status_writes, Led) {
+  BOOST_REQUIRE(Write(Node("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 5000)).ok());
+  ps::Object current = Copy(ps::Kind::kDelegatedLease, "hz-3");
+  ps::Object forwarded = current;
+  forwarded.status.last_forward_time_us = 123;
+  forwarded.observed_monotonic_us = 0;  // clients cannot touch it
+  BOOST_TEST(rules_.AdmitStatusWrite(Forwarder(), current, forwarded).ok());
+  BOOST_TEST(forwarded.observed_monotonic_us == current.observed_monotonic_us);
+  ps::Object forged = current;
+  forged.status.observed_time_us = 1;
+  ExpectApiError(rules_.AdmitStatusWrite(Forwarder(), current, forged), 422,
+                 "status.observedTime");
+  ExpectApiError(rules_.AdmitStatusWrite(Node("hz-1"), current, forwarded), 403, "",
+                 "--forwarder-user");
+  BOOST_TEST(rules_.AdmitStatusWrite(Admin(), current, forged).ok());
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,204 @@
+#define BOOST_TEST_MODULE membership
+#include <boost/test/unit_test.hpp>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "election/membership.h"
+#include "election/membership_file_source.h"
+
+namespace pe = poolcoord::election;
+
+namespace {
+
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    char tmpl[] = "/tmp/membership-test-XXXXXX";
+    path = ::mkdtemp(tmpl);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  std::string Write(const std::string& name, const std::string& text) const {
+    auto p = path / name;
+    std::ofstream(p, std::ios::trunc) << text;
+    return p.string();
+  }
+};
+
+// Waits up to `timeout` for `pred`, polling every 20 ms.
+template <typename Pred>
+bool WaitFor(Pred pred, std::chrono::milliseconds timeout = std::chrono::milliseconds(3000)) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return pred();
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(parse)
+
+BOOST_AUTO_TEST_CASE(yaml_and_json_give_the_same_pools) {
+  auto yaml = pe::ParseMembershipYaml("pools:\n  hangzhou: [hz-1, hz-2]\n  beijing:\n    - bj-1\n");
+  auto json = pe::ParseMembershipYaml(
+      R"({"pools": {"hangzhou": ["hz-1", "hz-2"], "beijing": ["bj-1"]}})");
+  BOOST_REQUIRE(yaml.ok());
+  BOOST_REQUIRE(json.ok());
+  BOOST_TEST((*yaml == *json));
+  BOOST_TEST(yaml->at("hangzhou").size() == 2u);
+  BOOST_TEST(yaml->at("beijing").front() == "bj-1");
+}
+
+BOOST_AUTO_TEST_CASE(empty_pools_allowed) {
+  auto a = pe::ParseMembershipYaml("pools: {}");
+  BOOST_REQUIRE(a.ok());
+  BOOST_TEST(a->empty());
+  auto b = pe::ParseMembershipYaml("pools:");
+  BOOST_REQUIRE(b.ok());
+  BOOST_TEST(b->empty());
+  auto c = pe::ParseMembershipYaml("pools: {lonely: []}");
+  BOOST_REQUIRE(c.ok());
+  BOOST_TEST(c->at("lonely").empty());
+}
+
+BOOST_AUTO_TEST_CASE(wrong_shapes_rejected_with_reason) {
+  struct Case {
+    const char* text;
+    const char* reason;
+  } cases[] = {
+      {"", "empty"},
+      {"[1, 2]", "not a mapping"},
+      {"pool: {a: [x]}", "unknown top-level key \"pool\""},
+      {"other: 1", "unknown top-level key"},
+      {"pools: [a, b]", "\"pools\" is not a mapping"},
+      {"pools: {a: x}", "are not a list"},
+      {"pools: {a: [[x]]}", "not a non-empty string"},
+      {"pools: {a: [x], b: [x]}", "listed in pools \"a\" and \"b\""},
+      {"{\"pools\": {\"a\": [\"x\"]", "not valid YAML"},
+  };
+  for (const auto& c : cases) {
+    auto parsed = pe::ParseMembershipYaml(c.text);
+    BOOST_TEST_CONTEXT(c.text) {
+      BOOST_REQUIRE(!parsed.ok());
+      BOOST_TEST(parsed.status().code() == absl::StatusCode::kInvalidArgument);
+      BOOST_TEST(std::string(parsed.status().message()).find(c.reason) != std::string::npos,
+                 parsed.status().message());
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(duplicate_node_in_one_pool_kept_once) {
+  auto a = pe::ParseMembershipYaml("pools: {a: [x, x, y]}");
+  BOOST_REQUIRE(a.ok());
+  BOOST_TEST(a->at("a").size() == 2u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(membership_index)
+
+BOOST_AUTO_TEST_CASE(not_loaded_until_first_replace) {
+  pe::MembershipIndex index;
+  BOOST_TEST(!index.Loaded());
+  BOOST_TEST(!index.PoolOf("hz-1").has_value());
+  BOOST_TEST(index.Replace("file", {}).ok());
+  BOOST_TEST(index.Loaded());
+  BOOST_TEST(index.Generation() == 1);
+}
+
+BOOST_AUTO_TEST_CASE(lookups_and_replace) {
+  pe::MembershipIndex index;
+  BOOST_REQUIRE(index.Replace("file", {{"hangzhou", {"hz-1", "hz-2"}}, {"beijing", {"bj-1"}}}).ok());
+  BOOST_TEST(index.PoolOf("hz-2").value() == "hangzhou");
+  BOOST_TEST(index.IsMember("bj-1", "beijing"));
+  BOOST_TEST(!index.IsMember("bj-1", "hangzhou"));
+  BOOST_TEST(!index.PoolOf("nobody").has_value());
+  BOOST_REQUIRE(index.Replace("file", {{"hangzhou", {"hz-1"}}}).ok());
+  BOOST_TEST(!index.PoolOf("hz-2").has_value());
+  BOOST_TEST(!index.PoolOf("bj-1").has_value());
+  BOOST_TEST(index.Generation() == 2);
+}
+
+BOOST_AUTO_TEST_CASE(sources_union_and_conflict_first_pool_wins) {
+  pe::MembershipIndex index;
+  BOOST_REQUIRE(index.Replace("file", {{"zeta", {"n-1"}}, {"alpha", {"n-2"}}}).ok());
+  absl::Status s = index.Replace("nodes", {{"beta", {"n-1"}}});
+  BOOST_TEST(s.code() == absl::StatusCode::kInvalidArgument);
+  BOOST_TEST(std::string(s.message()).find("n-1") != std::string::npos);
+  BOOST_TEST(index.PoolOf("n-1").value() == "beta");  // "beta" < "zeta"
+  BOOST_TEST(index.PoolOf("n-2").value() == "alpha");
+  auto snap = index.Snapshot();
+  BOOST_TEST(snap.count("zeta") == 1u);  // still listed, now empty
+  BOOST_TEST(snap.at("beta").size() == 1u);
+  BOOST_TEST(index.Replace("nodes", {}).ok());  // conflict gone
+  BOOST_TEST(index.PoolOf("n-1").value() == "zeta");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(file_source)
+
+BOOST_AUTO_TEST_CASE(start_fails_on_missing_or_malformed_file) {
+  TempDir dir;
+  pe::MembershipIndex index;
+  pe::MembershipFileSource missing((dir.path / "nope.yaml").string(), &index);
+  BOOST_TEST(missing.Start().code() == absl::StatusCode::kNotFound);
+  pe::MembershipFileSource bad(dir.Write("bad.yaml", "pools: [x]"), &index);
+  absl::Status s = bad.Start();
+  BOOST_TEST(s.code() == absl::StatusCode::kInvalidArgument);
+  BOOST_TEST(std::string(s.message()).find("bad.yaml") != std::string::npos);
+  BOOST_TEST(!index.Loaded());
+}
+
+BOOST_AUTO_TEST_CASE(reloads_on_change_and_keeps_last_good_on_broken_file) {
+  TempDir dir;
+  pe::MembershipIndex index;
+  const std::string path = dir.Write("m.yaml", "pools: {hangzhou: [hz-1]}\n");
+  pe::MembershipFileSource source(path, &index, absl::Milliseconds(50));
+  BOOST_REQUIRE(source.Start().ok());
+  BOOST_TEST(index.PoolOf("hz-1").value() == "hangzhou");
+
+  dir.Write("m.yaml", R"({"pools": {"hangzhou": ["hz-1", "hz-2"]}})");
+  BOOST_TEST(WaitFor([&] { return index.IsMember("hz-2", "hangzhou"); }));
+
+  const int64_t gen = index.Generation();
+  dir.Write("m.yaml", "pools: {hangzhou: hz-1");  // broken
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  BOOST_TEST(index.Generation() == gen);
+  BOOST_TEST(index.IsMember("hz-2", "hangzhou"));
+
+  // Atomic rename-replace, as a ConfigMap volume or `mv` does it.
+  const std::string staged = dir.Write("m.yaml.new", "pools: {beijing: [bj-1]}\n");
+  std::filesystem::rename(staged, path);
+  BOOST_TEST(WaitFor([&] { return index.IsMember("bj-1", "beijing"); }));
+  BOOST_TEST(!index.PoolOf("hz-1").has_value());
+  source.Stop();
+}
+
+BOOST_AUTO_TEST_CASE(poll_once_reports_outcome) {
+  TempDir dir;
+  pe::MembershipIndex index;
+  const std::string path = dir.Write("m.yaml", "pools: {a: [x]}\n");
+  pe::MembershipFileSource source(path, &index, absl::Hours(1));
+  BOOST_REQUIRE(source.Start().ok());
+  BOOST_TEST(source.PollOnce().ok());  // unchanged
+  dir.Write("m.yaml", "pools: {a: [x], b: [x]}\n");
+  BOOST_TEST(source.PollOnce().code() == absl::StatusCode::kInvalidArgument);
+  BOOST_TEST(source.PollOnce().ok());  // same broken file: not retried, not re-logged
+  BOOST_TEST(index.IsMember("x", "a"));
+  std::filesystem::remove(path);
+  BOOST_TEST(source.PollOnce().code() == absl::StatusCode::kNotFound);
+  BOOST_TEST(index.IsMember("x", "a"));
+  source.Stop();
+  source.Stop();  // idempotent
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,344 @@
+#define BOOST_TEST_MODULE admission_handler
+#include <boost/test/unit_test.hpp>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "election/clock.h"
+#include "election/lease_rules.h"
+#include "election/membership.h"
+#include "handlers/admission_handler.h"
+#include "rapidjson/document.h"
+#include "store/memory_store.h"
+
+namespace pe = poolcoord::election;
+namespace ph = poolcoord::handlers;
+namespace ps = poolcoord::store;
+using std::chrono::seconds;
+
+namespace {
+
+constexpr char kForwarder[] = "system:serviceaccount:kube-system:poolcoord";
+constexpr char kProxy[] = "openyurt:yurt-coordinator:node-lease-proxy-client";
+
+struct ReviewSpec {
+  std::string api_version = "admission.k8s.io/v1";
+  std::string uid = "0df28fbd-5f5f-4d0b-a1e5-1b2f1ab5c4d2";
+  std::string node = "hz-3";
+  std::string user = "system:node:hz-3";
+  std::string group = "system:nodes";
+  std::string operation = "UPDATE";
+  std::string ns = "kube-node-lease";
+  std::string kind_group = "coordination.k8s.io";
+  std::string kind = "Lease";
+  std::optional<std::string> annotation;
+  std::optional<std::string> old_annotation;
+  std::string renew = "2026-01-01T00:00:10.000000Z";
+  std::string old_renew = "2026-01-01T00:00:00.000000Z";
+  std::string metadata_extra;  // appended inside object metadata
+};
+
+std::string LeaseJson(const ReviewSpec& r, const std::optional<std::string>& ann,
+                      const std::string& renew, const std::string& extra) {
+  std::string md = "\"name\":\"" + r.node + "\",\"namespace\":\"" + r.ns +
+                   "\",\"resourceVersion\":\"100\"";
+  if (ann) md += ",\"annotations\":{\"openyurt.io/delegate-heartbeat\":\"" + *ann + "\"}";
+  md += extra;
+  return "{\"apiVersion\":\"coordination.k8s.io/v1\",\"kind\":\"Lease\",\"metadata\":{" + md +
+         "},\"spec\":{\"holderIdentity\":\"" + r.node +
+         "\",\"leaseDurationSeconds\":40,\"renewTime\":\"" + renew + "\"}}";
+}
+
+std::string ReviewJson(const ReviewSpec& r) {
+  std::string old = r.operation == "UPDATE"
+                        ? LeaseJson(r, r.old_annotation, r.old_renew, r.metadata_extra)
+                        : "null";
+  return "{\"apiVersion\":\"" + r.api_version +
+         "\",\"kind\":\"AdmissionReview\",\"request\":{\"uid\":\"" + r.uid +
+         "\",\"kind\":{\"group\":\"" + r.kind_group + "\",\"version\":\"v1\",\"kind\":\"" + r.kind +
+         "\"},\"resource\":{\"group\":\"coordination.k8s.io\",\"version\":\"v1\",\"resource\":"
+         "\"leases\"},\"name\":\"" + r.node + "\",\"namespace\":\"" + r.ns +
+         "\",\"operation\":\"" + r.operation + "\",\"userInfo\":{\"username\":\"" + r.user +
+         "\",\"groups\":[\"" + r.group + "\",\"system:authenticated\"],\"extra\":{\"a\":[\"b\"]}},"
+         "\"object\":" + LeaseJson(r, r.annotation, r.renew, r.metadata_extra) +
+         ",\"oldObject\":" + old +
+         ",\"dryRun\":false,\"options\":{\"kind\":\"UpdateOptions\",\"apiVersion\":\"meta.k8s.io/v1\"}}}";
+}
+
+struct Fixture {
+  explicit Fixture(bool load = true) : rules(&clock, &membership, {300, kForwarder, {kProxy}}) {
+    clock.Advance(seconds(100));
+    if (load) {
+      BOOST_REQUIRE(membership
+                        .Replace("file", {{"hangzhou", {"hz-1", "hz-2", "hz-3", "hz-4"}},
+                                          {"beijing", {"bj-1", "bj-2"}}})
+                        .ok());
+    }
+    store = ps::NewMemoryStore({});
+  }
+
+  absl::Status Write(const std::string& writer, const ps::Object& proposed) {
+    pe::UserInfo user{"system:node:" + writer, "", {"system:nodes"}, {}};
+    auto result = store->Update(
+        proposed.kind, proposed.metadata.name,
+        [&](const ps::ObjectPtr& current,
+            ps::TxnReader& reader) -> absl::StatusOr<ps::MutableObjectPtr> {
+          auto next = std::make_shared<ps::Object>(proposed);
+          next->metadata.uid = current ? current->metadata.uid : "uid-" + proposed.metadata.name;
+          if (current) next->status = current->status;
+          if (absl::Status s = rules.AdmitWrite(user, current, *next, reader); !s.ok()) return s;
+          return next;
+        });
+    return result.status();
+  }
+
+  absl::Status Lead(const std::string& pool, const std::string& holder, int32_t transitions) {
+    ps::Object pl;
+    pl.kind = ps::Kind::kPoolLease;
+    pl.metadata.name = pool;
+    pl.spec.holder_identity = holder;
+    pl.spec.lease_duration_seconds = 15;
+    pl.spec.lease_transitions = transitions;
+    return Write(holder, pl);
+  }
+
+  absl::Status Delegate(const std::string& node, const std::string& pool,
+                        const std::string& leader) {
+    ps::Object o;
+    o.kind = ps::Kind::kDelegatedLease;
+    o.metadata.name = node;
+    o.metadata.annotations[pe::kDelegateAnnotation] = "true";
+    o.spec.holder_identity = node;
+    o.spec.lease_duration_seconds = 40;
+    o.spec.renew_time_us = clock.NowMicros();
+    o.spec.pool_name = pool;
+    o.spec.delegate = leader;
+    return Write(leader, o);
+  }
+
+  ph::Response Post(const std::string& body, const std::string& method = "POST") {
+    ph::Request req;
+    req.method = method;
+    req.path = ph::kAdmissionPath;
+    req.body = body;
+    return ph::ServeAdmissionReview(req, {store.get(), &rules});
+  }
+
+  // Posts a review, checks the envelope every answer must have, returns response.
+  rapidjson::Document Admit(const ReviewSpec& r) {
+    ph::Response resp = Post(ReviewJson(r));
+    BOOST_TEST(resp.status == 200, resp.body);
+    rapidjson::Document d;
+    d.Parse(resp.body.c_str());
+    BOOST_REQUIRE(!d.HasParseError());
+    BOOST_TEST(std::string(d["apiVersion"].GetString()) == r.api_version);
+    BOOST_TEST(std::string(d["kind"].GetString()) == "AdmissionReview");
+    BOOST_REQUIRE(d.HasMember("response"));
+    const auto& response = d["response"];
+    BOOST_TEST(std::string(response["uid"].GetString()) == r.uid);
+    BOOST_TEST(!response.HasMember("patch"));
+    BOOST_TEST(!response.HasMember("patchType"));
+    return d;
+  }
+
+  bool Allowed(const ReviewSpec& r) { return Admit(r)["response"]["allowed"].GetBool(); }
+
+  pe::FakeClock clock;
+  pe::MembershipIndex membership;
+  pe::LeaseRules rules;
+  std::unique_ptr<ps::Store> store;
+};
+
+struct Unloaded : Fixture {
+  Unloaded() : Fixture(false) {}
+};
+
+ReviewSpec As(const std::string& node, const std::string& user, const std::string& group,
+              std::optional<std::string> annotation = "true") {
+  ReviewSpec r;
+  r.node = node;
+  r.user = user;
+  r.group = group;
+  r.annotation = std::move(annotation);
+  return r;
+}
+
+void ExpectStatus400(const ph::Response& resp) {
+  BOOST_TEST(resp.status == 400, resp.body);
+  rapidjson::Document d;
+  d.Parse(resp.body.c_str());
+  BOOST_REQUIRE(!d.HasParseError());
+  BOOST_TEST(std::string(d["kind"].GetString()) == "Status");
+  BOOST_TEST(d["code"].GetInt() == 400);
+  BOOST_TEST(std::string(d["reason"].GetString()) == "BadRequest");
+}
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(envelope, Fixture)
+
+BOOST_AUTO_TEST_CASE(denied_v1_review_echoes_uid_and_api_version) {
+  BOOST_REQUIRE(Lead("hangzhou", "hz-1", 0).ok());
+  ReviewSpec r = As("hz-3", "system:node:hz-3", "system:nodes");  // node adds the annotation
+  auto d = Admit(r);
+  const auto& resp = d["response"];
+  BOOST_TEST(!resp["allowed"].GetBool());
+  BOOST_TEST(resp["status"]["code"].GetInt() == 403);
+  BOOST_TEST(std::string(resp["status"]["reason"].GetString()) == "Forbidden");
+  BOOST_TEST(std::string(resp["status"]["message"].GetString()).find("may not add") !=
+             std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(v1beta1_answered_in_v1beta1) {
+  ReviewSpec r = As("hz-3", "system:node:hz-3", "system:nodes", std::nullopt);
+  r.api_version = "admission.k8s.io/v1beta1";
+  BOOST_TEST(Allowed(r));
+  r.annotation = "true";
+  auto d = Admit(r);  // denied, still in v1beta1
+  BOOST_TEST(!d["response"]["allowed"].GetBool());
+}
+
+BOOST_AUTO_TEST_CASE(bad_input_is_400_status) {
+  ExpectStatus400(Post("{]"));
+  ExpectStatus400(Post(""));
+  ExpectStatus400(Post("[1,2]"));
+  ExpectStatus400(Post(R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"})"));
+  ExpectStatus400(
+      Post(R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{}})"));
+  ExpectStatus400(Post(
+      R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":7}})"));
+  ExpectStatus400(Post(
+      R"({"apiVersion":"admission.k8s.io/v2","kind":"AdmissionReview","request":{"uid":"u"}})"));
+  ExpectStatus400(
+      Post(R"({"apiVersion":"admission.k8s.io/v1","kind":"Pod","request":{"uid":"u"}})"));
+  ExpectStatus400(Post(std::string("{\"a\":\"\0\"", 9)));
+}
+
+BOOST_AUTO_TEST_CASE(malformed_object_with_uid_answered_as_review) {
+  ReviewSpec r = As("hz-3", "system:node:hz-3", "system:nodes");
+  std::string body = ReviewJson(r);
+  const std::string needle = "\"openyurt.io/delegate-heartbeat\":\"true\"";
+  body.replace(body.find(needle), needle.size(), "\"openyurt.io/delegate-heartbeat\":true");
+  ph::Response resp = Post(body);
+  BOOST_TEST(resp.status == 200);
+  rapidjson::Document d;
+  d.Parse(resp.body.c_str());
+  BOOST_TEST(std::string(d["response"]["uid"].GetString()) == r.uid);
+  BOOST_TEST(!d["response"]["allowed"].GetBool());
+  BOOST_TEST(d["response"]["status"]["code"].GetInt() == 400);
+}
+
+BOOST_AUTO_TEST_CASE(method_and_size_limits) {
+  BOOST_TEST(Post("", "GET").status == 405);
+  std::string big(ph::kMaxAdmissionReviewBytes + 1, ' ');
+  BOOST_TEST(Post(big).status == 413);
+  // A review just under the limit is read whole.
+  ReviewSpec r = As("hz-3", "system:node:hz-3", "system:nodes", std::nullopt);
+  r.metadata_extra = ",\"labels\":{\"pad\":\"" + std::string(1024 * 1024, 'x') + "\"}";
+  BOOST_TEST(ReviewJson(r).size() < ph::kMaxAdmissionReviewBytes);
+  BOOST_TEST(Allowed(r));
+}
+
+BOOST_AUTO_TEST_CASE(realistic_review_with_managed_fields) {
+  std::string mf = ",\"managedFields\":[";
+  for (int i = 0; i < 40; ++i) {
+    if (i) mf += ",";
+    mf += "{\"manager\":\"kubelet-" + std::to_string(i) +
+          "\",\"operation\":\"Update\",\"apiVersion\":\"coordination.k8s.io/v1\",\"time\":"
+          "\"2026-01-01T00:00:00Z\",\"fieldsType\":\"FieldsV1\",\"fieldsV1\":{\"f:spec\":{"
+          "\"f:holderIdentity\":{},\"f:renewTime\":{}}}}";
+  }
+  mf += "],\"ownerReferences\":[{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"name\":\"hz-3\","
+        "\"uid\":\"a3f9\"}]";
+  ReviewSpec r = As("hz-3", "system:node:hz-3", "system:nodes", std::nullopt);
+  r.metadata_extra = mf;
+  BOOST_TEST(ReviewJson(r).size() > 8192u);
+  BOOST_TEST(Allowed(r));
+}
+
+BOOST_AUTO_TEST_CASE(not_a_node_lease_allowed_with_warning) {
+  ReviewSpec r = As("cm", "mallory", "x");
+  r.kind_group = "";
+  r.kind = "ConfigMap";
+  auto d = Admit(r);
+  BOOST_TEST(d["response"]["allowed"].GetBool());
+  BOOST_REQUIRE(d["response"].HasMember("warnings"));
+  BOOST_TEST(std::string(d["response"]["warnings"][0].GetString()).find(
+                 "poolcoord checked nothing") == 0u);
+
+  ReviewSpec other_ns = As("hz-3", "mallory", "x");
+  other_ns.ns = "kube-system";
+  auto d2 = Admit(other_ns);
+  BOOST_TEST(d2["response"]["allowed"].GetBool());
+  BOOST_TEST(std::string(d2["response"]["warnings"][0].GetString()).find("kube-system") !=
+             std::string::npos);
+
+  ReviewSpec del = As("hz-3", "mallory", "x");
+  del.operation = "DELETE";
+  auto d3 = Admit(del);
+  BOOST_TEST(d3["response"]["allowed"].GetBool());
+  BOOST_TEST(d3["response"].HasMember("warnings"));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_FIXTURE_TEST_SUITE(rules, Fixture)
+
+BOOST_AUTO_TEST_CASE(plain_kubelet_renewal_allowed) {
+  BOOST_TEST(Allowed(As("hz-3", "system:node:hz-3", "system:nodes", std::nullopt)));
+  ReviewSpec create = As("hz-3", "system:node:hz-3", "system:nodes", std::nullopt);
+  create.operation = "CREATE";
+  BOOST_TEST(Allowed(create));
+}
+
+BOOST_AUTO_TEST_CASE(renew_time_equal_passes_one_microsecond_earlier_denied) {
+  ReviewSpec r = As("bj-2", kProxy, "openyurt:yurt-coordinator");
+  r.renew = r.old_renew = "2026-01-01T00:00:10.000000Z";
+  BOOST_TEST(Allowed(r));
+  r.renew = "2026-01-01T00:00:09.999999Z";
+  BOOST_TEST(!Allowed(r));
+  r.renew = "2026-01-01T00:00:10Z";  // not a MicroTime
+  BOOST_TEST(!Allowed(r));
+}
+
+BOOST_AUTO_TEST_CASE(annotation_values) {
+  for (const char* v : {"", "True", "1", "yes"}) {
+    BOOST_TEST_CONTEXT(v) { BOOST_TEST(!Allowed(As("bj-2", kProxy, "g", std::string(v)))); }
+  }
+  BOOST_TEST(Allowed(As("bj-2", kProxy, "g", "true")));
+}
+
+BOOST_AUTO_TEST_CASE(proxy_identity_governed_and_ungoverned) {
+  BOOST_TEST(Allowed(As("bj-2", kProxy, "openyurt:yurt-coordinator")));
+  BOOST_REQUIRE(Lead("beijing", "bj-1", 0).ok());
+  BOOST_TEST(!Allowed(As("bj-2", kProxy, "openyurt:yurt-coordinator")));
+}
+
+BOOST_AUTO_TEST_CASE(node_outside_pools_denied) {
+  BOOST_TEST(!Allowed(As("lonely-node", kProxy, "openyurt:yurt-coordinator")));
+}
+
+BOOST_AUTO_TEST_CASE(forwarder_before_and_after_its_leaders_term_ends) {
+  BOOST_REQUIRE(Lead("hangzhou", "hz-1", 0).ok());
+  BOOST_REQUIRE(Delegate("hz-3", "hangzhou", "hz-1").ok());
+  BOOST_TEST(Allowed(As("hz-3", kForwarder, "system:serviceaccounts")));
+  BOOST_TEST(!Allowed(As("hz-4", kForwarder, "system:serviceaccounts")));
+  clock.Advance(seconds(15));  // hz-1's term ends on expiry
+  BOOST_TEST(!Allowed(As("hz-3", kForwarder, "system:serviceaccounts")));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_FIXTURE_TEST_SUITE(membership_not_loaded, Unloaded)
+
+BOOST_AUTO_TEST_CASE(annotated_denied_with_retry_plain_allowed) {
+  auto d = Admit(As("bj-2", kProxy, "g"));
+  BOOST_TEST(!d["response"]["allowed"].GetBool());
+  BOOST_TEST(std::string(d["response"]["status"]["message"].GetString()).find("retry") !=
+             std::string::npos);
+  BOOST_TEST(Allowed(As("bj-2", "system:node:bj-2", "system:nodes", std::nullopt)));
+}
+
+BOOST_AUTO_TEST_SUITE_END()

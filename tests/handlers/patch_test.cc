@@ -1,0 +1,270 @@
+#define BOOST_TEST_MODULE patch
+#include <boost/test/unit_test.hpp>
+
+#include <string>
+
+#include "handlers/patch.h"
+#include "rapidjson/document.h"
+#include "rapidjson/stringbuffer.h"
+#include "rapidjson/writer.h"
+#include "store/api_error.h"
+
+namespace poolcoord::handlers {
+namespace {
+
+rapidjson::Document Parse(const std::string& json) {
+  rapidjson::Document doc;
+  doc.Parse(json.c_str());
+  BOOST_REQUIRE_MESSAGE(!doc.HasParseError(), "bad JSON in test: " + json);
+  return doc;
+}
+
+std::string Dump(const rapidjson::Value& value) {
+  rapidjson::StringBuffer buffer;
+  rapidjson::Writer<rapidjson::StringBuffer> writer(buffer);
+  value.Accept(writer);
+  return buffer.GetString();
+}
+
+// Applies a merge patch and returns the compact result.
+std::string Merge(const std::string& target, const std::string& patch) {
+  rapidjson::Document doc = Parse(target);
+  rapidjson::Document p = Parse(patch);
+  BOOST_REQUIRE(ApplyMergePatch(doc, p, doc.GetAllocator()).ok());
+  return Dump(doc);
+}
+
+BOOST_AUTO_TEST_SUITE(merge_patch)
+
+// RFC 7386 Appendix A, every example, in order.
+BOOST_AUTO_TEST_CASE(rfc7386_appendix_a) {
+  struct Case {
+    const char* target;
+    const char* patch;
+    const char* result;
+  };
+  const Case cases[] = {
+      {R"({"a":"b"})", R"({"a":"c"})", R"({"a":"c"})"},
+      {R"({"a":"b"})", R"({"b":"c"})", R"({"a":"b","b":"c"})"},
+      {R"({"a":"b"})", R"({"a":null})", R"({})"},
+      {R"({"a":"b","b":"c"})", R"({"a":null})", R"({"b":"c"})"},
+      {R"({"a":["b"]})", R"({"a":"c"})", R"({"a":"c"})"},
+      {R"({"a":"c"})", R"({"a":["b"]})", R"({"a":["b"]})"},
+      {R"({"a":{"b":"c"}})", R"({"a":{"b":"d","c":null}})", R"({"a":{"b":"d"}})"},
+      {R"({"a":[{"b":"c"}]})", R"({"a":[1]})", R"({"a":[1]})"},
+      {R"(["a","b"])", R"(["c","d"])", R"(["c","d"])"},
+      {R"({"a":"b"})", R"(["c"])", R"(["c"])"},
+      {R"({"a":"foo"})", R"(null)", R"(null)"},
+      {R"({"a":"foo"})", R"("bar")", R"("bar")"},
+      {R"({"e":null})", R"({"a":1})", R"({"e":null,"a":1})"},
+      {R"([1,2])", R"({"a":"b","c":null})", R"({"a":"b"})"},
+      {R"({})", R"({"a":{"bb":{"ccc":null}}})", R"({"a":{"bb":{}}})"},
+  };
+  for (const auto& c : cases) {
+    BOOST_TEST(Merge(c.target, c.patch) == c.result, c.target << " + " << c.patch);
+  }
+}
+
+// The example of RFC 7386 section 3.
+BOOST_AUTO_TEST_CASE(rfc7386_section3_example) {
+  std::string target =
+      R"({"title":"Goodbye!","author":{"givenName":"John","familyName":"Doe"},)"
+      R"("tags":["example","sample"],"content":"This will be unchanged"})";
+  std::string patch =
+      R"({"title":"Hello!","phoneNumber":"+01-123-456-7890","author":{"familyName":null},)"
+      R"("tags":["example"]})";
+  BOOST_TEST(Merge(target, patch) ==
+             R"({"title":"Hello!","author":{"givenName":"John"},"tags":["example"],)"
+             R"("content":"This will be unchanged","phoneNumber":"+01-123-456-7890"})");
+}
+
+BOOST_AUTO_TEST_CASE(kubectl_label_patch) {
+  std::string target = R"({"metadata":{"name":"p","labels":{"x":"1"}},"spec":{"a":1}})";
+  BOOST_TEST(Merge(target, R"({"metadata":{"labels":{"a":"b","x":null}}})") ==
+             R"({"metadata":{"name":"p","labels":{"a":"b"}},"spec":{"a":1}})");
+}
+
+BOOST_AUTO_TEST_CASE(patch_into_a_nested_value) {
+  rapidjson::Document doc = Parse(R"({"spec":{"a":1,"b":2}})");
+  rapidjson::Document p = Parse(R"({"b":null,"c":3})");
+  BOOST_REQUIRE(ApplyMergePatch(doc["spec"], p, doc.GetAllocator()).ok());
+  BOOST_TEST(Dump(doc) == R"({"spec":{"a":1,"c":3}})");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// ---- JSON patch ----
+
+struct Outcome {
+  int code = 200;  // 200: applied
+  std::string message;
+  std::string doc;  // the document afterwards
+};
+
+Outcome Json(const std::string& target, const std::string& ops) {
+  rapidjson::Document doc = Parse(target);
+  rapidjson::Document p = Parse(ops);
+  absl::Status status = ApplyJsonPatch(doc, p);
+  Outcome out;
+  if (!status.ok()) {
+    store::ApiErrorInfo info = store::ApiErrorFromStatus(status);
+    out.code = info.code;
+    out.message = info.message;
+    if (info.code == 422) BOOST_TEST(info.reason == "Invalid");
+    if (info.code == 400) BOOST_TEST(info.reason == "BadRequest");
+  }
+  out.doc = Dump(doc);
+  return out;
+}
+
+BOOST_AUTO_TEST_SUITE(json_patch)
+
+BOOST_AUTO_TEST_CASE(add) {
+  BOOST_TEST(Json(R"({"a":1})", R"([{"op":"add","path":"/b","value":{"c":[]}}])").doc ==
+             R"({"a":1,"b":{"c":[]}})");
+  // add replaces an existing member
+  BOOST_TEST(Json(R"({"a":1})", R"([{"op":"add","path":"/a","value":2}])").doc == R"({"a":2})");
+  // array insert, append with "-", insert at the end index
+  BOOST_TEST(Json(R"({"l":[1,3]})", R"([{"op":"add","path":"/l/1","value":2}])").doc ==
+             R"({"l":[1,2,3]})");
+  BOOST_TEST(Json(R"({"l":[1,3]})", R"([{"op":"add","path":"/l/0","value":0}])").doc ==
+             R"({"l":[0,1,3]})");
+  BOOST_TEST(Json(R"({"l":[1]})", R"([{"op":"add","path":"/l/-","value":2}])").doc ==
+             R"({"l":[1,2]})");
+  BOOST_TEST(Json(R"({"l":[1]})", R"([{"op":"add","path":"/l/1","value":2}])").doc ==
+             R"({"l":[1,2]})");
+  // the whole document
+  BOOST_TEST(Json(R"({"a":1})", R"([{"op":"add","path":"","value":[true]}])").doc == "[true]");
+  // null is a value like any other
+  BOOST_TEST(Json(R"({})", R"([{"op":"add","path":"/a","value":null}])").doc == R"({"a":null})");
+}
+
+BOOST_AUTO_TEST_CASE(add_failures_are_422) {
+  Outcome missing_parent = Json(R"({"a":1})", R"([{"op":"add","path":"/x/y","value":1}])");
+  BOOST_TEST(missing_parent.code == 422);
+  BOOST_TEST(Json(R"({"l":[1]})", R"([{"op":"add","path":"/l/2","value":1}])").code == 422);
+  BOOST_TEST(Json(R"({"l":[1]})", R"([{"op":"add","path":"/l/01","value":1}])").code == 422);
+  BOOST_TEST(Json(R"({"a":1})", R"([{"op":"add","path":"/a/b","value":1}])").code == 422);
+}
+
+BOOST_AUTO_TEST_CASE(remove) {
+  BOOST_TEST(Json(R"({"a":1,"b":2,"c":3})", R"([{"op":"remove","path":"/b"}])").doc ==
+             R"({"a":1,"c":3})");
+  BOOST_TEST(Json(R"({"l":[1,2,3]})", R"([{"op":"remove","path":"/l/1"}])").doc ==
+             R"({"l":[1,3]})");
+  Outcome missing = Json(R"({"a":1})", R"([{"op":"remove","path":"/spec/x"}])");
+  BOOST_TEST(missing.code == 422);
+  BOOST_TEST(missing.message == "remove operation failed: path \"/spec/x\" does not exist");
+  BOOST_TEST(Json(R"({"l":[1]})", R"([{"op":"remove","path":"/l/1"}])").code == 422);
+  BOOST_TEST(Json(R"({"l":[1]})", R"([{"op":"remove","path":"/l/-"}])").code == 422);
+}
+
+BOOST_AUTO_TEST_CASE(replace) {
+  std::string lease = R"({"spec":{"leaseDurationSeconds":15,"holderIdentity":"n1"}})";
+  BOOST_TEST(
+      Json(lease, R"([{"op":"replace","path":"/spec/leaseDurationSeconds","value":33}])").doc ==
+      R"({"spec":{"leaseDurationSeconds":33,"holderIdentity":"n1"}})");
+  BOOST_TEST(Json(lease, R"([{"op":"replace","path":"","value":{}}])").doc == "{}");
+  Outcome missing = Json(lease, R"([{"op":"replace","path":"/spec/x","value":1}])");
+  BOOST_TEST(missing.code == 422);
+  BOOST_TEST(missing.doc == lease);
+}
+
+BOOST_AUTO_TEST_CASE(move_and_copy) {
+  BOOST_TEST(Json(R"({"a":{"b":1},"c":{}})", R"([{"op":"move","from":"/a/b","path":"/c/d"}])").doc ==
+             R"({"a":{},"c":{"d":1}})");
+  BOOST_TEST(Json(R"({"l":[1,2,3]})", R"([{"op":"move","from":"/l/0","path":"/l/-"}])").doc ==
+             R"({"l":[2,3,1]})");
+  BOOST_TEST(Json(R"({"a":1})", R"([{"op":"move","from":"/a","path":"/a"}])").doc == R"({"a":1})");
+  BOOST_TEST(Json(R"({"a":{"b":1}})", R"([{"op":"move","from":"/a","path":"/a/b/c"}])").code ==
+             422);
+  BOOST_TEST(Json(R"({"a":1})", R"([{"op":"move","from":"/x","path":"/y"}])").code == 422);
+  BOOST_TEST(Json(R"({"a":{"b":[1]}})", R"([{"op":"copy","from":"/a","path":"/c"}])").doc ==
+             R"({"a":{"b":[1]},"c":{"b":[1]}})");
+  BOOST_TEST(Json(R"({"a":1})", R"([{"op":"copy","from":"/x","path":"/y"}])").code == 422);
+}
+
+BOOST_AUTO_TEST_CASE(test_operation) {
+  std::string lease = R"({"spec":{"leaseDurationSeconds":33,"tags":["a",{"b":1}]}})";
+  BOOST_TEST(Json(lease, R"([{"op":"test","path":"/spec/leaseDurationSeconds","value":33}])").code ==
+             200);
+  // Numbers compare by value; objects regardless of member order.
+  BOOST_TEST(Json(lease, R"([{"op":"test","path":"/spec/leaseDurationSeconds","value":33.0}])")
+                 .code == 200);
+  BOOST_TEST(
+      Json(R"({"o":{"a":1,"b":2}})", R"([{"op":"test","path":"/o","value":{"b":2,"a":1}}])").code ==
+      200);
+  Outcome failed =
+      Json(lease, R"([{"op":"test","path":"/spec/leaseDurationSeconds","value":1}])");
+  BOOST_TEST(failed.code == 422);
+  BOOST_TEST(failed.message ==
+             "test operation failed: path \"/spec/leaseDurationSeconds\": found 33, expected 1");
+  BOOST_TEST(Json(lease, R"([{"op":"test","path":"/spec/missing","value":null}])").code == 422);
+  BOOST_TEST(Json(lease, R"([{"op":"test","path":"/spec/tags/1/b","value":"1"}])").code == 422);
+}
+
+BOOST_AUTO_TEST_CASE(failed_patch_leaves_document_unchanged) {
+  std::string target = R"({"a":1,"b":2})";
+  Outcome out = Json(target, R"([{"op":"remove","path":"/a"},{"op":"add","path":"/c","value":3},)"
+                             R"({"op":"test","path":"/b","value":3}])");
+  BOOST_TEST(out.code == 422);
+  BOOST_TEST(out.doc == target);
+}
+
+BOOST_AUTO_TEST_CASE(pointer_escapes) {
+  std::string labels = R"({"metadata":{"labels":{"apps.openyurt.io/nodepool":"hz","a~b":"x"}}})";
+  BOOST_TEST(
+      Json(labels, R"([{"op":"remove","path":"/metadata/labels/apps.openyurt.io~1nodepool"}])").doc ==
+      R"({"metadata":{"labels":{"a~b":"x"}}})");
+  BOOST_TEST(Json(labels, R"([{"op":"replace","path":"/metadata/labels/a~0b","value":"y"}])").doc ==
+             R"({"metadata":{"labels":{"apps.openyurt.io/nodepool":"hz","a~b":"y"}}})");
+  // "~01" is "~1" literally, not "/".
+  BOOST_TEST(Json(R"({"~1":1})", R"([{"op":"test","path":"/~01","value":1}])").code == 200);
+  // The empty key is a valid token.
+  BOOST_TEST(Json(R"({"":{"":2}})", R"([{"op":"test","path":"//","value":2}])").code == 200);
+}
+
+BOOST_AUTO_TEST_CASE(malformed_patches_are_400) {
+  std::string target = R"({"a":1})";
+  const char* bad[] = {
+      R"({"op":"add","path":"/a","value":1})",        // not an array
+      R"([1])",                                       // op not an object
+      R"([{"path":"/a"}])",                           // no op
+      R"([{"op":"frobnicate","path":"/a"}])",         // unknown op
+      R"([{"op":"remove"}])",                         // no path
+      R"([{"op":"remove","path":5}])",                // path not a string
+      R"([{"op":"add","path":"/b"}])",                // no value
+      R"([{"op":"replace","path":"/a"}])",            // no value
+      R"([{"op":"test","path":"/a"}])",               // no value
+      R"([{"op":"move","path":"/b"}])",               // no from
+      R"([{"op":"copy","from":"a","path":"/b"}])",    // from without '/'
+      R"([{"op":"remove","path":"a"}])",              // pointer without '/'
+      R"([{"op":"remove","path":"/a~2"}])",           // bad escape
+      R"([{"op":"remove","path":"/a~"}])",            // dangling escape
+      // A malformed op anywhere is reported before any op is applied.
+      R"([{"op":"remove","path":"/missing"},{"op":"nope","path":"/a"}])",
+  };
+  for (const char* ops : bad) {
+    Outcome out = Json(target, ops);
+    BOOST_TEST(out.code == 400, ops);
+    BOOST_TEST(out.doc == target, ops);
+  }
+  BOOST_TEST(Json(target, R"([{"op":"frobnicate","path":"/a"}])").message.find("\"frobnicate\"") !=
+             std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(too_many_operations_are_413) {
+  std::string ops = "[";
+  for (size_t i = 0; i <= kMaxJsonPatchOperations; ++i) {
+    ops += i ? "," : "";
+    ops += R"({"op":"test","path":"/a","value":1})";
+  }
+  ops += "]";
+  BOOST_TEST(Json(R"({"a":1})", ops).code == 413);
+  BOOST_TEST(Json(R"({"a":1})", R"([])").code == 200);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+}  // namespace
+}  // namespace poolcoord::handlers

@@ -1,0 +1,279 @@
+#define BOOST_TEST_MODULE rest_handler
+#include <boost/test/unit_test.hpp>
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "election/clock.h"
+#include "handlers/list_options.h"
+#include "handlers/rest_handler.h"
+#include "handlers/router.h"
+#include "handlers/url.h"
+#include "rapidjson/document.h"
+#include "store/memory_store.h"
+
+namespace poolcoord::handlers {
+namespace {
+
+// A router over a fresh memory store, without lease rules: these tests cover the
+// generic REST semantics; the rules have tests of their own.
+struct Fixture {
+  Fixture() {
+    store = store::NewMemoryStore({.watch_history_size = 20});
+    RouterOptions opts;
+    opts.store = store.get();
+    opts.clock = &clock;
+    router = NewRouter(opts);
+  }
+
+  Response Call(std::string method, std::string target, std::string body = "",
+                std::string content_type = "application/json", std::string accept = "") {
+    Request r;
+    r.method = std::move(method);
+    auto q = target.find('?');
+    r.path = target.substr(0, q);
+    if (q != std::string::npos) r.query = ParseQueryString(target.substr(q + 1));
+    if (!body.empty()) r.headers.emplace_back("content-type", content_type);
+    if (!accept.empty()) r.headers.emplace_back("accept", accept);
+    r.body = std::move(body);
+    r.user.username = "admin";
+    r.user.groups = {"system:masters", "system:authenticated"};
+    return router->Handle(r);
+  }
+
+  election::FakeClock clock;
+  std::unique_ptr<store::Store> store;
+  std::unique_ptr<Router> router;
+};
+
+constexpr char kBase[] = "/apis/coordination.pool/v1alpha1/poolleases";
+
+std::string Lease(const std::string& name, int duration = 15, const std::string& extra_meta = "") {
+  return "{\"apiVersion\":\"coordination.pool/v1alpha1\",\"kind\":\"PoolLease\",\"metadata\":{\"name\":\"" +
+         name + "\"" + extra_meta + "},\"spec\":{\"leaseDurationSeconds\":" + std::to_string(duration) +
+         "}}";
+}
+
+rapidjson::Document Json(const Response& r) {
+  rapidjson::Document d;
+  d.Parse(r.body.c_str());
+  BOOST_REQUIRE_MESSAGE(!d.HasParseError(), "body is not JSON: " << r.body);
+  return d;
+}
+
+std::string Reason(const Response& r) {
+  auto d = Json(r);
+  return d.HasMember("reason") ? d["reason"].GetString() : "";
+}
+
+BOOST_FIXTURE_TEST_SUITE(rest, Fixture)
+
+BOOST_AUTO_TEST_CASE(create_sets_server_metadata_and_get_returns_it) {
+  Response r = Call("POST", kBase, Lease("a"));
+  BOOST_TEST(r.status == 201);
+  auto d = Json(r);
+  BOOST_TEST(std::string(d["metadata"]["uid"].GetString()).size() == 36u);
+  BOOST_TEST(d["metadata"]["generation"].GetInt() == 1);
+  BOOST_TEST(std::string(d["metadata"]["creationTimestamp"].GetString()) == "2026-01-01T00:00:00Z");
+  Response g = Call("GET", std::string(kBase) + "/a");
+  BOOST_TEST(g.status == 200);
+  BOOST_TEST(std::string(Json(g)["metadata"]["uid"].GetString()) ==
+             std::string(d["metadata"]["uid"].GetString()));
+  BOOST_TEST(Call("POST", kBase, Lease("a")).status == 409);
+  BOOST_TEST(Reason(Call("POST", kBase, Lease("a"))) == "AlreadyExists");
+}
+
+BOOST_AUTO_TEST_CASE(update_checks_resource_version_and_counts_generation) {
+  auto created = Json(Call("POST", kBase, Lease("b")));
+  std::string rv = created["metadata"]["resourceVersion"].GetString();
+  std::string body = Lease("b", 20, ",\"resourceVersion\":\"" + rv + "\"");
+  Response u = Call("PUT", std::string(kBase) + "/b", body);
+  BOOST_TEST(u.status == 200);
+  BOOST_TEST(Json(u)["metadata"]["generation"].GetInt() == 2);
+  Response stale = Call("PUT", std::string(kBase) + "/b", body);
+  BOOST_TEST(stale.status == 409);
+  BOOST_TEST(Reason(stale) == "Conflict");
+  Response mismatch = Call("PUT", std::string(kBase) + "/b", Lease("other"));
+  BOOST_TEST(mismatch.status == 400);
+  BOOST_TEST(Call("PUT", std::string(kBase) + "/missing", Lease("missing")).status == 404);
+}
+
+BOOST_AUTO_TEST_CASE(parallel_updates_from_one_read_have_one_winner) {
+  auto created = Json(Call("POST", kBase, Lease("race")));
+  std::string rv = created["metadata"]["resourceVersion"].GetString();
+  std::atomic<int> ok{0}, conflict{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&, i] {
+      Response r = Call("PUT", std::string(kBase) + "/race",
+                        Lease("race", 20 + i, ",\"resourceVersion\":\"" + rv + "\""));
+      (r.status == 200 ? ok : conflict)++;
+    });
+  }
+  for (auto& t : threads) t.join();
+  BOOST_TEST(ok.load() == 1);
+  BOOST_TEST(conflict.load() == 7);
+}
+
+BOOST_AUTO_TEST_CASE(merge_and_json_patch) {
+  Call("POST", kBase, Lease("p"));
+  Response m = Call("PATCH", std::string(kBase) + "/p", "{\"metadata\":{\"labels\":{\"a\":\"b\"}}}",
+                    "application/merge-patch+json");
+  BOOST_TEST(m.status == 200);
+  BOOST_TEST(std::string(Json(m)["metadata"]["labels"]["a"].GetString()) == "b");
+  Response j = Call("PATCH", std::string(kBase) + "/p",
+                    "[{\"op\":\"replace\",\"path\":\"/spec/leaseDurationSeconds\",\"value\":33}]",
+                    "application/json-patch+json");
+  BOOST_TEST(j.status == 200);
+  BOOST_TEST(Json(j)["spec"]["leaseDurationSeconds"].GetInt() == 33);
+  Response t = Call("PATCH", std::string(kBase) + "/p",
+                    "[{\"op\":\"test\",\"path\":\"/spec/leaseDurationSeconds\",\"value\":1}]",
+                    "application/json-patch+json");
+  BOOST_TEST(t.status == 422);
+  BOOST_TEST(Call("PATCH", std::string(kBase) + "/p", "{}", "application/strategic-merge-patch+json")
+                 .status == 415);
+  Response strict = Call("PATCH", std::string(kBase) + "/p?fieldValidation=Strict",
+                         "{\"spec\":{\"nope\":1}}", "application/merge-patch+json");
+  BOOST_TEST(strict.status == 400);
+  BOOST_TEST(strict.body.find("unknown field \\\"spec.nope\\\"") != std::string::npos);
+  Response warn = Call("PATCH", std::string(kBase) + "/p", "{\"spec\":{\"nope\":1}}",
+                       "application/merge-patch+json");
+  BOOST_TEST(warn.status == 200);
+  bool warned = false;
+  for (const auto& [k, v] : warn.headers) warned |= (k == "Warning" && v.find("spec.nope") != std::string::npos);
+  BOOST_TEST(warned);
+}
+
+BOOST_AUTO_TEST_CASE(list_pages_with_continue_and_selectors) {
+  for (int i = 0; i < 5; ++i) {
+    Call("POST", kBase, Lease("l" + std::to_string(i), 15,
+                              i % 2 ? ",\"labels\":{\"odd\":\"yes\"}" : ""));
+  }
+  std::vector<std::string> names;
+  std::string cont;
+  for (int page = 0; page < 10; ++page) {
+    Response r = Call("GET", std::string(kBase) + "?limit=2" +
+                                 (cont.empty() ? "" : "&continue=" + PercentEncode(cont)));
+    BOOST_REQUIRE(r.status == 200);
+    auto d = Json(r);
+    BOOST_TEST(d["items"].Size() <= 2u);
+    for (auto& item : d["items"].GetArray()) names.push_back(item["metadata"]["name"].GetString());
+    cont = d["metadata"].HasMember("continue") ? d["metadata"]["continue"].GetString() : "";
+    if (cont.empty()) break;
+  }
+  BOOST_TEST(names == (std::vector<std::string>{"l0", "l1", "l2", "l3", "l4"}));
+  auto odd = Json(Call("GET", std::string(kBase) + "?labelSelector=odd%3Dyes"));
+  BOOST_TEST(odd["items"].Size() == 2u);
+  auto byname = Json(Call("GET", std::string(kBase) + "?fieldSelector=metadata.name%3Dl3"));
+  BOOST_TEST(byname["items"].Size() == 1u);
+  BOOST_TEST(Call("GET", std::string(kBase) + "?fieldSelector=spec.poolName%3Dx").status == 400);
+  BOOST_TEST(Call("GET", std::string(kBase) + "?continue=bogus").status == 400);
+}
+
+BOOST_AUTO_TEST_CASE(finalizers_defer_delete_until_removed) {
+  Call("POST", kBase, Lease("f", 15, ",\"finalizers\":[\"example.com/x\"]"));
+  Response d = Call("DELETE", std::string(kBase) + "/f");
+  BOOST_TEST(d.status == 200);
+  BOOST_TEST(Json(d)["metadata"].HasMember("deletionTimestamp"));
+  BOOST_TEST(Call("GET", std::string(kBase) + "/f").status == 200);
+  Response add = Call("PATCH", std::string(kBase) + "/f",
+                      "{\"metadata\":{\"finalizers\":[\"example.com/x\",\"example.com/y\"]}}",
+                      "application/merge-patch+json");
+  BOOST_TEST(add.status == 422);
+  Response clear = Call("PATCH", std::string(kBase) + "/f", "{\"metadata\":{\"finalizers\":null}}",
+                        "application/merge-patch+json");
+  BOOST_TEST(clear.status == 200);
+  BOOST_TEST(Call("GET", std::string(kBase) + "/f").status == 404);
+}
+
+BOOST_AUTO_TEST_CASE(status_subresource_changes_only_status) {
+  Call("POST", kBase, Lease("s"));
+  Response r = Call("PATCH", std::string(kBase) + "/s/status",
+                    "{\"spec\":{\"leaseDurationSeconds\":99},\"status\":{\"observedTime\":"
+                    "\"2026-01-01T00:00:01.000000Z\"}}",
+                    "application/merge-patch+json");
+  BOOST_TEST(r.status == 200);
+  auto d = Json(r);
+  BOOST_TEST(d["spec"]["leaseDurationSeconds"].GetInt() == 15);
+  BOOST_TEST(std::string(d["status"]["observedTime"].GetString()) == "2026-01-01T00:00:01.000000Z");
+  // The main resource ignores status.
+  Response m = Call("PATCH", std::string(kBase) + "/s",
+                    "{\"status\":{\"observedTime\":\"2026-02-01T00:00:01.000000Z\"}}",
+                    "application/merge-patch+json");
+  BOOST_TEST(std::string(Json(m)["status"]["observedTime"].GetString()) == "2026-01-01T00:00:01.000000Z");
+}
+
+BOOST_AUTO_TEST_CASE(dry_run_and_bad_input) {
+  BOOST_TEST(Call("POST", std::string(kBase) + "?dryRun=All", Lease("dry")).status == 201);
+  BOOST_TEST(Call("GET", std::string(kBase) + "/dry").status == 404);
+  BOOST_TEST(Call("POST", std::string(kBase) + "?dryRun=Sure", Lease("dry")).status == 422);
+  BOOST_TEST(Call("POST", kBase, "{oops").status == 400);
+  BOOST_TEST(Call("POST", kBase, "[]").status == 400);
+  BOOST_TEST(Call("POST", kBase, Lease("Bad_Name")).status == 422);
+  BOOST_TEST(Call("POST", kBase, "a: b", "application/yaml").status == 415);
+  BOOST_TEST(Call("GET", std::string(kBase) + "/x", "", "", "application/vnd.kubernetes.protobuf").status ==
+             406);
+  BOOST_TEST(Call("DELETE", std::string(kBase) + "/nothing").status == 404);
+  BOOST_TEST(Call("GET", "/apis/coordination.pool/v1alpha1/namespaces/x/poolleases").status == 404);
+  BOOST_TEST(Call("PUT", kBase, Lease("x")).status == 405);
+}
+
+BOOST_AUTO_TEST_CASE(list_resource_version_rules) {
+  Call("POST", kBase, Lease("v"));
+  BOOST_TEST(Call("GET", std::string(kBase) + "?resourceVersion=999999").status == 504);
+  BOOST_TEST(Call("GET", std::string(kBase) + "?resourceVersionMatch=Exact").status == 422);
+  BOOST_TEST(Call("GET", std::string(kBase) + "?resourceVersion=0&resourceVersionMatch=Exact").status ==
+             422);
+  BOOST_TEST(Call("GET", std::string(kBase) + "?resourceVersion=0").status == 200);
+}
+
+BOOST_AUTO_TEST_CASE(table_and_partial_metadata) {
+  Call("POST", kBase, Lease("t"));
+  Response t = Call("GET", kBase, "", "",
+                    "application/json;as=Table;v=v1;g=meta.k8s.io,application/json");
+  BOOST_TEST(std::string(Json(t)["kind"].GetString()) == "Table");
+  Response p = Call("GET", std::string(kBase) + "/t", "", "",
+                    "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1");
+  BOOST_TEST(std::string(Json(p)["kind"].GetString()) == "PartialObjectMetadata");
+}
+
+// Collects a streamed response.
+class StringWriter : public ChunkWriter {
+ public:
+  bool Write(std::string_view data) override {
+    out.append(data);
+    return true;
+  }
+  bool Alive() const override { return true; }
+  std::string out;
+};
+
+BOOST_AUTO_TEST_CASE(watch_streams_from_resource_version_and_ends_at_timeout) {
+  auto created = Json(Call("POST", kBase, Lease("w1")));
+  std::string rv = created["metadata"]["resourceVersion"].GetString();
+  Call("POST", kBase, Lease("w2"));
+  Response w = Call("GET", std::string(kBase) + "?watch=true&timeoutSeconds=1&resourceVersion=" + rv);
+  BOOST_REQUIRE(w.stream);
+  StringWriter out;
+  w.stream(out);
+  BOOST_TEST(out.out.find("\"w2\"") != std::string::npos);
+  BOOST_TEST(out.out.find("\"w1\"") == std::string::npos);
+  // Too old: more writes than the history keeps.
+  for (int i = 0; i < 30; ++i) Call("POST", kBase, Lease("h" + std::to_string(i)));
+  Response old = Call("GET", std::string(kBase) + "?watch=true&resourceVersion=" + rv);
+  std::string body = old.body;
+  if (old.stream) {
+    StringWriter o;
+    old.stream(o);
+    body = o.out;
+  }
+  BOOST_TEST(body.find("\"ERROR\"") != std::string::npos);
+  BOOST_TEST(body.find("410") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+}  // namespace
+}  // namespace poolcoord::handlers

@@ -1,0 +1,643 @@
+#define BOOST_TEST_MODULE etcd3_store
+#include "store/etcd3_store.h"
+
+#include <atomic>
+#include <boost/test/unit_test.hpp>
+#include <chrono>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/escaping.h"
+#include "rapidjson/document.h"
+#include "store/api_error.h"
+#include "store/etcd3_client.h"
+#include "tests/store/etcd_fixture.h"
+
+namespace poolcoord::store {
+namespace {
+
+using std::chrono::milliseconds;
+
+// One etcd for the whole module (started on first use, killed at exit); each
+// test works under its own key prefix.
+testing::EtcdFixture& Etcd() {
+  static testing::EtcdFixture etcd;
+  return etcd;
+}
+
+std::string UniquePrefix() {
+  static std::atomic<int> n{0};
+  return "/test/" + std::to_string(getpid()) + "-" + std::to_string(n++) + "/registry";
+}
+
+std::unique_ptr<Store> NewStore(const std::string& prefix, Etcd3StoreOptions options = {}) {
+  options.endpoints = {Etcd().endpoint()};
+  options.prefix = prefix;
+  auto store = NewEtcd3Store(options);
+  BOOST_REQUIRE_MESSAGE(store.ok(), store.status().ToString());
+  return *std::move(store);
+}
+
+// A raw gateway call, to look at etcd without the store under test.
+rapidjson::Document EtcdCall(const std::string& path, const std::string& body) {
+  Etcd3ClientOptions config;
+  config.endpoints = {Etcd().endpoint()};
+  auto client = Etcd3Client::New(config);
+  BOOST_REQUIRE(client.ok());
+  auto answer = (*client)->Call(path, body, /*idempotent=*/true);
+  BOOST_REQUIRE_MESSAGE(answer.ok(), answer.status().ToString());
+  return *std::move(answer);
+}
+
+int64_t ModRevisionInEtcd(const std::string& key) {
+  auto doc = EtcdCall("/v3/kv/range", "{\"key\":\"" + absl::Base64Escape(key) + "\"}");
+  if (!doc.HasMember("kvs")) return 0;
+  return std::stoll(doc["kvs"][0]["mod_revision"].GetString());
+}
+
+void Compact(int64_t revision) {
+  EtcdCall("/v3/kv/compaction",
+           "{\"revision\":\"" + std::to_string(revision) + "\",\"physical\":true}");
+}
+
+MutableObjectPtr NewLease(Kind kind, const std::string& holder) {
+  auto o = std::make_shared<Object>();
+  o->kind = kind;
+  o->spec.holder_identity = holder;
+  o->spec.lease_duration_seconds = 10;
+  return o;
+}
+
+// Creates when absent, otherwise sets the holder.
+UpdateFn Put(Kind kind, const std::string& holder) {
+  return [kind, holder](const ObjectPtr& cur, TxnReader&) -> absl::StatusOr<MutableObjectPtr> {
+    auto next = cur ? std::make_shared<Object>(*cur) : NewLease(kind, holder);
+    next->spec.holder_identity = holder;
+    return next;
+  };
+}
+
+UpdateFn Remove() {
+  return [](const ObjectPtr&, TxnReader&) -> absl::StatusOr<MutableObjectPtr> { return nullptr; };
+}
+
+// Adds one to leaseTransitions (creating the object at 1).
+UpdateFn Increment() {
+  return [](const ObjectPtr& cur, TxnReader&) -> absl::StatusOr<MutableObjectPtr> {
+    auto next = cur ? std::make_shared<Object>(*cur) : NewLease(Kind::kPoolLease, "h");
+    next->spec.lease_transitions = next->spec.lease_transitions.value_or(0) + 1;
+    return next;
+  };
+}
+
+int64_t Write(Store& store, Kind kind, const std::string& name, const std::string& holder) {
+  auto r = store.Update(kind, name, Put(kind, holder));
+  BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  return r->object->metadata.resource_version;
+}
+
+std::vector<EventPtr> Drain(Watcher& w, size_t n, milliseconds each = milliseconds(3000)) {
+  std::vector<EventPtr> out;
+  while (out.size() < n) {
+    EventPtr e = w.Next(each);
+    if (!e) break;
+    out.push_back(e);
+  }
+  return out;
+}
+
+int64_t ElapsedMs(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - since).count();
+}
+
+BOOST_AUTO_TEST_SUITE(Connect)
+
+BOOST_AUTO_TEST_CASE(UnreachableEtcdIsUnavailableNamingTheEndpoint) {
+  Etcd3StoreOptions options;
+  options.endpoints = {"http://127.0.0.1:1"};
+  auto store = NewEtcd3Store(options);
+  BOOST_REQUIRE(!store.ok());
+  BOOST_TEST(absl::IsUnavailable(store.status()));
+  BOOST_TEST(std::string(store.status().message()).find("http://127.0.0.1:1") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(FailsOverToTheNextEndpoint) {
+  Etcd3StoreOptions options;
+  options.endpoints = {"http://127.0.0.1:1", Etcd().endpoint()};
+  options.prefix = UniquePrefix();
+  auto store = NewEtcd3Store(options);
+  BOOST_REQUIRE_MESSAGE(store.ok(), store.status().ToString());
+  BOOST_TEST(Write(**store, Kind::kPoolLease, "p", "n1") > 0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(Crud)
+
+BOOST_AUTO_TEST_CASE(ResourceVersionIsTheModRevision) {
+  const std::string prefix = UniquePrefix();
+  auto store = NewStore(prefix);
+  const std::string key = prefix + "/poolleases/pool-a";
+
+  auto created = store->Update(Kind::kPoolLease, "pool-a", Put(Kind::kPoolLease, "n1"));
+  BOOST_REQUIRE(created.ok());
+  BOOST_TEST(created->created);
+  const int64_t rv1 = created->object->metadata.resource_version;
+  BOOST_TEST(rv1 == ModRevisionInEtcd(key));
+  BOOST_TEST(store->CurrentRevision() == rv1);
+
+  auto got = store->Get(Kind::kPoolLease, "pool-a");
+  BOOST_REQUIRE(got.ok());
+  BOOST_TEST((*got)->metadata.resource_version == rv1);
+  BOOST_TEST((*got)->metadata.name == "pool-a");
+  BOOST_TEST(*(*got)->spec.holder_identity == "n1");
+
+  auto updated = store->Update(Kind::kPoolLease, "pool-a", Put(Kind::kPoolLease, "n2"));
+  BOOST_REQUIRE(updated.ok());
+  BOOST_TEST(!updated->created);
+  const int64_t rv2 = updated->object->metadata.resource_version;
+  BOOST_TEST(rv2 > rv1);
+  BOOST_TEST(rv2 == ModRevisionInEtcd(key));
+  BOOST_TEST(*(*store->Get(Kind::kPoolLease, "pool-a"))->spec.holder_identity == "n2");
+
+  // The same name of the other kind is another key.
+  BOOST_TEST(absl::IsNotFound(store->Get(Kind::kDelegatedLease, "pool-a").status()));
+
+  auto deleted = store->Update(Kind::kPoolLease, "pool-a", Remove());
+  BOOST_REQUIRE(deleted.ok());
+  BOOST_TEST(deleted->deleted);
+  BOOST_TEST(deleted->object->metadata.resource_version > rv2);
+  BOOST_TEST(deleted->object->metadata.resource_version == store->CurrentRevision());
+  BOOST_TEST(*deleted->object->spec.holder_identity == "n2");
+  BOOST_TEST(ModRevisionInEtcd(key) == 0);
+  BOOST_TEST(absl::IsNotFound(store->Get(Kind::kPoolLease, "pool-a").status()));
+
+  // Deleting an absent key changes nothing.
+  const int64_t before = store->CurrentRevision();
+  auto again = store->Update(Kind::kPoolLease, "pool-a", Remove());
+  BOOST_REQUIRE(again.ok());
+  BOOST_TEST(!again->deleted);
+  BOOST_TEST(store->CurrentRevision() == before);
+}
+
+BOOST_AUTO_TEST_CASE(FnErrorIsReturnedAndNothingWritten) {
+  auto store = NewStore(UniquePrefix());
+  const int64_t before = store->CurrentRevision();
+  auto r = store->Update(Kind::kPoolLease, "p",
+                         [](const ObjectPtr&, TxnReader&) -> absl::StatusOr<MutableObjectPtr> {
+                           return ForbiddenError("no");
+                         });
+  BOOST_TEST(absl::IsPermissionDenied(r.status()));
+  BOOST_TEST(store->CurrentRevision() == before);
+}
+
+BOOST_AUTO_TEST_CASE(DryRunWritesNothing) {
+  auto store = NewStore(UniquePrefix());
+  const int64_t before = store->CurrentRevision();
+  auto r = store->Update(Kind::kPoolLease, "p", Put(Kind::kPoolLease, "n1"),
+                         /*dry_run=*/true);
+  BOOST_REQUIRE(r.ok());
+  BOOST_TEST(r->created);
+  BOOST_TEST(*r->object->spec.holder_identity == "n1");
+  BOOST_TEST(store->CurrentRevision() == before);
+  BOOST_TEST(absl::IsNotFound(store->Get(Kind::kPoolLease, "p").status()));
+
+  const int64_t rv = Write(*store, Kind::kPoolLease, "p", "n1");
+  auto u = store->Update(Kind::kPoolLease, "p", Put(Kind::kPoolLease, "n2"), true);
+  BOOST_REQUIRE(u.ok());
+  BOOST_TEST(u->object->metadata.resource_version == rv);
+  auto d = store->Update(Kind::kPoolLease, "p", Remove(), true);
+  BOOST_REQUIRE(d.ok());
+  BOOST_TEST(d->deleted);
+  BOOST_TEST(store->CurrentRevision() == rv);
+  BOOST_TEST(*(*store->Get(Kind::kPoolLease, "p"))->spec.holder_identity == "n1");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(Atomicity)
+
+// N threads on each of two stores (two replicas on one etcd) add one each time:
+// every acknowledged update is in the final count, none twice.
+BOOST_AUTO_TEST_CASE(NoLostUpdateAcrossTwoStores) {
+  const std::string prefix = UniquePrefix();
+  auto a = NewStore(prefix);
+  auto b = NewStore(prefix);
+  constexpr int kThreadsPerStore = 3;
+  constexpr int kEach = 12;
+  std::atomic<int> ok{0};
+  std::atomic<int> conflicts{0};
+  std::vector<std::thread> threads;
+  for (Store* s : {a.get(), b.get()}) {
+    for (int t = 0; t < kThreadsPerStore; ++t) {
+      threads.emplace_back([s, &ok, &conflicts] {
+        for (int i = 0; i < kEach; ++i) {
+          auto r = s->Update(Kind::kPoolLease, "counter", Increment());
+          if (r.ok()) {
+            ++ok;
+          } else if (absl::IsAborted(r.status())) {
+            ++conflicts;
+          }
+        }
+      });
+    }
+  }
+  for (auto& t : threads) t.join();
+  BOOST_TEST(ok + conflicts == 2 * kThreadsPerStore * kEach);
+  BOOST_TEST(ok > 0);
+  auto final_obj = a->Get(Kind::kPoolLease, "counter");
+  BOOST_REQUIRE(final_obj.ok());
+  BOOST_TEST(*(*final_obj)->spec.lease_transitions == ok.load());
+}
+
+// client-go's LeaseLock: read, then update only if the resourceVersion is still
+// the one read. Each success must have started from the previous success.
+BOOST_AUTO_TEST_CASE(ConditionalUpdatesHaveOneWinnerPerVersion) {
+  const std::string prefix = UniquePrefix();
+  auto a = NewStore(prefix);
+  auto b = NewStore(prefix);
+  Write(*a, Kind::kPoolLease, "lock", "start");
+  std::atomic<int> ok{0};
+  std::mutex mu;
+  std::set<int64_t> read_versions_of_winners;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 6; ++t) {
+    Store* s = t % 2 ? b.get() : a.get();
+    threads.emplace_back([s, t, &ok, &mu, &read_versions_of_winners] {
+      for (int i = 0; i < 8; ++i) {
+        auto read = s->Get(Kind::kPoolLease, "lock");
+        if (!read.ok()) continue;
+        const int64_t rv = (*read)->metadata.resource_version;
+        auto r = s->Update(
+            Kind::kPoolLease, "lock",
+            [rv, t](const ObjectPtr& cur, TxnReader&) -> absl::StatusOr<MutableObjectPtr> {
+              if (!cur || cur->metadata.resource_version != rv) {
+                return StaleResourceVersionError("poolleases", "lock");
+              }
+              auto next = std::make_shared<Object>(*cur);
+              next->spec.holder_identity = "t" + std::to_string(t);
+              next->spec.lease_transitions = next->spec.lease_transitions.value_or(0) + 1;
+              return next;
+            });
+        if (r.ok()) {
+          ++ok;
+          std::lock_guard<std::mutex> lock(mu);
+          // Two winners from one read version would be a lost update.
+          BOOST_TEST(read_versions_of_winners.insert(rv).second);
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  auto final_obj = a->Get(Kind::kPoolLease, "lock");
+  BOOST_REQUIRE(final_obj.ok());
+  BOOST_TEST(ok > 0);
+  BOOST_TEST(*(*final_obj)->spec.lease_transitions == ok.load());
+}
+
+BOOST_AUTO_TEST_CASE(ExactlyOneCreateIfAbsentWins) {
+  const std::string prefix = UniquePrefix();
+  auto a = NewStore(prefix);
+  auto b = NewStore(prefix);
+  std::atomic<int> winners{0};
+  std::atomic<int> already{0};
+  std::string winner;
+  std::mutex mu;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    Store* s = t % 2 ? b.get() : a.get();
+    threads.emplace_back([s, t, &winners, &already, &winner, &mu] {
+      const std::string me = "n" + std::to_string(t);
+      auto r =
+          s->Update(Kind::kPoolLease, "pool",
+                    [me](const ObjectPtr& cur, TxnReader&) -> absl::StatusOr<MutableObjectPtr> {
+                      if (cur) return AlreadyExistsError("poolleases", "pool");
+                      return NewLease(Kind::kPoolLease, me);
+                    });
+      if (r.ok()) {
+        ++winners;
+        std::lock_guard<std::mutex> lock(mu);
+        winner = me;
+      } else if (absl::IsAlreadyExists(r.status())) {
+        ++already;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  BOOST_TEST(winners == 1);
+  BOOST_TEST(already == 7);
+  BOOST_TEST(*(*a->Get(Kind::kPoolLease, "pool"))->spec.holder_identity == winner);
+}
+
+// fn reads another key through the TxnReader; that key changes between the read
+// and the commit: the commit must fail and fn run again on the fresh value.
+BOOST_AUTO_TEST_CASE(TxnReaderKeyChangedConcurrentlyRetriesWithFreshData) {
+  const std::string prefix = UniquePrefix();
+  auto a = NewStore(prefix);
+  auto b = NewStore(prefix);
+  Write(*a, Kind::kPoolLease, "pool", "leader-1");
+  std::vector<std::string> seen;
+  auto r = a->Update(Kind::kDelegatedLease, "node",
+                     [&](const ObjectPtr&, TxnReader& reader) -> absl::StatusOr<MutableObjectPtr> {
+                       ObjectPtr pool = reader.Get(Kind::kPoolLease, "pool");
+                       if (!pool) return InternalError("pool lease missing");
+                       seen.push_back(*pool->spec.holder_identity);
+                       if (seen.size() == 1) Write(*b, Kind::kPoolLease, "pool", "leader-2");
+                       auto next = NewLease(Kind::kDelegatedLease, "node");
+                       next->spec.delegate = *pool->spec.holder_identity;
+                       return next;
+                     });
+  BOOST_REQUIRE(r.ok());
+  BOOST_REQUIRE_EQUAL(seen.size(), 2u);
+  BOOST_TEST(seen[0] == "leader-1");
+  BOOST_TEST(seen[1] == "leader-2");
+  BOOST_TEST(*(*a->Get(Kind::kDelegatedLease, "node"))->spec.delegate == "leader-2");
+}
+
+BOOST_AUTO_TEST_CASE(TxnReaderAbsentKeyCreatedConcurrentlyRetries) {
+  const std::string prefix = UniquePrefix();
+  auto a = NewStore(prefix);
+  auto b = NewStore(prefix);
+  int calls = 0;
+  auto r = a->Update(Kind::kDelegatedLease, "node",
+                     [&](const ObjectPtr&, TxnReader& reader) -> absl::StatusOr<MutableObjectPtr> {
+                       ++calls;
+                       ObjectPtr pool = reader.Get(Kind::kPoolLease, "pool");
+                       if (calls == 1) {
+                         BOOST_TEST(!pool);
+                         Write(*b, Kind::kPoolLease, "pool", "leader");
+                       }
+                       auto next = NewLease(Kind::kDelegatedLease, "node");
+                       next->spec.delegate = pool ? *pool->spec.holder_identity : "";
+                       return next;
+                     });
+  BOOST_REQUIRE(r.ok());
+  BOOST_TEST(calls == 2);
+  BOOST_TEST(*(*a->Get(Kind::kDelegatedLease, "node"))->spec.delegate == "leader");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(Lists)
+
+BOOST_AUTO_TEST_CASE(PaginationWithPredicateAtOneRevision) {
+  Etcd3StoreOptions options;
+  options.list_page_size = 3;  // forces several range pages per List
+  auto store = NewStore(UniquePrefix(), options);
+  for (int i = 0; i < 10; ++i) {
+    Write(*store, Kind::kPoolLease, "p0" + std::to_string(i), i % 2 ? "odd" : "even");
+  }
+  Write(*store, Kind::kDelegatedLease, "p05",
+        "even");  // another kind: never listed
+
+  ListOptions all;
+  auto listed = store->List(Kind::kPoolLease, all);
+  BOOST_REQUIRE(listed.ok());
+  BOOST_TEST(listed->items.size() == 10u);
+  BOOST_TEST(listed->revision == store->CurrentRevision());
+  BOOST_TEST(listed->next_name.empty());
+
+  ListOptions even;
+  even.limit = 2;
+  even.predicate = [](const Object& o) { return *o.spec.holder_identity == "even"; };
+  auto page1 = store->List(Kind::kPoolLease, even);
+  BOOST_REQUIRE(page1.ok());
+  BOOST_REQUIRE(page1->items.size() == 2u);
+  BOOST_TEST(page1->items[0]->metadata.name == "p00");
+  BOOST_TEST(page1->items[1]->metadata.name == "p02");
+  BOOST_TEST(page1->next_name == "p04");
+  BOOST_TEST(page1->remaining == 3);
+  const int64_t list_revision = page1->revision;
+
+  // A write between pages: later pages still show the first page's revision.
+  Write(*store, Kind::kPoolLease, "p08", "odd");
+  even.after_name = "p02";
+  even.at_revision = list_revision;
+  auto page2 = store->List(Kind::kPoolLease, even);
+  BOOST_REQUIRE(page2.ok());
+  BOOST_REQUIRE(page2->items.size() == 2u);
+  BOOST_TEST(page2->items[0]->metadata.name == "p04");
+  BOOST_TEST(page2->items[1]->metadata.name == "p06");
+  BOOST_TEST(page2->next_name == "p08");
+  BOOST_TEST(page2->remaining == 1);
+  BOOST_TEST(page2->revision == list_revision);
+
+  even.at_revision = 0;  // the newest: p08 turned odd
+  even.after_name = "p06";
+  auto fresh = store->List(Kind::kPoolLease, even);
+  BOOST_REQUIRE(fresh.ok());
+  BOOST_TEST(fresh->items.empty());
+  BOOST_TEST(fresh->next_name.empty());
+
+  ListOptions first3;
+  first3.limit = 3;
+  auto unfiltered = store->List(Kind::kPoolLease, first3);
+  BOOST_REQUIRE(unfiltered.ok());
+  BOOST_TEST(unfiltered->items.size() == 3u);
+  BOOST_TEST(unfiltered->next_name == "p03");
+  BOOST_TEST(unfiltered->remaining == 7);
+
+  ListOptions future;
+  future.at_revision = store->CurrentRevision() + 100;
+  auto too_new = store->List(Kind::kPoolLease, future);
+  BOOST_TEST(ApiErrorFromStatus(too_new.status()).code == 504);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(Watches)
+
+BOOST_AUTO_TEST_CASE(WatchOnOneStoreSeesWritesOfAnotherInOrder) {
+  const std::string prefix = UniquePrefix();
+  auto a = NewStore(prefix);
+  auto b = NewStore(prefix);
+  auto watcher = a->Watch(Kind::kPoolLease, 0);
+  BOOST_REQUIRE_MESSAGE(watcher.ok(), watcher.status().ToString());
+
+  const int64_t r1 = Write(*b, Kind::kPoolLease, "p", "n1");
+  Write(*b, Kind::kDelegatedLease, "x", "n1");  // other kind
+  const int64_t r2 = Write(*b, Kind::kPoolLease, "p", "n2");
+  auto del = b->Update(Kind::kPoolLease, "p", Remove());
+  BOOST_REQUIRE(del.ok());
+  const int64_t r3 = del->object->metadata.resource_version;
+
+  auto events = Drain(**watcher, 3);
+  BOOST_REQUIRE(events.size() == 3u);
+  BOOST_TEST(static_cast<int>(events[0]->type) == static_cast<int>(EventType::kAdded));
+  BOOST_TEST(events[0]->revision == r1);
+  BOOST_TEST(events[0]->object->metadata.resource_version == r1);
+  BOOST_TEST(*events[0]->object->spec.holder_identity == "n1");
+  BOOST_TEST(!events[0]->previous);
+
+  BOOST_TEST(static_cast<int>(events[1]->type) == static_cast<int>(EventType::kModified));
+  BOOST_TEST(events[1]->revision == r2);
+  BOOST_TEST(*events[1]->object->spec.holder_identity == "n2");
+  BOOST_REQUIRE(events[1]->previous);
+  BOOST_TEST(*events[1]->previous->spec.holder_identity == "n1");
+  BOOST_TEST(events[1]->previous->metadata.resource_version == r1);
+
+  BOOST_TEST(static_cast<int>(events[2]->type) == static_cast<int>(EventType::kDeleted));
+  BOOST_TEST(events[2]->revision == r3);
+  BOOST_TEST(events[2]->object->metadata.resource_version == r3);
+  BOOST_TEST(events[2]->object->metadata.name == "p");
+  BOOST_TEST(*events[2]->object->spec.holder_identity == "n2");
+  BOOST_REQUIRE(events[2]->previous);
+  BOOST_TEST(events[2]->previous->metadata.resource_version == r2);
+
+  // Nothing else (the DelegatedLease write is not ours).
+  BOOST_TEST(!(*watcher)->Next(milliseconds(200)));
+  BOOST_TEST(!(*watcher)->Closed());
+}
+
+BOOST_AUTO_TEST_CASE(ResumeFromARevision) {
+  auto store = NewStore(UniquePrefix());
+  const int64_t r0 = store->CurrentRevision();
+  const int64_t r1 = Write(*store, Kind::kPoolLease, "a", "n1");
+  const int64_t r2 = Write(*store, Kind::kPoolLease, "b", "n1");
+  const int64_t r3 = Write(*store, Kind::kPoolLease, "a", "n2");
+
+  auto from0 = store->Watch(Kind::kPoolLease, r0);
+  BOOST_REQUIRE(from0.ok());
+  auto events = Drain(**from0, 3);
+  BOOST_REQUIRE(events.size() == 3u);
+  BOOST_TEST(events[0]->revision == r1);
+  BOOST_TEST(events[1]->revision == r2);
+  BOOST_TEST(events[2]->revision == r3);
+  BOOST_TEST(static_cast<int>(events[2]->type) == static_cast<int>(EventType::kModified));
+
+  auto from1 = store->Watch(Kind::kPoolLease, r1);
+  BOOST_REQUIRE(from1.ok());
+  events = Drain(**from1, 2);
+  BOOST_REQUIRE(events.size() == 2u);
+  BOOST_TEST(events[0]->revision == r2);
+  BOOST_TEST(events[1]->revision == r3);
+  BOOST_TEST(!(*from1)->Next(milliseconds(100)));
+
+  auto future = store->Watch(Kind::kPoolLease, store->CurrentRevision() + 5);
+  BOOST_REQUIRE(!future.ok());
+  const ApiErrorInfo info = ApiErrorFromStatus(future.status());
+  BOOST_TEST(info.code == 504);
+}
+
+BOOST_AUTO_TEST_CASE(CompactionExpiresOldStartingPoints) {
+  const std::string prefix = UniquePrefix();
+  auto store = NewStore(prefix);
+  const int64_t r1 = Write(*store, Kind::kPoolLease, "a", "n1");
+  Write(*store, Kind::kPoolLease, "a", "n2");
+  const int64_t r3 = Write(*store, Kind::kPoolLease, "a", "n3");
+  const int64_t r4 = Write(*store, Kind::kPoolLease, "a", "n4");
+  Compact(r3);
+
+  // etcd keeps revision r3 and later: watches from r3 - 1 on still work.
+  BOOST_TEST(store->OldestWatchableRevision() == r3 - 1);
+  auto old = store->Watch(Kind::kPoolLease, r1);
+  BOOST_REQUIRE(!old.ok());
+  BOOST_TEST(absl::IsOutOfRange(old.status()));
+  const ApiErrorInfo info = ApiErrorFromStatus(old.status());
+  BOOST_TEST(info.code == 410);
+  BOOST_TEST(info.message == "too old resource version: " + std::to_string(r1) + " (" +
+                                 std::to_string(r3 - 1) + ")");
+
+  auto oldest = store->Watch(Kind::kPoolLease, r3 - 1);
+  BOOST_REQUIRE_MESSAGE(oldest.ok(), oldest.status().ToString());
+  auto events = Drain(**oldest, 2);
+  BOOST_REQUIRE(events.size() == 2u);
+  BOOST_TEST(events[0]->revision == r3);
+  BOOST_TEST(events[1]->revision == r4);
+
+  ListOptions pinned;
+  pinned.at_revision = r1;
+  auto list = store->List(Kind::kPoolLease, pinned);
+  BOOST_TEST(ApiErrorFromStatus(list.status()).code == 410);
+
+  // A second store learns the compact revision from etcd, not from its own
+  // past.
+  auto other = NewStore(prefix);
+  BOOST_TEST(other->OldestWatchableRevision() == r3 - 1);
+}
+
+BOOST_AUTO_TEST_CASE(SlowConsumerIsClosedWithAnError) {
+  Etcd3StoreOptions options;
+  options.watcher_queue_limit = 2;
+  auto store = NewStore(UniquePrefix(), options);
+  auto watcher = store->Watch(Kind::kPoolLease, 0);
+  BOOST_REQUIRE(watcher.ok());
+  for (int i = 0; i < 5; ++i) Write(*store, Kind::kPoolLease, "p", "n" + std::to_string(i));
+  EventPtr first;
+  for (int i = 0; i < 50 && !(*watcher)->Closed(); ++i)
+    std::this_thread::sleep_for(milliseconds(20));
+  BOOST_TEST((*watcher)->Closed());
+  first = (*watcher)->Next(milliseconds(1000));
+  BOOST_REQUIRE(first);
+  BOOST_TEST(static_cast<int>(first->type) == static_cast<int>(EventType::kError));
+  BOOST_TEST(!(*watcher)->Next(milliseconds(10)));
+}
+
+BOOST_AUTO_TEST_CASE(StopAndShutdownEndWatchesPromptly) {
+  auto store = NewStore(UniquePrefix());
+  auto w1 = store->Watch(Kind::kPoolLease, 0);
+  auto w2 = store->Watch(Kind::kDelegatedLease, 0);
+  BOOST_REQUIRE(w1.ok());
+  BOOST_REQUIRE(w2.ok());
+
+  const auto start = std::chrono::steady_clock::now();
+  (*w1)->Stop();
+  BOOST_TEST((*w1)->Closed());
+  w1->reset();  // joins the stream thread
+  BOOST_TEST(ElapsedMs(start) < 500);
+
+  std::thread blocked([&] {
+    EventPtr e = (*w2)->Next(milliseconds(10'000));
+    BOOST_REQUIRE(e);
+    BOOST_TEST(static_cast<int>(e->type) == static_cast<int>(EventType::kError));
+  });
+  std::this_thread::sleep_for(milliseconds(100));
+  const auto before_shutdown = std::chrono::steady_clock::now();
+  store->Shutdown();
+  blocked.join();
+  BOOST_TEST(ElapsedMs(before_shutdown) < 500);
+  BOOST_TEST((*w2)->Closed());
+  BOOST_TEST(absl::IsUnavailable(store->Watch(Kind::kPoolLease, 0).status()));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(ObservedTime)
+
+// Each store judges a renewal from when it first saw the revision on its own
+// monotonic clock; its own writes keep the time fn chose.
+BOOST_AUTO_TEST_CASE(StampedOnFirstSightPerProcess) {
+  const std::string prefix = UniquePrefix();
+  std::atomic<int64_t> clock_a{1'000}, clock_b{50'000};
+  Etcd3StoreOptions oa, ob;
+  oa.monotonic_micros = [&] { return clock_a.load(); };
+  ob.monotonic_micros = [&] { return clock_b.load(); };
+  auto a = NewStore(prefix, oa);
+  auto b = NewStore(prefix, ob);
+
+  auto renew = [](int64_t observed) {
+    return [observed](const ObjectPtr& cur, TxnReader&) -> absl::StatusOr<MutableObjectPtr> {
+      auto next = cur ? std::make_shared<Object>(*cur) : NewLease(Kind::kPoolLease, "n1");
+      next->observed_monotonic_us = observed;
+      return next;
+    };
+  };
+  BOOST_REQUIRE(a->Update(Kind::kPoolLease, "p", renew(1'000)).ok());
+  BOOST_TEST((*a->Get(Kind::kPoolLease, "p"))->observed_monotonic_us == 1'000);
+  BOOST_TEST((*b->Get(Kind::kPoolLease, "p"))->observed_monotonic_us == 50'000);
+  clock_b = 60'000;
+  // Same revision: still the first sight.
+  BOOST_TEST((*b->Get(Kind::kPoolLease, "p"))->observed_monotonic_us == 50'000);
+  clock_a = 2'000;
+  BOOST_REQUIRE(a->Update(Kind::kPoolLease, "p", renew(2'000)).ok());
+  clock_b = 70'000;
+  BOOST_TEST((*b->Get(Kind::kPoolLease, "p"))->observed_monotonic_us == 70'000);
+  BOOST_TEST((*a->Get(Kind::kPoolLease, "p"))->observed_monotonic_us == 2'000);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+}  // namespace
+}  // namespace poolcoord::store

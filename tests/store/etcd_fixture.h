@@ -1,0 +1,170 @@
+// A real etcd for tests: Debian's etcd-server binary on 127.0.0.1, free client
+// and peer ports, data on tmpfs (/dev/shm), killed and removed at the end.
+//
+// Usage (Boost.Test): BOOST_FIXTURE_TEST_SUITE(s,
+// poolcoord::testing::EtcdFixture) or one shared instance; endpoint() is
+// "http://127.0.0.1:<port>".
+//
+// Nothing is skipped: without an etcd binary (install etcd-server, see
+// scripts/install-deps.sh --test) or when etcd does not become healthy within
+// 15 s, the constructor throws with the reason and etcd's log tail, which
+// Boost.Test reports as a failure. $POOLCOORD_ETCD names another binary.
+#pragma once
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "store/etcd3_client.h"
+
+namespace poolcoord::testing {
+
+class EtcdFixture {
+ public:
+  EtcdFixture() { Start(); }
+  ~EtcdFixture() { Stop(); }
+  EtcdFixture(const EtcdFixture&) = delete;
+  EtcdFixture& operator=(const EtcdFixture&) = delete;
+
+  const std::string& endpoint() const { return endpoint_; }
+  pid_t pid() const { return pid_; }
+
+ private:
+  static std::string FindBinary() {
+    if (const char* env = getenv("POOLCOORD_ETCD"); env != nullptr && *env != '\0') {
+      return access(env, X_OK) == 0 ? std::string(env) : "";
+    }
+    const char* path = getenv("PATH");
+    std::stringstream dirs(path ? path : "/usr/bin:/bin");
+    for (std::string dir; std::getline(dirs, dir, ':');) {
+      std::filesystem::path candidate = std::filesystem::path(dir) / "etcd";
+      if (access(candidate.c_str(), X_OK) == 0) return candidate.string();
+    }
+    return "";
+  }
+
+  // A port the kernel just handed out; etcd binds it a moment later (a small
+  // race, the usual price of a free-port search).
+  static int FreePort() {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    socklen_t len = sizeof(addr);
+    if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+        getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      if (fd >= 0) close(fd);
+      throw std::runtime_error("cannot find a free port on 127.0.0.1");
+    }
+    const int port = ntohs(addr.sin_port);
+    close(fd);
+    return port;
+  }
+
+  std::string LogTail() const {
+    std::ifstream in(dir_ + "/etcd.log");
+    std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return all.size() > 2000 ? all.substr(all.size() - 2000) : all;
+  }
+
+  void Start() {
+    const std::string binary = FindBinary();
+    if (binary.empty()) {
+      throw std::runtime_error(
+          "etcd binary not found (PATH, or $POOLCOORD_ETCD when set): install Debian's "
+          "etcd-server (scripts/install-deps.sh --test)");
+    }
+    char tmpl[] = "/dev/shm/poolcoord-etcd-XXXXXX";
+    if (mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp under /dev/shm failed");
+    dir_ = tmpl;
+    const int client_port = FreePort();
+    int peer_port = FreePort();
+    while (peer_port == client_port) peer_port = FreePort();
+    endpoint_ = "http://127.0.0.1:" + std::to_string(client_port);
+    const std::string peer = "http://127.0.0.1:" + std::to_string(peer_port);
+    std::vector<std::string> args = {binary,
+                                     "--name=test",
+                                     "--data-dir=" + dir_ + "/data",
+                                     "--listen-client-urls=" + endpoint_,
+                                     "--advertise-client-urls=" + endpoint_,
+                                     "--listen-peer-urls=" + peer,
+                                     "--initial-advertise-peer-urls=" + peer,
+                                     "--initial-cluster=test=" + peer,
+                                     "--initial-cluster-state=new",
+                                     "--log-level=warn"};
+    const std::string log = dir_ + "/etcd.log";
+    pid_ = fork();
+    if (pid_ < 0) throw std::runtime_error("fork failed");
+    if (pid_ == 0) {
+      // etcd must not outlive a test that crashes.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (fd >= 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+        close(fd);
+      }
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(binary.c_str(), argv.data());
+      _exit(127);
+    }
+
+    store::Etcd3ClientOptions config;
+    config.endpoints = {endpoint_};
+    config.timeout = std::chrono::milliseconds(1000);
+    auto client = store::Etcd3Client::New(config);
+    if (!client.ok()) throw std::runtime_error(std::string(client.status().message()));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+    while (std::chrono::steady_clock::now() < deadline) {
+      int wstatus = 0;
+      if (waitpid(pid_, &wstatus, WNOHANG) == pid_) {
+        pid_ = -1;
+        throw std::runtime_error("etcd exited at startup: " + LogTail());
+      }
+      // Healthy: the v3 API answers (etcd's /health wants GET; the gateway
+      // POST).
+      if ((*client)->Call("/v3/maintenance/status", "{}", true).ok()) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    const std::string tail = LogTail();
+    Stop();
+    throw std::runtime_error("etcd did not become healthy within 15 s: " + tail);
+  }
+
+  void Stop() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+      pid_ = -1;
+    }
+    if (!dir_.empty()) {
+      std::error_code ignored;
+      std::filesystem::remove_all(dir_, ignored);
+      dir_.clear();
+    }
+  }
+
+  std::string dir_;
+  std::string endpoint_;
+  pid_t pid_ = -1;
+};
+
+}  // namespace poolcoord::testing

@@ -1,0 +1,326 @@
+#define BOOST_TEST_MODULE object_codec
+#include <boost/test/unit_test.hpp>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "rapidjson/document.h"
+#include "store/api_error.h"
+#include "store/object_codec.h"
+
+namespace poolcoord::store {
+namespace {
+
+constexpr int64_t k2024Us = 1704067200LL * 1'000'000;
+
+Object FullDelegated() {
+  Object o;
+  o.kind = Kind::kDelegatedLease;
+  o.metadata.name = "node-1";
+  o.metadata.generate_name = "gen-";
+  o.metadata.uid = "7c1e-uid";
+  o.metadata.resource_version = 48213;
+  o.metadata.generation = 3;
+  o.metadata.creation_timestamp = 1704067200;
+  o.metadata.deletion_timestamp = 1704067260;
+  o.metadata.deletion_grace_period_seconds = 30;
+  o.metadata.labels = {{"coordination.pool/pool", "hangzhou"}};
+  o.metadata.annotations = {{"openyurt.io/delegate-heartbeat", "true"}};
+  o.metadata.finalizers = {"a/b"};
+  o.metadata.owner_references_json =
+      R"([{"apiVersion":"v1","kind":"Node","name":"node-1","uid":"a3f9"}])";
+  o.metadata.managed_fields_json = R"([{"manager":"kubelet","fieldsV1":{}}])";
+  o.spec.holder_identity = "node-1";
+  o.spec.lease_duration_seconds = 40;
+  o.spec.renew_time_us = k2024Us + 412339;
+  o.spec.pool_name = "hangzhou";
+  o.spec.delegate = "node-2";
+  o.status.observed_time_us = k2024Us + 5;
+  o.status.last_forward_time_us = k2024Us + 6;
+  o.status.expired = true;
+  o.status.leader_term = LeaderTerm{"pl-uid", 4};
+  o.observed_monotonic_us = 123456789;
+  return o;
+}
+
+rapidjson::Document Parse(const std::string& s) {
+  rapidjson::Document d;
+  d.Parse(s.c_str());
+  BOOST_REQUIRE(!d.HasParseError());
+  return d;
+}
+
+absl::StatusOr<MutableObjectPtr> DecodeText(const std::string& text, Kind kind,
+                                            std::vector<std::string>* unknown = nullptr) {
+  return DecodeObjectJson(text, kind, unknown);
+}
+
+BOOST_AUTO_TEST_SUITE(Encode)
+
+BOOST_AUTO_TEST_CASE(WireShape) {
+  Object o = FullDelegated();
+  rapidjson::Document d = Parse(EncodeObject(o));
+  BOOST_TEST(std::string(d["kind"].GetString()) == "DelegatedLease");
+  BOOST_TEST(std::string(d["apiVersion"].GetString()) == "coordination.pool/v1alpha1");
+  const auto& md = d["metadata"];
+  BOOST_TEST(md["resourceVersion"].IsString());
+  BOOST_TEST(std::string(md["resourceVersion"].GetString()) == "48213");
+  BOOST_TEST(std::string(md["creationTimestamp"].GetString()) == "2024-01-01T00:00:00Z");
+  BOOST_TEST(std::string(md["deletionTimestamp"].GetString()) == "2024-01-01T00:01:00Z");
+  BOOST_TEST(md["generation"].GetInt64() == 3);
+  BOOST_TEST(std::string(md["ownerReferences"][0]["kind"].GetString()) == "Node");
+  BOOST_TEST(std::string(md["managedFields"][0]["manager"].GetString()) == "kubelet");
+  const auto& spec = d["spec"];
+  BOOST_TEST(std::string(spec["renewTime"].GetString()) == "2024-01-01T00:00:00.412339Z");
+  BOOST_TEST(spec["leaseDurationSeconds"].GetInt() == 40);
+  BOOST_TEST(std::string(spec["delegate"].GetString()) == "node-2");
+  const auto& st = d["status"];
+  BOOST_TEST(std::string(st["observedTime"].GetString()) == "2024-01-01T00:00:00.000005Z");
+  BOOST_TEST(st["expired"].GetBool());
+  BOOST_TEST(std::string(st["leaderTerm"]["poolLeaseUID"].GetString()) == "pl-uid");
+  BOOST_TEST(st["leaderTerm"]["leaseTransitions"].GetInt() == 4);
+  // The server-internal monotonic time never goes to clients.
+  BOOST_TEST(EncodeObject(o).find("123456789") == std::string::npos);
+  BOOST_TEST(!d.HasMember("poolcoord.internal"));
+}
+
+BOOST_AUTO_TEST_CASE(OmitsAbsentAndEmpty) {
+  Object o;
+  o.kind = Kind::kPoolLease;
+  o.metadata.name = "p";
+  o.metadata.owner_references_json = "[]";
+  rapidjson::Document d = Parse(EncodeObject(o));
+  const auto& md = d["metadata"];
+  BOOST_TEST(md.MemberCount() == 1u);  // only the name
+  BOOST_TEST(d["spec"].ObjectEmpty());
+  BOOST_TEST(!d.HasMember("status"));
+}
+
+BOOST_AUTO_TEST_CASE(ExpiredOnlyWhenTrue) {
+  Object o;
+  o.kind = Kind::kDelegatedLease;
+  o.status.observed_time_us = k2024Us;
+  rapidjson::Document d = Parse(EncodeObject(o));
+  BOOST_TEST(d["status"].HasMember("observedTime"));
+  BOOST_TEST(!d["status"].HasMember("expired"));
+}
+
+BOOST_AUTO_TEST_CASE(SpecFieldsFollowTheKind) {
+  Object o;
+  o.kind = Kind::kPoolLease;
+  o.spec.holder_identity = "hz-1";
+  o.spec.acquire_time_us = k2024Us;
+  o.spec.lease_transitions = 2;
+  o.spec.pool_name = "not-for-poolleases";
+  rapidjson::Document d = Parse(EncodeObject(o));
+  BOOST_TEST(std::string(d["spec"]["acquireTime"].GetString()) == "2024-01-01T00:00:00.000000Z");
+  BOOST_TEST(d["spec"]["leaseTransitions"].GetInt() == 2);
+  BOOST_TEST(!d["spec"].HasMember("poolName"));
+}
+
+BOOST_AUTO_TEST_CASE(ObjectMetaAlone) {
+  ObjectMeta m;
+  m.name = "a";
+  m.resource_version = 7;
+  m.labels = {{"k", "v"}};
+  rapidjson::StringBuffer buf;
+  JsonWriter w(buf);
+  WriteObjectMeta(w, m);
+  BOOST_TEST(std::string(buf.GetString()) ==
+             R"({"name":"a","resourceVersion":"7","labels":{"k":"v"}})");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(Decode)
+
+BOOST_AUTO_TEST_CASE(RoundTripThroughWire) {
+  Object o = FullDelegated();
+  auto back = DecodeText(EncodeObject(o), Kind::kDelegatedLease);
+  BOOST_REQUIRE(back.ok());
+  const Object& b = **back;
+  BOOST_TEST(b.metadata.name == "node-1");
+  BOOST_TEST(b.metadata.generate_name == "gen-");
+  BOOST_TEST(b.metadata.uid == "7c1e-uid");
+  BOOST_TEST(b.metadata.resource_version == 48213);
+  BOOST_TEST(b.metadata.generation == 3);
+  BOOST_TEST(b.metadata.creation_timestamp == 1704067200);
+  BOOST_TEST(*b.metadata.deletion_timestamp == 1704067260);
+  BOOST_TEST(*b.metadata.deletion_grace_period_seconds == 30);
+  BOOST_TEST((b.metadata.labels == o.metadata.labels));
+  BOOST_TEST((b.metadata.annotations == o.metadata.annotations));
+  BOOST_TEST((b.metadata.finalizers == o.metadata.finalizers));
+  BOOST_TEST(b.metadata.owner_references_json == o.metadata.owner_references_json);
+  BOOST_TEST(b.metadata.managed_fields_json == o.metadata.managed_fields_json);
+  BOOST_TEST(*b.spec.holder_identity == "node-1");
+  BOOST_TEST(*b.spec.lease_duration_seconds == 40);
+  BOOST_TEST(*b.spec.renew_time_us == k2024Us + 412339);
+  BOOST_TEST(*b.spec.pool_name == "hangzhou");
+  BOOST_TEST(*b.spec.delegate == "node-2");
+  BOOST_TEST(*b.status.observed_time_us == k2024Us + 5);
+  BOOST_TEST(*b.status.last_forward_time_us == k2024Us + 6);
+  BOOST_TEST(b.status.expired);
+  BOOST_TEST((b.status.leader_term == LeaderTerm{"pl-uid", 4}));
+  BOOST_TEST(b.observed_monotonic_us == 0);  // not on the wire
+  BOOST_TEST(EncodeObject(b) == EncodeObject(o));
+}
+
+BOOST_AUTO_TEST_CASE(MinimalAndNulls) {
+  auto r = DecodeText(
+      R"({"metadata":{"name":"p","labels":null,"resourceVersion":""},)"
+      R"("spec":{"holderIdentity":null,"leaseDurationSeconds":null,"renewTime":null}})",
+      Kind::kPoolLease);
+  BOOST_REQUIRE(r.ok());
+  BOOST_TEST(((*r)->kind == Kind::kPoolLease));
+  BOOST_TEST((*r)->metadata.resource_version == 0);
+  BOOST_TEST(!(*r)->spec.holder_identity.has_value());
+  BOOST_TEST(!(*r)->spec.lease_duration_seconds.has_value());
+  BOOST_TEST(!(*r)->spec.renew_time_us.has_value());
+  BOOST_TEST((*r)->metadata.labels.empty());
+}
+
+void ExpectBadRequest(const std::string& text, const std::string& want_substr,
+                      Kind kind = Kind::kPoolLease) {
+  auto r = DecodeText(text, kind);
+  BOOST_REQUIRE_MESSAGE(!r.ok(), "accepted " << text);
+  ApiErrorInfo info = ApiErrorFromStatus(r.status());
+  BOOST_TEST(info.code == 400, text);
+  BOOST_TEST(info.reason == "BadRequest");
+  BOOST_TEST(info.message.find(want_substr) != std::string::npos,
+             "message \"" << info.message << "\" lacks \"" << want_substr << "\"");
+}
+
+BOOST_AUTO_TEST_CASE(BadRequests) {
+  ExpectBadRequest("{not json", "json parse error");
+  ExpectBadRequest("[1,2]", "cannot unmarshal array");
+  ExpectBadRequest(R"({"kind":"Lease"})",
+                   "kind \"Lease\" does not match the expected kind \"PoolLease\"");
+  ExpectBadRequest(R"({"apiVersion":"v1"})", "apiVersion \"v1\" does not match");
+  ExpectBadRequest(R"({"kind":"PoolLease"})", "kind \"PoolLease\" does not match",
+                   Kind::kDelegatedLease);
+  ExpectBadRequest(R"({"spec":{"leaseDurationSeconds":"30"}})",
+                   "json: cannot unmarshal string into Go struct field "
+                   "LeaseSpec.spec.leaseDurationSeconds of type int32");
+  ExpectBadRequest(R"({"spec":{"leaseDurationSeconds":3000000000}})",
+                   "cannot unmarshal number 3000000000 into Go struct field "
+                   "LeaseSpec.spec.leaseDurationSeconds of type int32");
+  ExpectBadRequest(R"({"spec":{"leaseTransitions":1.5}})", "number 1.5");
+  ExpectBadRequest(R"({"spec":{"holderIdentity":7}})",
+                   "cannot unmarshal number into Go struct field LeaseSpec.spec.holderIdentity "
+                   "of type string");
+  ExpectBadRequest(R"({"spec":"x"})", "cannot unmarshal string");
+  ExpectBadRequest(R"({"metadata":{"labels":{"a":1}}})", "ObjectMeta.metadata.labels");
+  ExpectBadRequest(R"({"metadata":{"finalizers":"a"}})", "metadata.finalizers");
+  ExpectBadRequest(R"({"metadata":{"ownerReferences":{}}})", "metadata.ownerReferences");
+  ExpectBadRequest(R"({"metadata":{"resourceVersion":5}})", "metadata.resourceVersion");
+  ExpectBadRequest(R"({"metadata":{"resourceVersion":"abc"}})", "invalid resourceVersion \"abc\"");
+  ExpectBadRequest(R"({"metadata":{"resourceVersion":"-1"}})", "invalid resourceVersion");
+  ExpectBadRequest(R"({"spec":{"renewTime":5}})", "LeaseSpec.spec.renewTime");
+  ExpectBadRequest(R"({"status":{"expired":"yes"}})", "status.expired of type bool");
+}
+
+BOOST_AUTO_TEST_CASE(BadTimesAreInvalidWithOneCausePerField) {
+  auto r = DecodeText(
+      R"({"metadata":{"name":"x"},"spec":{"renewTime":"yesterday",)"
+      R"("acquireTime":"2024-01-01T00:00:00Z","leaseDurationSeconds":5}})",
+      Kind::kPoolLease);
+  BOOST_REQUIRE(!r.ok());
+  ApiErrorInfo info = ApiErrorFromStatus(r.status());
+  BOOST_TEST(info.code == 422);
+  BOOST_TEST(info.reason == "Invalid");
+  BOOST_TEST(info.name == "x");
+  BOOST_TEST(info.message.find("PoolLease.coordination.pool \"x\" is invalid: [") == 0u);
+  BOOST_REQUIRE(info.causes.size() == 2u);
+  std::vector<std::string> fields = {info.causes[0].field, info.causes[1].field};
+  std::sort(fields.begin(), fields.end());
+  BOOST_TEST(fields[0] == "spec.acquireTime");
+  BOOST_TEST(fields[1] == "spec.renewTime");
+  for (const auto& c : info.causes) {
+    BOOST_TEST(c.type == "FieldValueInvalid");
+    BOOST_TEST(c.message.find("Invalid value: \"") == 0u);
+  }
+
+  auto meta = DecodeText(R"({"metadata":{"creationTimestamp":"soon"}})", Kind::kPoolLease);
+  BOOST_REQUIRE(!meta.ok());
+  ApiErrorInfo m = ApiErrorFromStatus(meta.status());
+  BOOST_TEST(m.code == 422);
+  BOOST_REQUIRE(m.causes.size() == 1u);
+  BOOST_TEST(m.causes[0].field == "metadata.creationTimestamp");
+}
+
+BOOST_AUTO_TEST_CASE(BadRequestWinsOverInvalid) {
+  auto r = DecodeText(R"({"spec":{"renewTime":"yesterday","leaseDurationSeconds":"x"}})",
+                      Kind::kPoolLease);
+  BOOST_REQUIRE(!r.ok());
+  BOOST_TEST(ApiErrorFromStatus(r.status()).code == 400);
+}
+
+BOOST_AUTO_TEST_CASE(UnknownFieldsCollected) {
+  const std::string text =
+      R"({"kind":"PoolLease","bogus":1,"metadata":{"name":"p","bar":2,"namespace":"default"},)"
+      R"("spec":{"holderIdentity":"hz-1","foo":{},"poolName":"x"},)"
+      R"("status":{"zzz":true,"leaderTerm":{"poolLeaseUID":"u","extra":1}}})";
+  std::vector<std::string> unknown;
+  auto r = DecodeText(text, Kind::kPoolLease, &unknown);
+  BOOST_REQUIRE(r.ok());
+  std::sort(unknown.begin(), unknown.end());
+  const std::vector<std::string> want = {"bogus", "metadata.bar", "spec.foo", "spec.poolName",
+                                         "status.leaderTerm.extra", "status.zzz"};
+  BOOST_TEST(unknown == want, boost::test_tools::per_element());
+  BOOST_TEST(*(*r)->spec.holder_identity == "hz-1");
+  BOOST_TEST(!(*r)->spec.pool_name.has_value());
+
+  // Without a sink they are silently ignored.
+  BOOST_TEST(DecodeText(text, Kind::kPoolLease, nullptr).ok());
+
+  // poolName is a DelegatedLease field; acquireTime is not.
+  std::vector<std::string> unknown2;
+  auto d = DecodeText(R"({"spec":{"poolName":"hz","acquireTime":"2024-01-01T00:00:00.000000Z"}})",
+                      Kind::kDelegatedLease, &unknown2);
+  BOOST_REQUIRE(d.ok());
+  BOOST_TEST(*(*d)->spec.pool_name == "hz");
+  BOOST_REQUIRE(unknown2.size() == 1u);
+  BOOST_TEST(unknown2[0] == "spec.acquireTime");
+}
+
+BOOST_AUTO_TEST_CASE(LargeAnnotationKept) {
+  std::string big(300 * 1024, 'x');
+  auto r = DecodeText(R"({"metadata":{"annotations":{"note":")" + big + R"("}}})",
+                      Kind::kPoolLease);
+  BOOST_REQUIRE(r.ok());
+  BOOST_TEST((*r)->metadata.annotations.at("note").size() == big.size());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(Storage)
+
+BOOST_AUTO_TEST_CASE(KeepsEveryFieldIncludingMonotonic) {
+  Object o = FullDelegated();
+  // A field outside the kind's API still survives storage.
+  o.spec.acquire_time_us = k2024Us + 77;
+  o.spec.lease_transitions = 9;
+  std::string stored = EncodeForStorage(o);
+  auto back = DecodeFromStorage(stored, Kind::kDelegatedLease);
+  BOOST_REQUIRE(back.ok());
+  BOOST_TEST((*back)->observed_monotonic_us == 123456789);
+  BOOST_TEST(*(*back)->spec.acquire_time_us == k2024Us + 77);
+  BOOST_TEST(*(*back)->spec.lease_transitions == 9);
+  BOOST_TEST(EncodeForStorage(**back) == stored);
+  BOOST_TEST(EncodeObject(**back) == EncodeObject(o));
+}
+
+BOOST_AUTO_TEST_CASE(CorruptDataIsInternal) {
+  auto r = DecodeFromStorage("{garbage", Kind::kPoolLease);
+  BOOST_REQUIRE(!r.ok());
+  BOOST_TEST(ApiErrorFromStatus(r.status()).code == 500);
+  auto t = DecodeFromStorage(R"({"poolcoord.internal":{"observedMonotonicUs":"x"}})",
+                             Kind::kPoolLease);
+  BOOST_TEST(!t.ok());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+}  // namespace
+}  // namespace poolcoord::store
