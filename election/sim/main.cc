@@ -235,8 +235,8 @@ void Usage() {
   --scenario=fleet|elector   fleet (default) or the real-server elector checks
   --server-binary=PATH       start this poolcoord-apiserver on a free 127.0.0.1 port
   --server-arg=ARG           extra argument for the started server (repeatable)
-  --server=URL --ca-file=F --token-file=F   use a running server started with
-                             the files of --write-config-only
+  --server=URL --ca-file=F   use a running server started with the files of
+                             --write-config-only (same --seed and sizes)
   --work-dir=DIR             where tokens.csv, membership.yaml, certs, logs go
   --write-config-only        write tokens.csv and membership.yaml, then exit
   --pools=N --nodes-per-pool=N --extra-objects=N
@@ -286,7 +286,6 @@ bool ParseFlags(int argc, char** argv, Options* o) {
     else if (name == "server-binary") o->server_binary = take();
     else if (name == "server-arg") o->server_args.push_back(take());
     else if (name == "ca-file") o->ca_file = take();
-    else if (name == "token-file") o->token_file = take();
     else if (name == "work-dir") o->work_dir = take();
     else if (name == "write-config-only") o->write_config_only = true;
     else if (name == "pools") integer(&o->pools);
@@ -365,7 +364,7 @@ int main(int argc, char** argv) {
   std::unique_ptr<sim::ServerProcess> server;
   if (o.server.empty()) {
     if (o.server_binary.empty()) {
-      std::cerr << "give --server-binary, or --server with --ca-file and --token-file\n";
+      std::cerr << "give --server-binary, or --server with --ca-file\n";
       Usage();
       return 2;
     }

@@ -23,7 +23,6 @@ struct Options {
   std::string server_binary;
   std::vector<std::string> server_args;  // extra --server-arg values
   std::string ca_file;
-  std::string token_file;  // the token CSV the server was started with
   std::string work_dir;    // tokens.csv, membership.yaml, certs, server.log
   bool write_config_only = false;
 

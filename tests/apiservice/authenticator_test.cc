@@ -197,9 +197,12 @@ BOOST_AUTO_TEST_CASE(UserGroupsAndExtra) {
       {"x-remote-extra-scopes", "view"},
       {"x-remote-extra-scopes", "edit"},
       {"x-remote-extra-example.org%2fteam", "blue"},
+      // Lower-cased first (the transport does), then decoded: %41 stays "A".
+      {"x-remote-extra-key%41", "v"},
   };
   absl::StatusOr<election::UserInfo> u = authn->Authenticate(headers, proxy.get());
   BOOST_REQUIRE_MESSAGE(u.ok(), u.status().ToString());
+  BOOST_TEST(u->extra.at("keyA") == Groups{"v"});
   BOOST_TEST(u->username == "system:node:bj-1");
   BOOST_TEST(u->groups == (Groups{"system:nodes", "a,b", "system:authenticated"}));
   BOOST_TEST(u->extra.at("scopes") == (Groups{"view", "edit"}));

@@ -1,0 +1,202 @@
+#!/usr/bin/env python3
+"""Turns the JSON files bench/run.sh left in a results directory into Markdown:
+every figure of the run, every ratio computed from figures of the same run, and
+the targets of issue 6 as met or not. Usage: report.py RESULTS_DIR > results.md
+"""
+import glob
+import json
+import os
+import re
+import sys
+
+D = sys.argv[1]
+
+
+def load(name, default=None):
+    try:
+        with open(os.path.join(D, name)) as f:
+            text = f.read().strip()
+        return json.loads(text) if text else default
+    except (OSError, ValueError):
+        return default
+
+
+def ms(us):
+    return "–" if us is None else f"{us / 1000:.2f} ms"
+
+
+def rate(x):
+    return "–" if x is None else f"{x:,.0f}/s"
+
+
+def met(ok):
+    return "**met**" if ok else "**not met**"
+
+
+m = load("machine.json", {})
+s = m.get("settings", {})
+out = []
+w = out.append
+w(f"Run of {m.get('date', '?')} · {m.get('nproc', '?')} CPUs ({m.get('cpu', '?')}) · "
+  f"{m.get('mem_kib', 0) / 1048576:.1f} GiB RAM · kernel {m.get('kernel', '?')} · "
+  f"git {m.get('git', '?')} · etcd {m.get('etcd', '?')}, nginx {m.get('nginx', '?')}, wrk {m.get('wrk', '?')}")
+w(f"Load average at start {m.get('loadavg_start', '?')}, at end {load('loadavg-end.json', '?')} "
+  "(the machine is shared: compare ratios, not absolute figures).")
+w("")
+targets = []  # (target, figure, ok)
+
+# ---- 1. renewals, closed loop
+rounds = sorted({int(x) for x in (re.match(r".*/r(\d+)-renewals\.json$", p).group(1)
+                                  for p in glob.glob(os.path.join(D, "r*-renewals.json")))})
+peers = [("renewals", "poolcoord DelegatedLease renewals (merge-PATCH, HTTPS)"),
+         ("etcd-https", "etcd 3.4 put, v3 JSON gateway, HTTPS"),
+         ("etcd-http", "etcd 3.4 put, v3 JSON gateway, plain HTTP"),
+         ("nginx", "nginx fixed 200, HTTPS"),
+         ("hello", "Boost.Beast hello-world, HTTPS")]
+if rounds:
+    w(f"### 1. DelegatedLease renewals vs. peers — closed loop (wrk, {s.get('connections')} connections, "
+      f"{s.get('threads')} threads, {s.get('seconds')} s per run, {len(rounds)} rounds alternating)")
+    w("")
+    w("| run | round | rate | p50 | p99 | p99.9 | max | non-2xx | socket errors |")
+    w("|---|---|---|---|---|---|---|---|---|")
+    sums = {k: 0.0 for k, _ in peers}
+    for r in rounds:
+        for k, label in peers:
+            j = load(f"r{r}-{k}.json", {}) or {}
+            sums[k] += j.get("rps", 0.0)
+            w(f"| {label} | {r} | {rate(j.get('rps'))} | {ms(j.get('p50_us'))} | {ms(j.get('p99_us'))} | "
+              f"{ms(j.get('p999_us'))} | {ms(j.get('max_us'))} | {j.get('non2xx3xx', '–')} | "
+              f"{j.get('socket_errors', '–')} |")
+    w("")
+    w("Ratios (each round's renewal rate over the peer's rate in the same round; 'all' = sum over sum):")
+    w("")
+    w("| ratio | " + " | ".join(f"round {r}" for r in rounds) + " | all |")
+    w("|---|" + "---|" * (len(rounds) + 1))
+
+    def ratio_row(peer, label):
+        cells = []
+        for r in rounds:
+            a = (load(f"r{r}-renewals.json", {}) or {}).get("rps")
+            b = (load(f"r{r}-{peer}.json", {}) or {}).get("rps")
+            cells.append(f"{a / b:.2f}" if a and b else "–")
+        allr = sums["renewals"] / sums[peer] if sums[peer] else None
+        w(f"| {label} | " + " | ".join(cells) + f" | {allr:.2f} |" if allr else f"| {label} | – |")
+        return allr
+
+    r_etcd_tls = ratio_row("etcd-https", "renewals / etcd put (HTTPS)")
+    r_etcd = ratio_row("etcd-http", "renewals / etcd put (HTTP)")
+    r_nginx = ratio_row("nginx", "renewals / nginx TLS 200")
+    ratio_row("hello", "renewals / Beast hello TLS")
+    hn = [(load(f"r{r}-hello.json", {}) or {}).get("rps", 0) / max(1, (load(f"r{r}-nginx.json", {}) or {}).get("rps", 1))
+          for r in rounds]
+    if sums["nginx"]:
+        w("| (for scale) Beast hello / nginx | " + " | ".join(f"{x:.2f}" for x in hn) +
+          f" | {sums['hello'] / sums['nginx']:.2f} |")
+    w("")
+    worst_etcd = min(x for x in (r_etcd_tls, r_etcd) if x is not None) if (r_etcd_tls or r_etcd) else None
+    if worst_etcd is not None:
+        targets.append(("renewals ≥ 3× etcd's put rate (against the faster of etcd HTTPS/HTTP)",
+                        f"{worst_etcd:.2f}×", worst_etcd >= 3))
+    if r_nginx is not None:
+        targets.append(("renewals ≥ 60% of nginx's TLS rate", f"{100 * r_nginx:.0f}%", r_nginx >= 0.6))
+
+fixed = load("renewals-fixed.json")
+if fixed:
+    w(f"### 1b. DelegatedLease renewals at a fixed {fixed['target_rate']:,.0f}/s (poolcoord-loadgen, open loop, "
+      f"{fixed['connections']} connections, {fixed['duration_s']:.0f} s after warm-up; latency from the scheduled "
+      "send time)")
+    w("")
+    w("| achieved | p50 | p90 | p99 | p99.9 | max | unfinished | statuses |")
+    w("|---|---|---|---|---|---|---|---|")
+    w(f"| {rate(fixed['achieved_rate'])} | {ms(fixed['p50_us'])} | {ms(fixed['p90_us'])} | {ms(fixed['p99_us'])} | "
+      f"{ms(fixed['p999_us'])} | {ms(fixed['max_us'])} | {fixed['unfinished']} | `{json.dumps(fixed['status'])}` |")
+    w("")
+    ok = (fixed["p99_us"] <= 2000 and fixed["unfinished"] == 0
+          and fixed["achieved_rate"] >= 0.97 * fixed["target_rate"])
+    targets.append((f"renewals p99 ≤ 2 ms at {fixed['target_rate']:,.0f}/s",
+                    f"p99 {ms(fixed['p99_us'])}, achieved {rate(fixed['achieved_rate'])}", ok))
+
+wh = load("webhook.json")
+if wh:
+    sizes = load("webhook-sizes.json", {})
+    w(f"### 2. Webhook reviews at a fixed {wh['target_rate']:,.0f}/s (open loop, {wh['connections']} connections; "
+      "bodies " + ", ".join(f"{k.replace('webhook_', '')} {v:,} B" for k, v in sizes.items()) + ", rotated)")
+    w("")
+    w("| achieved | p50 | p90 | p99 | p99.9 | max | allowed | unfinished | statuses |")
+    w("|---|---|---|---|---|---|---|---|---|")
+    w(f"| {rate(wh['achieved_rate'])} | {ms(wh['p50_us'])} | {ms(wh['p90_us'])} | {ms(wh['p99_us'])} | "
+      f"{ms(wh['p999_us'])} | {ms(wh['max_us'])} | {wh['matched']:,} of {wh['completed']:,} | {wh['unfinished']} | "
+      f"`{json.dumps(wh['status'])}` |")
+    w("")
+    targets.append((f"webhook p99 ≤ 500 µs at {wh['target_rate']:,.0f}/s", f"p99 {wh['p99_us']} µs",
+                    wh["p99_us"] <= 500 and wh["unfinished"] == 0))
+
+mem = load("memory.json")
+if mem:
+    pop = load("memory-populate.json", {}) or {}
+    objs = mem["objects_wanted"]
+    created = pop.get("status", {}).get("201", 0)
+    grow = (mem["rss_kib"] - mem["rss_start_kib"]) * 1024
+    w(f"### 3. Memory: {objs:,} objects ({objs // 11:,} PoolLeases + {objs - objs // 11:,} DelegatedLeases)")
+    w("")
+    w("| RSS at start (membership and tokens loaded) | RSS with the objects | peak (VmHWM) | "
+      "RSS after one full LIST | growth per object | created (201) | create rate |")
+    w("|---|---|---|---|---|---|---|")
+    w(f"| {mem['rss_start_kib'] / 1024:.1f} MiB | {mem['rss_kib'] / 1024:.1f} MiB | {mem['hwm_kib'] / 1024:.1f} MiB | "
+      f"{mem['rss_after_list_kib'] / 1024:.1f} MiB | {grow / max(1, created):,.0f} B | {created:,} | "
+      f"{rate(pop.get('rate'))} |")
+    w("")
+    dl = load("dl-size.json", {}) or {}
+    if dl:
+        w(f"(One DelegatedLease is {dl['delegatedlease_json_bytes']} bytes as JSON.)")
+        w("")
+    targets.append((f"≤ 150 MiB RSS for {objs:,} objects", f"{mem['rss_kib'] / 1024:.1f} MiB "
+                    f"({grow / max(1, created):,.0f} B/object)", mem["rss_kib"] <= 150 * 1024 and created >= objs))
+
+fo = load("fanout.json")
+if fo:
+    w(f"### 4. Watch fan-out: {fo['watchers']:,} watchers on delegatedleases, {s.get('watch_rate')} writes/s")
+    w("")
+    w("| watchers ready | writes | write → last watcher p50 | p90 | p99 | max | writes not seen by all | "
+      "events received | write latency p50 / p99 |")
+    w("|---|---|---|---|---|---|---|---|---|")
+    w(f"| {fo['watchers_ready']:,} (set-up {fo['setup_s']} s) | {fo['writes']} | {ms(fo['p50_us'])} | "
+      f"{ms(fo['p90_us'])} | {ms(fo['p99_us'])} | {ms(fo['max_us'])} | {fo['incomplete']} | {fo['events']:,} | "
+      f"{ms(fo['write']['p50_us'])} / {ms(fo['write']['p99_us'])} |")
+    w("")
+    targets.append(("watch fan-out p99 ≤ 50 ms", f"p99 {ms(fo['p99_us'])}",
+                    fo["p99_us"] <= 50000 and fo["incomplete"] == 0 and fo["watchers_ready"] == fo["watchers"]))
+
+se = load("sim-exit.json")
+if se is not None:
+    w("### 5. Simulator, 1,000 pools × 10 nodes")
+    w("")
+    if se.get("skipped"):
+        w("Skipped (no poolcoord-sim binary, or BENCH_SIM_SECONDS=0).")
+    else:
+        try:
+            with open(os.path.join(D, "sim.cmd")) as f:
+                w("`" + f.read().strip() + "`")
+        except OSError:
+            pass
+        w("")
+        w(f"Exit status {se['exit']} (0: every invariant held; 1: one broke; 124: timed out).")
+        w("")
+        try:
+            with open(os.path.join(D, "sim.txt")) as f:
+                w("```")
+                w(f.read().rstrip())
+                w("```")
+        except OSError:
+            pass
+    w("")
+
+if targets:
+    w("### Targets (issue 6)")
+    w("")
+    w("| target | figure (this run) | |")
+    w("|---|---|---|")
+    for t, fig, ok in targets:
+        w(f"| {t} | {fig} | {met(ok)} |")
+    w("")
+print("\n".join(out))

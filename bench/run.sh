@@ -1,0 +1,300 @@
+#!/usr/bin/env bash
+# The benchmark suite: poolcoord-apiserver side by side with its peers (etcd 3.4,
+# nginx, a Boost.Beast hello-world), all on 127.0.0.1, in one run.
+#
+#   bench/run.sh                 # everything, ~10 minutes; results in $BENCH_OUT
+#   BENCH_SECONDS=5 BENCH_SIM_SECONDS=60 bench/run.sh     # shorter
+#   BENCH_ONLY=renewals,webhook bench/run.sh              # a subset
+#   BENCH_PROFILE=1 bench/run.sh  # also perf (renewals) and heaptrack (memory)
+#
+# Environment (defaults in brackets):
+#   BENCH_SECONDS [10]       length of each measured run
+#   BENCH_WARMUP [2]         open-loop warm-up, not measured
+#   BENCH_ROUNDS [2]         rounds of the closed-loop comparison (alternating peers)
+#   BENCH_CONNECTIONS [32]   connections of the closed-loop runs
+#   BENCH_THREADS [2]        wrk threads
+#   BENCH_RATE [10000]       renewals/s of the fixed-rate run
+#   BENCH_WEBHOOK_RATE [5000]  reviews/s of the webhook run
+#   BENCH_WATCHERS [1000]    watchers of the fan-out run
+#   BENCH_WATCH_RATE [20]    writes/s of the fan-out run
+#   BENCH_MEM_POOLS [10000]  pools of the memory run (x BENCH_NODES nodes each)
+#   BENCH_NODES [10]
+#   BENCH_SIM_SECONDS [120]  simulator run (0: skip)
+#   BENCH_ONLY [renewals,webhook,fanout,memory,sim]
+#   BENCH_BUILD [/tmp/build-bench]  CMake build directory
+#   BENCH_OUT [/tmp/poolcoord-bench-<date>]  results (results.md, *.json, logs)
+#   BENCH_SKIP_INSTALL / BENCH_SKIP_BUILD [0]
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BENCH_DIR=$ROOT/bench
+: "${BENCH_SECONDS:=10}" "${BENCH_WARMUP:=2}" "${BENCH_ROUNDS:=2}" "${BENCH_CONNECTIONS:=32}"
+: "${BENCH_THREADS:=2}" "${BENCH_RATE:=10000}" "${BENCH_WEBHOOK_RATE:=5000}"
+: "${BENCH_WATCHERS:=1000}" "${BENCH_WATCH_RATE:=20}" "${BENCH_MEM_POOLS:=10000}" "${BENCH_NODES:=10}"
+: "${BENCH_SIM_SECONDS:=120}" "${BENCH_ONLY:=renewals,webhook,fanout,memory,sim}"
+: "${BENCH_BUILD:=/tmp/build-bench}" "${BENCH_OUT:=/tmp/poolcoord-bench-$(date -u +%Y%m%dT%H%M%SZ)}"
+: "${BENCH_SKIP_INSTALL:=0}" "${BENCH_SKIP_BUILD:=0}" "${BENCH_PROFILE:=0}"
+export BENCH_LUA_DIR=$BENCH_DIR/wrk BENCH_WRK_THREADS=$BENCH_THREADS
+
+log() { printf '[bench %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+wants() { [[ ",$BENCH_ONLY," == *",$1,"* ]]; }
+
+# ---------------------------------------------------------------- install, build
+install_deps() {
+  local sudo="" pkgs=(nginx wrk etcd-server curl openssl python3) missing=()
+  [ "$(id -u)" != 0 ] && sudo=sudo
+  [ "$BENCH_PROFILE" = 1 ] && pkgs+=(linux-perf heaptrack)
+  for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    log "installing ${missing[*]}"
+    $sudo apt-get update -qq   # a fresh machine's package lists may be empty or old
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+}
+[ "$BENCH_SKIP_INSTALL" = 1 ] || install_deps
+
+targets=(poolcoord-apiserver poolcoord-loadgen poolcoord-hello-tls)
+[ -f "$ROOT/election/sim/CMakeLists.txt" ] && targets+=(poolcoord-sim)
+if [ "$BENCH_SKIP_BUILD" != 1 ]; then
+  log "building ${targets[*]} in $BENCH_BUILD"
+  cmake -S "$ROOT" -B "$BENCH_BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake --build "$BENCH_BUILD" -j2 --target "${targets[@]}" >"$BENCH_BUILD/bench-build.log" 2>&1 ||
+    { tail -30 "$BENCH_BUILD/bench-build.log"; exit 1; }
+fi
+SERVER=$BENCH_BUILD/poolcoord-apiserver LOADGEN=$BENCH_BUILD/poolcoord-loadgen HELLO=$BENCH_BUILD/poolcoord-hello-tls
+SIM=$BENCH_BUILD/poolcoord-sim
+
+mkdir -p "$BENCH_OUT"
+OUT=$(cd "$BENCH_OUT" && pwd)
+WORK=$(mktemp -d /tmp/poolcoord-bench-work.XXXXXX)
+SHM=$(mktemp -d /dev/shm/poolcoord-bench-etcd.XXXXXX)
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+log "results in $OUT (work dir $WORK)"
+
+# Every process we start is recorded and stopped on exit, by its own pid.
+PIDS=()
+cleanup() {
+  local pid
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  rm -rf "$SHM" "$WORK"
+}
+trap cleanup EXIT
+stop_pid() {  # stop_pid PID: TERM, then wait (KILL after 15 s)
+  local pid=$1 i
+  kill "$pid" 2>/dev/null || return 0
+  for i in $(seq 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -9 "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_https() {  # wait_https URL PID NAME
+  local i
+  for i in $(seq 300); do
+    kill -0 "$2" 2>/dev/null || { log "$3 exited"; return 1; }
+    curl -ksf -o /dev/null "$1" && return 0
+    sleep 0.1
+  done
+  log "$3 not ready at $1"; return 1
+}
+rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
+hwm_kib() { awk '/^VmHWM/ {print $2}' "/proc/$1/status"; }
+last_json() { grep '^{' "$1" | tail -1; }
+
+# One certificate (ECDSA P-256, as the server's own PKI makes) for every TLS server.
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=127.0.0.1 \
+  -addext subjectAltName=IP:127.0.0.1 -keyout "$WORK/tls.key" -out "$WORK/tls.crt" 2>/dev/null
+python3 "$BENCH_DIR/fixtures.py" "$WORK" --mem-pools "$BENCH_MEM_POOLS" --nodes "$BENCH_NODES"
+FORWARDER_USER=system:serviceaccount:kube-system:poolcoord
+ADMIN_TOKEN=bench-admin-token
+
+SERVER_PID="" SERVER_PORT=""
+start_server() {  # start_server NAME FIXTURE_DIR [extra args...]: sets SERVER_PID, SERVER_PORT
+  local name=$1 dir=$2; shift 2
+  SERVER_PORT=$(free_port)
+  local args=("--secure-port=$SERVER_PORT" --bind-address=127.0.0.1 "--cert-dir=$WORK/$name-certs"
+              "--tls-cert-file=$WORK/tls.crt" "--tls-private-key-file=$WORK/tls.key"
+              "--token-auth-file=$dir/tokens.csv" "--pool-membership-file=$dir/membership.yaml"
+              "--forwarder-user=$FORWARDER_USER" "$@")
+  echo "$SERVER ${args[*]}" >"$OUT/$name.cmd"
+  "$SERVER" "${args[@]}" >"$OUT/$name.log" 2>&1 &
+  SERVER_PID=$!
+  PIDS+=("$SERVER_PID")
+  wait_https "https://127.0.0.1:$SERVER_PORT/readyz" "$SERVER_PID" "$name"
+}
+# Every pool leader renews its PoolLease (keeps the terms alive between phases).
+renew_poolleases() {  # renew_poolleases FIXTURE_DIR
+  "$LOADGEN" closed --port="$SERVER_PORT" --connections=16 --keys="$1/pools.tsv" \
+    --template="$1/pl_renew.tmpl" >"$WORK/plrenew.json" 2>>"$OUT/loadgen.log"
+}
+populate() {  # populate FIXTURE_DIR CONNECTIONS OUT_JSON: every PoolLease, then its DelegatedLeases
+  local tmpls=(--template="$1/pl_create.tmpl") n
+  for n in $(seq 0 $((BENCH_NODES - 1))); do tmpls+=(--template="$1/dl_create_$n.tmpl"); done
+  "$LOADGEN" closed --port="$SERVER_PORT" --connections="$2" --threads=2 --keys="$1/pools.tsv" \
+    "${tmpls[@]}" --max-seconds=600 >"$3" 2>>"$OUT/loadgen.log"
+}
+wrk_run() {  # wrk_run NAME URL SCRIPT: one closed-loop run, JSON to $OUT/NAME.json
+  wrk -t"$BENCH_THREADS" -c"$BENCH_CONNECTIONS" -d"${BENCH_SECONDS}s" --timeout 10s -s "$3" "$2" \
+    >"$OUT/$1.txt" 2>&1 || true
+  last_json "$OUT/$1.txt" >"$OUT/$1.json" || echo '{}' >"$OUT/$1.json"
+  log "$1: $(cat "$OUT/$1.json")"
+}
+
+{
+  echo "{\"date\":\"$(date -u +%Y-%m-%dT%H:%M:%SZ)\",\"nproc\":$(nproc),"
+  echo "\"cpu\":\"$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')\","
+  echo "\"mem_kib\":$(awk '/MemTotal/ {print $2}' /proc/meminfo),\"kernel\":\"$(uname -r)\","
+  echo "\"loadavg_start\":\"$(cut -d' ' -f1-3 /proc/loadavg)\","
+  echo "\"git\":\"$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)\","
+  echo "\"etcd\":\"$(etcd --version 2>/dev/null | head -1 | awk '{print $3}')\","
+  echo "\"nginx\":\"$(nginx -v 2>&1 | cut -d/ -f2)\",\"wrk\":\"$(wrk -v 2>&1 | head -1 | awk '{print $2}')\","
+  echo "\"settings\":{\"seconds\":$BENCH_SECONDS,\"warmup\":$BENCH_WARMUP,\"rounds\":$BENCH_ROUNDS,"
+  echo "\"connections\":$BENCH_CONNECTIONS,\"threads\":$BENCH_THREADS,\"rate\":$BENCH_RATE,"
+  echo "\"webhook_rate\":$BENCH_WEBHOOK_RATE,\"watchers\":$BENCH_WATCHERS,\"watch_rate\":$BENCH_WATCH_RATE,"
+  echo "\"mem_pools\":$BENCH_MEM_POOLS,\"nodes\":$BENCH_NODES,\"sim_seconds\":$BENCH_SIM_SECONDS}}"
+} >"$OUT/machine.json"
+
+# ---------------------------------------------------------------- 1. renewals and peers
+RENEW=$WORK/renew
+if wants renewals || wants webhook || wants fanout; then
+  log "server for renewals/webhook/fan-out: 100 pools x $BENCH_NODES nodes, 1 DelegatedLease per node"
+  start_server server "$RENEW"
+  populate "$RENEW" 16 "$OUT/renew-setup.json"
+  log "setup: $(cat "$OUT/renew-setup.json")"
+  curl -ksf -H "Authorization: Bearer $ADMIN_TOKEN" \
+    "https://127.0.0.1:$SERVER_PORT/apis/coordination.pool/v1alpha1/delegatedleases/p0-n1" >"$WORK/dl.json"
+  DL_BYTES=$(wc -c <"$WORK/dl.json")
+  echo "{\"delegatedlease_json_bytes\":$DL_BYTES}" >"$OUT/dl-size.json"
+fi
+
+if wants renewals; then
+  # Peers: nginx, the Beast hello-world, etcd (HTTPS and plain HTTP client URLs).
+  NGINX_PORT=$(free_port) HELLO_PORT=$(free_port) ETCD_TLS_PORT=$(free_port) ETCD_PORT=$(free_port)
+  ETCD_PEER_PORT=$(free_port)
+  mkdir -p "$WORK/nginx"
+  sed -e "s#@PORT@#$NGINX_PORT#; s#@CERT@#$WORK/tls.crt#; s#@KEY@#$WORK/tls.key#; s#@DIR@#$WORK/nginx#g" \
+    "$BENCH_DIR/nginx.conf.in" >"$WORK/nginx/nginx.conf"
+  nginx -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" -e "$WORK/nginx/error.log" >"$OUT/nginx.log" 2>&1 &
+  NGINX_PID=$!; PIDS+=("$NGINX_PID")
+  "$HELLO" --port="$HELLO_PORT" --cert="$WORK/tls.crt" --key="$WORK/tls.key" >"$OUT/hello.log" 2>&1 &
+  HELLO_PID=$!; PIDS+=("$HELLO_PID")
+  etcd --name bench --data-dir "$SHM/data" \
+    --listen-client-urls "https://127.0.0.1:$ETCD_TLS_PORT,http://127.0.0.1:$ETCD_PORT" \
+    --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+    --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-cluster "bench=http://127.0.0.1:$ETCD_PEER_PORT" \
+    --cert-file "$WORK/tls.crt" --key-file "$WORK/tls.key" --log-level error >"$OUT/etcd.log" 2>&1 &
+  ETCD_PID=$!; PIDS+=("$ETCD_PID")
+  wait_https "https://127.0.0.1:$NGINX_PORT/" "$NGINX_PID" nginx
+  wait_https "https://127.0.0.1:$HELLO_PORT/" "$HELLO_PID" hello
+  wait_https "https://127.0.0.1:$ETCD_TLS_PORT/health" "$ETCD_PID" etcd
+  python3 "$BENCH_DIR/fixtures.py" "$WORK" --etcd-value-bytes "$DL_BYTES"
+  export BENCH_ETCD_BODIES=$WORK/etcd_bodies.txt BENCH_KEYS=$RENEW/keys.tsv
+
+  for round in $(seq "$BENCH_ROUNDS"); do
+    log "round $round of $BENCH_ROUNDS (closed loop, $BENCH_CONNECTIONS connections, ${BENCH_SECONDS}s each)"
+    renew_poolleases "$RENEW"
+    BENCH_RENEW_BASE=$(date -u +%s) wrk_run "r$round-renewals" "https://127.0.0.1:$SERVER_PORT" \
+      "$BENCH_LUA_DIR/renew.lua"
+    wrk_run "r$round-etcd-https" "https://127.0.0.1:$ETCD_TLS_PORT" "$BENCH_LUA_DIR/etcd_put.lua"
+    wrk_run "r$round-nginx" "https://127.0.0.1:$NGINX_PORT" "$BENCH_LUA_DIR/get.lua"
+    wrk_run "r$round-etcd-http" "http://127.0.0.1:$ETCD_PORT" "$BENCH_LUA_DIR/etcd_put.lua"
+    wrk_run "r$round-hello" "https://127.0.0.1:$HELLO_PORT" "$BENCH_LUA_DIR/get.lua"
+  done
+  stop_pid "$NGINX_PID"; stop_pid "$HELLO_PID"; stop_pid "$ETCD_PID"
+
+  log "renewals at a fixed ${BENCH_RATE}/s (open loop, $BENCH_CONNECTIONS connections)"
+  renew_poolleases "$RENEW"
+  "$LOADGEN" open --port="$SERVER_PORT" --rate="$BENCH_RATE" --duration="$BENCH_SECONDS" \
+    --warmup="$BENCH_WARMUP" --connections="$BENCH_CONNECTIONS" --keys="$RENEW/keys.tsv" \
+    --template="$RENEW/dl_renew.tmpl" >"$OUT/renewals-fixed.json" 2>>"$OUT/loadgen.log" || true
+  log "fixed rate: $(cat "$OUT/renewals-fixed.json")"
+  echo "{\"rss_kib\":$(rss_kib "$SERVER_PID"),\"hwm_kib\":$(hwm_kib "$SERVER_PID")}" >"$OUT/renew-rss.json"
+fi
+
+# ---------------------------------------------------------------- 2. webhook
+if wants webhook; then
+  log "webhook reviews at a fixed ${BENCH_WEBHOOK_RATE}/s (4-8 KB bodies)"
+  renew_poolleases "$RENEW"
+  # The DelegatedLeases were written at set-up (or renewed above), 300 s leases: all live.
+  "$LOADGEN" open --port="$SERVER_PORT" --rate="$BENCH_WEBHOOK_RATE" --duration="$BENCH_SECONDS" \
+    --warmup="$BENCH_WARMUP" --connections=8 --keys="$RENEW/keys.tsv" \
+    --template="$RENEW/webhook_forwarder_6k.tmpl" --template="$RENEW/webhook_kubelet_4k.tmpl" \
+    --template="$RENEW/webhook_forwarder_8k.tmpl" --count-substring='"allowed":true' \
+    >"$OUT/webhook.json" 2>>"$OUT/loadgen.log" || true
+  cp "$RENEW/webhook_sizes.json" "$OUT/webhook-sizes.json"
+  log "webhook: $(cat "$OUT/webhook.json")"
+fi
+
+# ---------------------------------------------------------------- 4. watch fan-out
+if wants fanout; then
+  log "watch fan-out: $BENCH_WATCHERS watchers, ${BENCH_WATCH_RATE} writes/s"
+  renew_poolleases "$RENEW"
+  RV=$(curl -ksf -H "Authorization: Bearer $ADMIN_TOKEN" \
+    "https://127.0.0.1:$SERVER_PORT/apis/coordination.pool/v1alpha1/delegatedleases?limit=1" |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["metadata"]["resourceVersion"])')
+  # From the current resourceVersion: no initial ADDED events (1,000 x 1,000 of them).
+  printf 'GET /apis/coordination.pool/v1alpha1/delegatedleases?watch=1&resourceVersion=%s&timeoutSeconds=600\nAuthorization: Bearer %s\nAccept: application/json\n' \
+    "$RV" "$ADMIN_TOKEN" >"$WORK/watch.tmpl"
+  head -1 "$RENEW/keys.tsv" >"$WORK/fanout-key.tsv"
+  rss_before=$(rss_kib "$SERVER_PID")
+  "$LOADGEN" fanout --port="$SERVER_PORT" --watchers="$BENCH_WATCHERS" --rate="$BENCH_WATCH_RATE" \
+    --duration="$BENCH_SECONDS" --watch-template="$WORK/watch.tmpl" --keys="$WORK/fanout-key.tsv" \
+    --template="$RENEW/dl_renew.tmpl" >"$OUT/fanout.json" 2>>"$OUT/loadgen.log" || true
+  log "fan-out: $(cat "$OUT/fanout.json")"
+  echo "{\"rss_before_kib\":$rss_before,\"hwm_kib\":$(hwm_kib "$SERVER_PID")}" >"$OUT/fanout-rss.json"
+fi
+if [ -n "$SERVER_PID" ]; then stop_pid "$SERVER_PID"; SERVER_PID=""; fi
+
+# ---------------------------------------------------------------- 3. memory
+if wants memory; then
+  MEM=$WORK/mem
+  objects=$((BENCH_MEM_POOLS * (BENCH_NODES + 1)))
+  log "memory: $BENCH_MEM_POOLS PoolLeases + $((BENCH_MEM_POOLS * BENCH_NODES)) DelegatedLeases"
+  start_server server-mem "$MEM"
+  sleep 1
+  rss0=$(rss_kib "$SERVER_PID")
+  populate "$MEM" 64 "$OUT/memory-populate.json"
+  log "populate: $(cat "$OUT/memory-populate.json")"
+  sleep 2
+  rss1=$(rss_kib "$SERVER_PID") hwm1=$(hwm_kib "$SERVER_PID")
+  count=$(curl -ksf -H "Authorization: Bearer $ADMIN_TOKEN" \
+    "https://127.0.0.1:$SERVER_PORT/apis/coordination.pool/v1alpha1/delegatedleases" |
+    python3 -c 'import json,sys; print(len(json.load(sys.stdin)["items"]))')
+  rss2=$(rss_kib "$SERVER_PID")
+  echo "{\"objects_wanted\":$objects,\"delegatedleases_listed\":$count,\"rss_start_kib\":$rss0,\"rss_kib\":$rss1,\"hwm_kib\":$hwm1,\"rss_after_list_kib\":$rss2}" \
+    >"$OUT/memory.json"
+  log "memory: $(cat "$OUT/memory.json")"
+  stop_pid "$SERVER_PID"; SERVER_PID=""
+fi
+
+# ---------------------------------------------------------------- 5. simulator
+if wants sim; then
+  if [ -x "$SIM" ] && [ "$BENCH_SIM_SECONDS" != 0 ]; then
+    log "simulator: 1,000 pools x 10 nodes for ${BENCH_SIM_SECONDS}s"
+    SIM_ARGS=(--server-binary="$SERVER" --pools=1000 --nodes-per-pool=10 --duration="$BENCH_SIM_SECONDS"
+              --partition-ratio=0.05 --dead-ratio=0.02 --pool-partition-ratio=0.01 --clock-skew=60
+              --leader-kill-interval=5 --seed=3 --workers=48 --work-dir="$WORK/sim"
+              --summary-json="$OUT/sim.json")
+    echo "$SIM ${SIM_ARGS[*]}" >"$OUT/sim.cmd"
+    mkdir -p "$WORK/sim"
+    set +e
+    timeout $((BENCH_SIM_SECONDS + 180)) "$SIM" "${SIM_ARGS[@]}" >"$OUT/sim.txt" 2>"$OUT/sim.err"
+    echo "{\"exit\":$?}" >"$OUT/sim-exit.json"
+    set -e
+    cp "$WORK/sim/server.log" "$OUT/sim-server.log" 2>/dev/null || true
+    log "simulator exit $(cat "$OUT/sim-exit.json"); summary in $OUT/sim.txt"
+  else
+    echo '{"skipped":true}' >"$OUT/sim-exit.json"
+    log "simulator skipped (no $SIM or BENCH_SIM_SECONDS=0)"
+  fi
+fi
+
+echo "\"$(cut -d' ' -f1-3 /proc/loadavg)\"" >"$OUT/loadavg-end.json"
+python3 "$BENCH_DIR/report.py" "$OUT" >"$OUT/results.md"
+cat "$OUT/results.md"
+log "done: $OUT/results.md"
