@@ -37,6 +37,18 @@ AdmissionDecision DecideDelegatedHeartbeat(const AdmissionAttributes& attrs,
 
   const std::string& node = attrs.name;
   const std::string ann = absl::StrCat("annotation ", kDelegateAnnotation);
+  const AdmissionLease& previous = attrs.old_object;
+  if (attrs.operation == "UPDATE" && attrs.user.username == absl::StrCat("system:node:", node) &&
+      previous.present && previous.delegate_annotation &&
+      *previous.delegate_annotation == *obj.delegate_annotation) {
+    // The kubelet writes back the Lease it read, annotation included. Checked
+    // against the forwarder's renewTime (cloud time) or a membership change, a
+    // kubelet whose clock runs behind, or whose node left its pool, would be
+    // locked out of its own heartbeat for good: the forwarder removes the
+    // annotation only after it sees the kubelet renew. Keeping the annotation
+    // proves nothing new, so it passes before the validity checks.
+    return Allow();
+  }
   const MembershipIndex& membership = *rules.membership();
   if (!membership.Loaded()) {
     return Deny(absl::StrCat("pool membership is not loaded yet, so the ", ann,

@@ -197,6 +197,19 @@ BOOST_AUTO_TEST_CASE(node_itself_may_keep_or_drop_never_add_or_change) {
   ExpectDenied(Review("hz-3", Node("hz-1")), "may not set");
 }
 
+// A returning node's kubelet writes back the forwarder's annotation with its own,
+// earlier clock: denying it would lock the node out of its own heartbeat.
+BOOST_AUTO_TEST_CASE(kubelet_write_back_passes_with_backwards_clock_or_no_pool) {
+  auto a = Review("hz-3", Node("hz-3"), "true", "true");
+  a.object.renew_time_us = *a.old_object.renew_time_us - 5'000'000;
+  BOOST_TEST(Decide(a).allowed);
+  BOOST_TEST(Decide(Review("lonely", Node("lonely"), "true", "true")).allowed);
+  // The exemption covers only the node itself keeping the value it read.
+  auto other = Review("hz-3", User(kProxy), "true", "true");
+  other.object.renew_time_us = *other.old_object.renew_time_us - 1;
+  ExpectDenied(other, "goes backwards");
+}
+
 BOOST_AUTO_TEST_CASE(proxy_identity_governed_vs_ungoverned) {
   BOOST_TEST(Decide(Review("bj-2", User(kProxy))).allowed);  // no PoolLease for beijing
   BOOST_REQUIRE(Lead("beijing", "bj-1", 0).ok());
