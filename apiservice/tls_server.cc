@@ -113,6 +113,10 @@ class Session : public std::enable_shared_from_this<Session> {
   ~Session() {
     absl::MutexLock lock(&shared_->mu);
     shared_->sessions.erase(this);
+    // A stream whose client left ends with no completion handler to finish its
+    // request (nothing holds the session any more): count it finished here, or
+    // Shutdown would wait for it until the grace period runs out.
+    if (!request_counted_) --shared_->active_requests;
   }
 
   net::any_io_executor executor() { return stream_.get_executor(); }

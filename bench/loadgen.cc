@@ -110,7 +110,7 @@ std::string MicroTime(int64_t unix_us) {
   int64_t us = unix_us % 1000000;
   struct tm tm;
   gmtime_r(&secs, &tm);
-  char buf[40];
+  char buf[64];
   std::snprintf(buf, sizeof(buf), "%04d-%02d-%02dT%02d:%02d:%02d.%06" PRId64 "Z", tm.tm_year + 1900,
                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, us);
   return buf;

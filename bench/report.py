@@ -139,10 +139,10 @@ if mem:
     grow = (mem["rss_kib"] - mem["rss_start_kib"]) * 1024
     w(f"### 3. Memory: {objs:,} objects ({objs // 11:,} PoolLeases + {objs - objs // 11:,} DelegatedLeases)")
     w("")
-    w("| RSS at start (membership and tokens loaded) | RSS with the objects | peak (VmHWM) | "
+    w("| RSS, 1,000-node membership, no objects | RSS at start (membership and tokens loaded) | RSS with the objects | peak (VmHWM) | "
       "RSS after one full LIST | growth per object | created (201) | create rate |")
-    w("|---|---|---|---|---|---|---|")
-    w(f"| {mem['rss_start_kib'] / 1024:.1f} MiB | {mem['rss_kib'] / 1024:.1f} MiB | {mem['hwm_kib'] / 1024:.1f} MiB | "
+    w("|---|---|---|---|---|---|---|---|")
+    w(f"| {mem.get('rss_empty_kib', 0) / 1024:.1f} MiB | {mem['rss_start_kib'] / 1024:.1f} MiB | {mem['rss_kib'] / 1024:.1f} MiB | {mem['hwm_kib'] / 1024:.1f} MiB | "
       f"{mem['rss_after_list_kib'] / 1024:.1f} MiB | {grow / max(1, created):,.0f} B | {created:,} | "
       f"{rate(pop.get('rate'))} |")
     w("")

@@ -198,7 +198,7 @@ if wants renewals; then
   for round in $(seq "$BENCH_ROUNDS"); do
     log "round $round of $BENCH_ROUNDS (closed loop, $BENCH_CONNECTIONS connections, ${BENCH_SECONDS}s each)"
     renew_poolleases "$RENEW"
-    BENCH_RENEW_BASE=$(date -u +%s) wrk_run "r$round-renewals" "https://127.0.0.1:$SERVER_PORT" \
+    BENCH_RENEW_BASE=$(( $(date -u +%s) + 2 )) wrk_run "r$round-renewals" "https://127.0.0.1:$SERVER_PORT" \
       "$BENCH_LUA_DIR/renew.lua"
     wrk_run "r$round-etcd-https" "https://127.0.0.1:$ETCD_TLS_PORT" "$BENCH_LUA_DIR/etcd_put.lua"
     wrk_run "r$round-nginx" "https://127.0.0.1:$NGINX_PORT" "$BENCH_LUA_DIR/get.lua"
@@ -255,6 +255,11 @@ if wants memory; then
   MEM=$WORK/mem
   objects=$((BENCH_MEM_POOLS * (BENCH_NODES + 1)))
   log "memory: $BENCH_MEM_POOLS PoolLeases + $((BENCH_MEM_POOLS * BENCH_NODES)) DelegatedLeases"
+  # The process alone: the renewal fixture's 1,000-node membership, no objects.
+  start_server server-empty "$RENEW"
+  sleep 1
+  rss_empty=$(rss_kib "$SERVER_PID")
+  stop_pid "$SERVER_PID"
   start_server server-mem "$MEM"
   sleep 1
   rss0=$(rss_kib "$SERVER_PID")
@@ -266,7 +271,7 @@ if wants memory; then
     "https://127.0.0.1:$SERVER_PORT/apis/coordination.pool/v1alpha1/delegatedleases" |
     python3 -c 'import json,sys; print(len(json.load(sys.stdin)["items"]))')
   rss2=$(rss_kib "$SERVER_PID")
-  echo "{\"objects_wanted\":$objects,\"delegatedleases_listed\":$count,\"rss_start_kib\":$rss0,\"rss_kib\":$rss1,\"hwm_kib\":$hwm1,\"rss_after_list_kib\":$rss2}" \
+  echo "{\"rss_empty_kib\":$rss_empty,\"objects_wanted\":$objects,\"delegatedleases_listed\":$count,\"rss_start_kib\":$rss0,\"rss_kib\":$rss1,\"hwm_kib\":$hwm1,\"rss_after_list_kib\":$rss2}" \
     >"$OUT/memory.json"
   log "memory: $(cat "$OUT/memory.json")"
   stop_pid "$SERVER_PID"; SERVER_PID=""

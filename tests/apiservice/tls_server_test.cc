@@ -469,6 +469,28 @@ BOOST_AUTO_TEST_CASE(ShutdownEndsALiveStreamCleanly) {
   BOOST_TEST(!late.handshaken());
 }
 
+// The input that showed a leak: a client that leaves in the middle of a stream.
+// Its request must count as finished, or Shutdown waits out the whole grace period.
+BOOST_AUTO_TEST_CASE(ClientLeavingAStreamDoesNotHoldShutdown) {
+  {
+    Conn c(server->port());
+    BOOST_REQUIRE(c.Send(Get("/forever")));
+    HttpResponse head = c.ReadHead();
+    BOOST_REQUIRE(head.status == 200);
+    std::string chunk;
+    BOOST_REQUIRE(c.ReadChunk(&chunk));
+  }  // the client closes its connection here
+  auto deadline = Clock::now() + std::chrono::seconds(5);
+  while (!stream_ended.load() && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  BOOST_REQUIRE(stream_ended.load());
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto start = Clock::now();
+  BOOST_TEST(server->Shutdown(std::chrono::seconds(5)));
+  BOOST_TEST((Clock::now() - start < std::chrono::seconds(2)));
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 // One I/O thread makes the point sharper: a stalled handshake must not occupy it.
