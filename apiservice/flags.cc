@@ -148,6 +148,15 @@ std::vector<Flag> FlagTable(ServerOptions* o) {
     "limit).");
   s("storage-backend", &o->storage_backend, "memory or etcd3.");
   l("etcd-servers", &o->etcd_servers, "etcd endpoints for --storage-backend=etcd3.");
+  s("etcd-prefix", &o->etcd_prefix, "Key prefix in etcd (kube-apiserver's is /registry).");
+  s("etcd-cafile", &o->etcd_cafile, "CA bundle that verifies etcd's serving certificate.");
+  s("etcd-certfile", &o->etcd_certfile, "Client certificate for etcd.");
+  s("etcd-keyfile", &o->etcd_keyfile, "Client key for etcd.");
+  d("delegation-taint-after", &o->delegation_taint_after,
+    "Delegation time after which a node gets node.openyurt.io/unschedulable=true:NoSchedule "
+    "(OpenYurt: 4 delegated renewals, about 40 s).");
+  d("forwarder-resync-period", &o->forwarder_resync_period,
+    "How often the forwarder re-checks every delegated node and marked cloud Lease.");
   b("leader-elect", &o->leader_elect,
     "Elect one replica (a coordination.k8s.io Lease) to run the forwarder.");
   d("leader-elect-lease-duration", &o->leader_elect_lease_duration,

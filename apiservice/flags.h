@@ -58,6 +58,14 @@ struct ServerOptions {
   int max_requests_inflight = 400;  // 0: no limit, as kube-apiserver
   std::string storage_backend = "memory";  // "memory" | "etcd3"
   std::vector<std::string> etcd_servers;
+  std::string etcd_prefix = "/registry/coordination.pool";
+  std::string etcd_cafile;
+  std::string etcd_certfile;
+  std::string etcd_keyfile;
+
+  // Forwarding into the cloud (--kubeconfig or in-cluster config).
+  absl::Duration delegation_taint_after = absl::Seconds(40);
+  absl::Duration forwarder_resync_period = absl::Seconds(5);
 
   // Replica leader election (client-go defaults).
   bool leader_elect = false;

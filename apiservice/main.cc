@@ -30,10 +30,8 @@ int main(int argc, char** argv) {
     std::fputs(poolcoord::apiservice::FlagUsage(argv[0]).c_str(), stdout);
     return 0;
   }
-  if (options->storage_backend == "etcd3") {
-    std::fprintf(stderr,
-                 "Error: --storage-backend=etcd3 is not available yet; use "
-                 "--storage-backend=memory\n");
+  if (options->storage_backend == "etcd3" && options->etcd_servers.empty()) {
+    std::fprintf(stderr, "Error: --storage-backend=etcd3 needs --etcd-servers\n");
     return 2;
   }
 

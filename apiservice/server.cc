@@ -1,6 +1,11 @@
 #include "apiservice/server.h"
 
+#include <unistd.h>
+
+#include <atomic>
 #include <chrono>
+#include <random>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -16,10 +21,30 @@
 #include "election/membership_file_source.h"
 #include "handlers/status_mapping.h"
 #include "store/api_error.h"
+#include "election/forwarder.h"
+#include "election/leader_elector.h"
+#include "election/node_membership_source.h"
+#include "election/pool_lease_lock.h"
+#include "store/etcd3_store.h"
+#include "store/kube_client.h"
 #include "store/memory_store.h"
 
 namespace poolcoord::apiservice {
 namespace {
+
+// Lower-case hex of `n` random bytes (replica identities, as hostname_<uuid>).
+std::string RandomHex(int n) {
+  std::random_device rd;
+  std::string out;
+  static const char* kHex = "0123456789abcdef";
+  for (int i = 0; i < n; ++i) {
+    unsigned v = rd() & 0xff;
+    out.push_back(kHex[v >> 4]);
+    out.push_back(kHex[v & 15]);
+  }
+  return out;
+}
+
 
 std::string Upper(std::string_view s) {
   std::string out(s);
@@ -129,6 +154,14 @@ struct ApiServer::Parts {
   std::unique_ptr<election::MembershipFileSource> membership_source;
   std::unique_ptr<election::LeaseRules> rules;
   std::unique_ptr<election::DelegatedLeaseGc> gc;
+  // The cloud cluster (--kubeconfig or in-cluster), and what runs against it.
+  std::unique_ptr<store::KubeClient> cloud;
+  std::unique_ptr<election::NodeMembershipSource> node_source;
+  std::unique_ptr<election::Forwarder> forwarder;
+  std::unique_ptr<election::LeaseLock> replica_lock;
+  std::unique_ptr<election::LeaderElector> elector;
+  std::thread elector_thread;
+  std::atomic<bool> stopping{false};
   std::unique_ptr<handlers::Router> router;
   std::unique_ptr<Metrics> metrics;
   std::unique_ptr<InflightLimiter> limiter;
@@ -193,17 +226,55 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ServerOptions&
     LogWarning("--authentication-kubeconfig/--authorization-kubeconfig are accepted but "
                "TokenReview/SubjectAccessReview delegation is not available yet");
   }
-  if (!options.kubeconfig.empty()) {
-    LogWarning("--kubeconfig is accepted but the Node membership source and the forwarder are "
-               "not available yet");
-  }
-  if (options.leader_elect) {
-    LogWarning("--leader-elect is accepted but replica leader election is not available yet");
+  if (options.storage_backend == "etcd3") {
+    store::Etcd3StoreOptions etcd;
+    etcd.endpoints = options.etcd_servers;
+    etcd.prefix = options.etcd_prefix;
+    etcd.ca_file = options.etcd_cafile;
+    etcd.cert_file = options.etcd_certfile;
+    etcd.key_file = options.etcd_keyfile;
+    // Each replica times renewals on its own monotonic clock, from when it first
+    // saw a version: a renewal made through another replica never expires early.
+    etcd.monotonic_micros = [] { return election::RealClock::Get()->MonotonicMicros(); };
+    absl::StatusOr<std::unique_ptr<store::Store>> etcd_store = store::NewEtcd3Store(etcd);
+    if (!etcd_store.ok()) {
+      return absl::Status(etcd_store.status().code(),
+                          absl::StrCat("--etcd-servers: ", etcd_store.status().message()));
+    }
+    p->store = *std::move(etcd_store);
+    LogInfo("storage: etcd3 at ", absl::StrJoin(options.etcd_servers, ","), options.etcd_prefix);
+  } else {
+    store::MemoryStoreOptions store_options;
+    store_options.watch_history_size = options.watch_history_size;
+    p->store = store::NewMemoryStore(store_options);
   }
 
-  store::MemoryStoreOptions store_options;
-  store_options.watch_history_size = options.watch_history_size;
-  p->store = store::NewMemoryStore(store_options);
+  // The cloud cluster: an explicit --kubeconfig, else the in-cluster config.
+  {
+    absl::StatusOr<store::KubeClientConfig> cloud_config =
+        options.kubeconfig.empty() ? store::InClusterConfig()
+                                   : store::LoadKubeconfig(options.kubeconfig);
+    if (cloud_config.ok()) {
+      if (options.leader_elect) {
+        // client-go: max(1 s, RenewDeadline / 2), so one hung request cannot
+        // outlast the leader's lease (the forwarder shares this client).
+        cloud_config->timeout = std::chrono::milliseconds(std::max<int64_t>(
+            1000, absl::ToInt64Milliseconds(options.leader_elect_renew_deadline) / 2));
+      }
+      absl::StatusOr<std::unique_ptr<store::KubeClient>> cloud =
+          store::KubeClient::New(*cloud_config);
+      if (!cloud.ok()) return cloud.status();
+      p->cloud = *std::move(cloud);
+      LogInfo("cloud cluster: ", p->cloud->config().server);
+    } else if (!options.kubeconfig.empty()) {
+      return absl::Status(cloud_config.status().code(),
+                          absl::StrCat("--kubeconfig: ", cloud_config.status().message()));
+    }
+  }
+  if (options.leader_elect && !p->cloud) {
+    return absl::InvalidArgumentError(
+        "--leader-elect needs the cloud cluster: give --kubeconfig or run in a pod");
+  }
 
   p->membership = std::make_unique<election::MembershipIndex>();
   if (!options.pool_membership_file.empty()) {
@@ -214,9 +285,15 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ServerOptions&
     }
     LogInfo("pool membership from ", options.pool_membership_file, ": ",
             p->membership->Snapshot().size(), " pools");
-  } else {
+  } else if (!p->cloud) {
     // No source at all: membership is known to be empty, not "still loading".
     (void)p->membership->Replace("file", {});
+  }
+  if (p->cloud) {
+    p->node_source = std::make_unique<election::NodeMembershipSource>(
+        p->cloud.get(), p->membership.get(), options.pool_label);
+    p->node_source->Start();
+    LogInfo("pool membership from the Nodes' label ", options.pool_label);
   }
 
   election::LeaseRulesOptions rules_options;
@@ -228,6 +305,21 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ServerOptions&
   p->gc = std::make_unique<election::DelegatedLeaseGc>(p->store.get(), p->rules.get(),
                                                        options.delegated_lease_gc_period);
   p->gc->Start();
+
+  if (p->cloud) {
+    election::ForwarderOptions fo;
+    fo.taint_after = absl::ToChronoMicroseconds(options.delegation_taint_after);
+    fo.resync_period = absl::ToChronoMilliseconds(options.forwarder_resync_period);
+    p->forwarder = std::make_unique<election::Forwarder>(
+        p->store.get(), p->rules.get(), p->cloud.get(), election::RealClock::Get(), fo);
+    if (!options.leader_elect) {
+      // One replica (the memory store): it is the only forwarder there is.
+      p->forwarder->Start();
+    } else {
+      absl::Status st = StartReplicaElection(p.get());
+      if (!st.ok()) return st;
+    }
+  }
 
   p->metrics = std::make_unique<Metrics>();
   p->limiter = std::make_unique<InflightLimiter>(options.max_requests_inflight);
@@ -241,12 +333,32 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ServerOptions&
   router.forwarder_user = options.forwarder_user;
   router.livez_checks = {{"ping", [] { return true; }}};
   router.readyz_checks = {{"ping", [] { return true; }}};
-  if (!options.pool_membership_file.empty()) {
+  if (p->elector) {
+    // client-go's HealthzAdaptor with kube-controller-manager's 20 s tolerance:
+    // fails only for a wedged leader; standbys always pass.
+    election::LeaderElector* elector = p->elector.get();
+    router.livez_checks.emplace_back("leaderElection",
+                                     [elector] { return elector->Healthy(absl::Seconds(20)); });
+  }
+  if (!options.pool_membership_file.empty() || p->node_source) {
     election::MembershipIndex* index = p->membership.get();
     router.readyz_checks.emplace_back("membership", [index] { return index->Loaded(); });
   }
   Metrics* metrics = p->metrics.get();
-  router.metrics_text = [metrics] { return metrics->Render(); };
+  election::Forwarder* forwarder = p->forwarder.get();
+  election::LeaderElector* elector = p->elector.get();
+  router.metrics_text = [metrics, forwarder, elector] {
+    std::string text = metrics->Render();
+    if (forwarder) text += forwarder->MetricsText();
+    if (elector) {
+      absl::StrAppend(&text,
+                      "# HELP leader_election_master_status 1 when this replica leads and runs "
+                      "the forwarder.\n# TYPE leader_election_master_status gauge\n"
+                      "leader_election_master_status{name=\"poolcoord\"} ",
+                      elector->IsLeader() ? 1 : 0, "\n");
+    }
+    return text;
+  };
   p->router = handlers::NewRouter(router);
 
   PipelineOptions pipeline;
@@ -313,8 +425,67 @@ void ApiServer::Shutdown(std::chrono::milliseconds grace) {
     LogWarning("shutdown: some requests did not finish within ",
                std::chrono::duration_cast<std::chrono::seconds>(grace).count(), "s");
   }
+  parts_->stopping = true;
+  if (parts_->elector) {
+    parts_->elector->Stop();  // releases the replica Lease; OnStoppedLeading stops forwarding
+    if (parts_->elector_thread.joinable()) parts_->elector_thread.join();
+  }
+  if (parts_->forwarder) parts_->forwarder->Stop();
+  if (parts_->node_source) parts_->node_source->Stop();
   parts_->gc->Stop();
   if (parts_->membership_source) parts_->membership_source->Stop();
+}
+
+// Replica leader election on a coordination.k8s.io Lease in the cloud (seed
+// 004's pattern): every replica serves; only the leader forwards, and it stops
+// forwarding when its renewals fail for RenewDeadline, before LeaseDuration lets
+// another replica take over.
+absl::Status ApiServer::StartReplicaElection(Parts* p) {
+  const ServerOptions& o = p->options;
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  std::string identity = absl::StrCat(host, "_", RandomHex(8));
+  p->replica_lock = std::make_unique<election::ResourceLeaseLock>(
+      p->cloud.get(), election::CoordinationLeaseResource(o.leader_elect_resource_namespace),
+      o.leader_elect_resource_name, identity);
+  election::LeaderElectionConfig config;
+  config.lock = p->replica_lock.get();
+  config.lease_duration = o.leader_elect_lease_duration;
+  config.renew_deadline = o.leader_elect_renew_deadline;
+  config.retry_period = o.leader_elect_retry_period;
+  config.release_on_cancel = true;
+  config.name = "poolcoord";
+  election::Forwarder* forwarder = p->forwarder.get();
+  config.callbacks.on_started_leading = [forwarder, identity] {
+    LogInfo("replica ", identity, " leads: forwarding starts");
+    forwarder->Start();
+  };
+  config.callbacks.on_stopped_leading = [forwarder, identity] {
+    forwarder->Stop();
+    LogInfo("replica ", identity, " does not lead: forwarding stopped");
+  };
+  config.callbacks.on_new_leader = [](const std::string& leader) {
+    LogInfo("replica leader is ", leader);
+  };
+  absl::StatusOr<std::unique_ptr<election::LeaderElector>> elector =
+      election::LeaderElector::New(config);
+  if (!elector.ok()) {
+    return absl::Status(elector.status().code(),
+                        absl::StrCat("--leader-elect-*: ", elector.status().message()));
+  }
+  p->elector = *std::move(elector);
+  election::LeaderElector* e = p->elector.get();
+  std::atomic<bool>* stopping = &p->stopping;
+  p->elector_thread = std::thread([e, stopping] {
+    // A run ends when leadership is lost; the replica then competes again.
+    while (!stopping->load()) {
+      e->Run();
+      if (stopping->load()) break;
+      e->Restart();
+    }
+  });
+  LogInfo("replica leader election on ", p->replica_lock->Describe(), " as ", identity);
+  return absl::OkStatus();
 }
 
 }  // namespace poolcoord::apiservice

@@ -408,8 +408,12 @@ absl::Status Forwarder::ForwardOnce(const std::string& node, const store::Object
                    store::TxnReader&) -> absl::StatusOr<store::MutableObjectPtr> {
                  if (!cur) return absl::NotFoundError("gone");
                  auto next = std::make_shared<store::Object>(*cur);
+                 // A renewal that landed while we forwarded must stay "not yet
+                 // forwarded" (lastForwardTime < its observedTime), or the resync
+                 // would skip it.
+                 const bool newer = cur->status.observed_time_us.value_or(0) > observed;
                  next->status.last_forward_time_us =
-                     std::max<int64_t>(observed, clock_->NowMicros());
+                     newer ? observed : std::max<int64_t>(observed, clock_->NowMicros());
                  return next;
                })
       .status()

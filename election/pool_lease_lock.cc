@@ -60,8 +60,18 @@ absl::StatusOr<VersionedRecord> ParseLeaseRecord(std::string_view json) {
   return out;
 }
 
-std::string EncodePoolLease(std::string_view base_json, const std::string& name,
-                            const LeaderElectionRecord& record, const std::string& version) {
+LeaseResource PoolLeaseResource() {
+  return {kPoolLeasesPath, "coordination.pool/v1alpha1", "PoolLease"};
+}
+
+LeaseResource CoordinationLeaseResource(const std::string& ns) {
+  return {absl::StrCat("/apis/coordination.k8s.io/v1/namespaces/", ns, "/leases"),
+          "coordination.k8s.io/v1", "Lease"};
+}
+
+std::string EncodeLease(const LeaseResource& resource, std::string_view base_json,
+                        const std::string& name, const LeaderElectionRecord& record,
+                        const std::string& version) {
   rapidjson::Document doc;
   if (!base_json.empty()) doc.Parse(base_json.data(), base_json.size());
   if (base_json.empty() || doc.HasParseError() || !doc.IsObject()) doc.SetObject();
@@ -73,8 +83,8 @@ std::string EncodePoolLease(std::string_view base_json, const std::string& name,
       obj.AddMember(rapidjson::Value(key, a), std::move(value), a);
     }
   };
-  set(doc, "apiVersion", rapidjson::Value("coordination.pool/v1alpha1", a));
-  set(doc, "kind", rapidjson::Value("PoolLease", a));
+  set(doc, "apiVersion", rapidjson::Value(resource.api_version.c_str(), a));
+  set(doc, "kind", rapidjson::Value(resource.kind.c_str(), a));
   if (!doc.HasMember("metadata") || !doc["metadata"].IsObject()) {
     set(doc, "metadata", rapidjson::Value(rapidjson::kObjectType));
   }
@@ -102,16 +112,22 @@ std::string EncodePoolLease(std::string_view base_json, const std::string& name,
   return std::string(buf.GetString(), buf.GetSize());
 }
 
-PoolLeaseLock::PoolLeaseLock(store::KubeClient* client, std::string pool, std::string identity,
-                             store::KubeRequestOptions options)
+ResourceLeaseLock::ResourceLeaseLock(store::KubeClient* client, LeaseResource resource,
+                                     std::string name, std::string identity,
+                                     store::KubeRequestOptions options)
     : client_(client),
-      pool_(std::move(pool)),
+      resource_(std::move(resource)),
+      name_(std::move(name)),
       identity_(std::move(identity)),
       options_(std::move(options)) {}
 
-absl::StatusOr<VersionedRecord> PoolLeaseLock::Get() {
+std::string ResourceLeaseLock::Describe() const {
+  return absl::StrCat(resource_.collection_path, "/", name_);
+}
+
+absl::StatusOr<VersionedRecord> ResourceLeaseLock::Get() {
   absl::StatusOr<store::KubeResponse> r =
-      client_->Get(absl::StrCat(kPoolLeasesPath, "/", pool_), options_);
+      client_->Get(absl::StrCat(resource_.collection_path, "/", name_), options_);
   if (!r.ok()) return r.status();
   if (r->status != 200) return store::StatusFromKubeResponse(*r);
   absl::StatusOr<VersionedRecord> rec = ParseLeaseRecord(r->body);
@@ -121,9 +137,9 @@ absl::StatusOr<VersionedRecord> PoolLeaseLock::Get() {
   return rec;
 }
 
-absl::StatusOr<std::string> PoolLeaseLock::Create(const LeaderElectionRecord& record) {
-  const std::string body = EncodePoolLease("", pool_, record, "");
-  absl::StatusOr<store::KubeResponse> r = client_->Post(kPoolLeasesPath, body, options_);
+absl::StatusOr<std::string> ResourceLeaseLock::Create(const LeaderElectionRecord& record) {
+  const std::string body = EncodeLease(resource_, "", name_, record, "");
+  absl::StatusOr<store::KubeResponse> r = client_->Post(resource_.collection_path, body, options_);
   if (!r.ok()) return r.status();
   if (r->status != 201 && r->status != 200) return store::StatusFromKubeResponse(*r);
   absl::StatusOr<VersionedRecord> rec = ParseLeaseRecord(r->body);
@@ -133,15 +149,15 @@ absl::StatusOr<std::string> PoolLeaseLock::Create(const LeaderElectionRecord& re
   return rec->version;
 }
 
-absl::StatusOr<std::string> PoolLeaseLock::Update(const LeaderElectionRecord& record,
-                                                  const std::string& version) {
+absl::StatusOr<std::string> ResourceLeaseLock::Update(const LeaderElectionRecord& record,
+                                                      const std::string& version) {
   std::string body;
   {
     absl::MutexLock lock(&mu_);
-    body = EncodePoolLease(last_object_json_, pool_, record, version);
+    body = EncodeLease(resource_, last_object_json_, name_, record, version);
   }
   absl::StatusOr<store::KubeResponse> r =
-      client_->Put(absl::StrCat(kPoolLeasesPath, "/", pool_), body, options_);
+      client_->Put(absl::StrCat(resource_.collection_path, "/", name_), body, options_);
   if (!r.ok()) return r.status();
   if (r->status != 200) return store::StatusFromKubeResponse(*r);
   absl::StatusOr<VersionedRecord> rec = ParseLeaseRecord(r->body);

@@ -1,4 +1,5 @@
 #include "store/kube_client.h"
+#include <cstdlib>
 
 #include <curl/curl.h>
 
@@ -425,6 +426,26 @@ absl::StatusOr<KubeClientConfig> LoadKubeconfig(const std::string& path,
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", e.what()));
   }
+}
+
+absl::StatusOr<KubeClientConfig> InClusterConfig(const std::string& sa_dir) {
+  const char* host = std::getenv("KUBERNETES_SERVICE_HOST");
+  const char* port = std::getenv("KUBERNETES_SERVICE_PORT");
+  if (host == nullptr || port == nullptr || *host == 0 || *port == 0) {
+    return absl::NotFoundError(
+        "not running in a cluster: KUBERNETES_SERVICE_HOST/KUBERNETES_SERVICE_PORT are unset");
+  }
+  std::ifstream token_file(sa_dir + "/token");
+  if (!token_file) return absl::NotFoundError(absl::StrCat("no service account token in ", sa_dir));
+  std::stringstream token;
+  token << token_file.rdbuf();
+  KubeClientConfig c;
+  std::string h = host;
+  if (h.find(':') != std::string::npos) h = absl::StrCat("[", h, "]");  // IPv6
+  c.server = absl::StrCat("https://", h, ":", port);
+  c.bearer_token = std::string(absl::StripAsciiWhitespace(token.str()));
+  c.ca_file = sa_dir + "/ca.crt";
+  return c;
 }
 
 }  // namespace poolcoord::store

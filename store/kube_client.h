@@ -137,6 +137,14 @@ class KubeClient {
 absl::StatusOr<KubeClientConfig> LoadKubeconfig(const std::string& path,
                                                 const std::string& context = "");
 
+// The in-cluster config, as client-go's rest.InClusterConfig: server
+// https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT, the service
+// account token and CA from `sa_dir` (default
+// /var/run/secrets/kubernetes.io/serviceaccount). NotFound when not running in a
+// pod (the variables or the token are missing).
+absl::StatusOr<KubeClientConfig> InClusterConfig(
+    const std::string& sa_dir = "/var/run/secrets/kubernetes.io/serviceaccount");
+
 // The absl code for an error answer (status >= 300), following
 // reference/cpp-style.md: 404 NotFound, 409 AlreadyExists (reason
 // AlreadyExists) or Aborted (Conflict), 401 Unauthenticated, 403
