@@ -232,7 +232,9 @@ using poolcoord::sim::Options;
 void Usage() {
   std::cerr <<
       R"(usage: poolcoord-sim [flags]
-  --scenario=fleet|elector   fleet (default) or the real-server elector checks
+  --scenario=fleet|elector|term-selftest
+                             fleet (default), the real-server elector checks, or
+                             the term checks on a hand-made history (no server)
   --server-binary=PATH       start this poolcoord-apiserver on a free 127.0.0.1 port
   --server-arg=ARG           extra argument for the started server (repeatable)
   --server=URL --ca-file=F   use a running server started with the files of
@@ -243,8 +245,11 @@ void Usage() {
   --partition-ratio=R --dead-ratio=R --pool-partition-ratio=R
   --clock-skew=SECONDS --leader-kill-interval=SECONDS --duration=SECONDS
   --lease-duration=S --renew-deadline=S --retry-period=S --seed=N --workers=N
-  --allow-belief-overlap     report, but do not fail on, two agents believing they lead
+  --allow-belief-overlap     accepted for old scripts: overlapping beliefs in different
+                             terms are only reported; in one term they always fail
   --summary-json=FILE
+  --pl-watch-delay-ms=MS      diagnostics: slow the PoolLease watch consumer down so
+                             the server closes it and it re-lists
 )";
 }
 
@@ -308,6 +313,7 @@ bool ParseFlags(int argc, char** argv, Options* o) {
       o->seed = static_cast<uint64_t>(d);
     } else if (name == "allow-belief-overlap") o->allow_belief_overlap = true;
     else if (name == "summary-json") o->summary_json = take();
+    else if (name == "pl-watch-delay-ms") num(&o->pl_watch_delay_ms);
     else {
       std::cerr << "unknown flag --" << name << "\n";
       return false;
@@ -341,8 +347,9 @@ int main(int argc, char** argv) {
     Usage();
     return 2;
   }
+  if (o.scenario == "term-selftest") return sim::RunTermSelfTest(o);
   if (o.scenario != "fleet" && o.scenario != "elector") {
-    std::cerr << "--scenario must be fleet or elector\n";
+    std::cerr << "--scenario must be fleet, elector or term-selftest\n";
     return 2;
   }
   if (o.work_dir.empty()) {

@@ -17,7 +17,7 @@
 namespace poolcoord::sim {
 
 struct Options {
-  std::string scenario = "fleet";  // "fleet" | "elector" (real-server elector checks)
+  std::string scenario = "fleet";  // "fleet" | "elector" (real-server elector checks) | "term-selftest"
   // Server: either started by us (--server-binary) or already running (--server).
   std::string server;
   std::string server_binary;
@@ -42,8 +42,11 @@ struct Options {
   int extra_objects = 0;
   double heartbeat_interval_s = 10.0;  // yurthub/kubelet node heartbeat
   double grace_s = 40.0;               // node lease duration: a gap this long evicts
-  bool allow_belief_overlap = false;
+  bool allow_belief_overlap = false;  // no effect: see --allow-belief-overlap
   std::string summary_json;
+  // Diagnostics: the PoolLease watch consumer sleeps this long per event, so it
+  // falls behind and the server closes it (410, re-list), as under overload.
+  double pl_watch_delay_ms = 0;
 };
 
 // Node and pool names, tokens: deterministic from the options.
@@ -109,5 +112,7 @@ class Latencies {
 
 int RunFleet(const Options& o, store::KubeClient* client);
 int RunElectorChecks(const Options& o, store::KubeClient* client);
+// --scenario=term-selftest: the term checks on a hand-made history; no server.
+int RunTermSelfTest(const Options& o);
 
 }  // namespace poolcoord::sim
