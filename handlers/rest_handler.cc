@@ -145,6 +145,30 @@ absl::StatusOr<std::pair<MutableObjectPtr, std::vector<std::string>>> DecodeBody
   return std::make_pair(*std::move(obj), std::move(unknown));
 }
 
+// The body of a create or update, decoded, with the write's query options.
+struct DecodedWrite {
+  MutableObjectPtr object;
+  std::vector<std::string> warnings;  // fieldValidation=Warn
+  bool dry_run = false;
+};
+
+absl::StatusOr<DecodedWrite> DecodeWrite(const Request& request, Kind kind) {
+  if (absl::Status s = CheckJsonContentType(request); !s.ok()) return s;
+  DecodedWrite out;
+  auto dry = DryRun(request);
+  if (!dry.ok()) return dry.status();
+  out.dry_run = *dry;
+  auto validation = ParseFieldValidation(request);
+  if (!validation.ok()) return validation.status();
+  auto decoded = DecodeBody(kind, request.body);
+  if (!decoded.ok()) return decoded.status();
+  out.object = std::move(decoded->first);
+  if (absl::Status s = ApplyFieldValidation(*validation, decoded->second, &out.warnings); !s.ok()) {
+    return s;
+  }
+  return out;
+}
+
 std::string EncodeOne(const Object& o) { return store::EncodeObject(o); }
 
 // Output format of a read, from the Accept header.
@@ -200,19 +224,6 @@ absl::StatusOr<MutableObjectPtr> PrepareUpdate(const RestContext& ctx, const Req
     next = std::move(proposed);
     next->status = current->status;
     next->observed_monotonic_us = current->observed_monotonic_us;
-    if (current->metadata.deletion_timestamp) {
-      for (const auto& f : next->metadata.finalizers) {
-        if (std::find(current->metadata.finalizers.begin(), current->metadata.finalizers.end(),
-                      f) == current->metadata.finalizers.end()) {
-          return store::InvalidError(
-              KindName(kind), name,
-              {store::FieldForbidden("metadata.finalizers",
-                                     absl::StrCat("no new finalizers can be added if the object "
-                                                  "is being deleted, found new finalizers [\"",
-                                                  f, "\"]"))});
-        }
-      }
-    }
     auto causes = ValidateObjectMeta(next->metadata, /*is_create=*/false);
     auto update_causes = ValidateObjectMetaUpdate(current->metadata, next->metadata);
     causes.insert(causes.end(), update_causes.begin(), update_causes.end());
@@ -354,18 +365,11 @@ Response List(const RestContext& ctx, const ResourcePath& path, Request& request
 // --- writes
 
 Response Create(const RestContext& ctx, const ResourcePath& path, Request& request) {
-  if (absl::Status s = CheckJsonContentType(request); !s.ok()) return ErrorResponse(s);
-  auto dry = DryRun(request);
-  if (!dry.ok()) return ErrorResponse(dry.status());
-  auto validation = ParseFieldValidation(request);
-  if (!validation.ok()) return ErrorResponse(validation.status());
-  auto decoded = DecodeBody(path.kind, request.body);
+  auto decoded = DecodeWrite(request, path.kind);
   if (!decoded.ok()) return ErrorResponse(decoded.status());
-  auto& [obj, unknown] = *decoded;
-  std::vector<std::string> warnings;
-  if (absl::Status s = ApplyFieldValidation(*validation, unknown, &warnings); !s.ok()) {
-    return ErrorResponse(s);
-  }
+  MutableObjectPtr& obj = decoded->object;
+  const std::vector<std::string>& warnings = decoded->warnings;
+  const bool dry_run = decoded->dry_run;
   if (obj->metadata.name.empty() && !obj->metadata.generate_name.empty()) {
     obj->metadata.name = obj->metadata.generate_name + RandomSuffix();
   }
@@ -393,24 +397,17 @@ Response Create(const RestContext& ctx, const ResourcePath& path, Request& reque
         }
         return next;
       },
-      *dry);
+      dry_run);
   if (!result.ok()) return ErrorResponse(result.status());
   return WriteResponse(201, *result, warnings);
 }
 
 Response Update(const RestContext& ctx, const ResourcePath& path, Request& request) {
-  if (absl::Status s = CheckJsonContentType(request); !s.ok()) return ErrorResponse(s);
-  auto dry = DryRun(request);
-  if (!dry.ok()) return ErrorResponse(dry.status());
-  auto validation = ParseFieldValidation(request);
-  if (!validation.ok()) return ErrorResponse(validation.status());
-  auto decoded = DecodeBody(path.kind, request.body);
+  auto decoded = DecodeWrite(request, path.kind);
   if (!decoded.ok()) return ErrorResponse(decoded.status());
-  auto& [obj, unknown] = *decoded;
-  std::vector<std::string> warnings;
-  if (absl::Status s = ApplyFieldValidation(*validation, unknown, &warnings); !s.ok()) {
-    return ErrorResponse(s);
-  }
+  MutableObjectPtr& obj = decoded->object;
+  const std::vector<std::string>& warnings = decoded->warnings;
+  const bool dry_run = decoded->dry_run;
   if (obj->metadata.name.empty()) obj->metadata.name = path.name;
   if (obj->metadata.name != path.name) {
     return ErrorResponse(store::BadRequestError(
@@ -425,7 +422,7 @@ Response Update(const RestContext& ctx, const ResourcePath& path, Request& reque
         return PrepareUpdate(ctx, request, path.kind, current, std::make_shared<Object>(*obj),
                              status_only, reader);
       },
-      *dry);
+      dry_run);
   if (!result.ok()) return ErrorResponse(result.status());
   return WriteResponse(200, *result, warnings);
 }

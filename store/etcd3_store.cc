@@ -1,4 +1,5 @@
 #include "store/etcd3_store.h"
+#include "store/watch_channel.h"
 
 #include <algorithm>
 #include <atomic>
@@ -293,64 +294,6 @@ class Core {
   std::atomic<int64_t> compacted_{1};
 };
 
-// The queue between a watcher's stream thread (producer) and its consumer.
-class WatchChannel {
- public:
-  explicit WatchChannel(size_t limit) : limit_(limit) {}
-
-  // Returns false once closed, also when this push found the queue full.
-  bool Push(EventPtr event) {
-    absl::MutexLock lock(&mu_);
-    if (closed_) return false;
-    if (queue_.size() >= limit_) {
-      CloseLocked();
-      return false;
-    }
-    queue_.push_back(std::move(event));
-    return true;
-  }
-
-  void Close() {
-    absl::MutexLock lock(&mu_);
-    CloseLocked();
-  }
-
-  bool Closed() const {
-    absl::MutexLock lock(&mu_);
-    return closed_;
-  }
-
-  EventPtr Next(std::chrono::milliseconds timeout) {
-    absl::MutexLock lock(&mu_);
-    mu_.AwaitWithTimeout(absl::Condition(this, &WatchChannel::Ready), absl::FromChrono(timeout));
-    if (!queue_.empty()) {
-      EventPtr event = std::move(queue_.front());
-      queue_.pop_front();
-      return event;
-    }
-    if (closed_ && !error_delivered_) {
-      error_delivered_ = true;
-      auto error = std::make_shared<Event>();
-      error->type = EventType::kError;
-      return error;
-    }
-    return nullptr;
-  }
-
- private:
-  bool Ready() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !queue_.empty() || closed_; }
-  void CloseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    closed_ = true;
-    // After a break the client re-lists; undelivered events are of no use.
-    queue_.clear();
-  }
-
-  const size_t limit_;
-  mutable absl::Mutex mu_;
-  std::deque<EventPtr> queue_ ABSL_GUARDED_BY(mu_);
-  bool closed_ ABSL_GUARDED_BY(mu_) = false;
-  bool error_delivered_ ABSL_GUARDED_BY(mu_) = false;
-};
 
 // One watch: the channel, the stream's stop switch and the handshake with
 // Watch().

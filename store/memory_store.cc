@@ -1,4 +1,5 @@
 #include "store/memory_store.h"
+#include "store/watch_channel.h"
 
 #include <algorithm>
 #include <deque>
@@ -20,74 +21,6 @@ constexpr int kKinds = 2;
 
 int Index(Kind kind) { return static_cast<int>(kind); }
 
-// The queue between the store (producer, under the store lock) and one watcher
-// (consumer). Lock order: the store's mutex, then a channel's, never the reverse.
-class WatchChannel {
- public:
-  explicit WatchChannel(size_t limit) : limit_(limit) {}
-
-  // Live events. Returns false once the channel is closed, also when this push
-  // found it full (the consumer fell behind): the store then forgets it.
-  bool Push(const EventPtr& event) {
-    absl::MutexLock lock(&mu_);
-    if (closed_) return false;
-    if (queue_.size() >= limit_) {
-      CloseLocked();
-      return false;
-    }
-    queue_.push_back(event);
-    return true;
-  }
-
-  // Replayed history at registration: already bounded by the history size.
-  void PushReplay(const EventPtr& event) {
-    absl::MutexLock lock(&mu_);
-    queue_.push_back(event);
-  }
-
-  void Close() {
-    absl::MutexLock lock(&mu_);
-    CloseLocked();
-  }
-
-  bool Closed() const {
-    absl::MutexLock lock(&mu_);
-    return closed_;
-  }
-
-  EventPtr Next(std::chrono::milliseconds timeout) {
-    absl::MutexLock lock(&mu_);
-    mu_.AwaitWithTimeout(absl::Condition(this, &WatchChannel::Ready),
-                         absl::FromChrono(timeout));
-    if (!queue_.empty()) {
-      EventPtr event = std::move(queue_.front());
-      queue_.pop_front();
-      return event;
-    }
-    if (closed_ && !error_delivered_) {
-      error_delivered_ = true;
-      auto error = std::make_shared<Event>();
-      error->type = EventType::kError;
-      return error;
-    }
-    return nullptr;
-  }
-
- private:
-  bool Ready() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !queue_.empty() || closed_; }
-
-  void CloseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    closed_ = true;
-    // Undelivered events are useless once the stream breaks: the client re-lists.
-    queue_.clear();
-  }
-
-  const size_t limit_;
-  mutable absl::Mutex mu_;
-  std::deque<EventPtr> queue_ ABSL_GUARDED_BY(mu_);
-  bool closed_ ABSL_GUARDED_BY(mu_) = false;
-  bool error_delivered_ ABSL_GUARDED_BY(mu_) = false;
-};
 
 class MemoryWatcher final : public Watcher {
  public:
