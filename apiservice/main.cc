@@ -1,6 +1,7 @@
 // poolcoord-apiserver: the aggregated API server for coordination.pool.
 // Exit status: 0 after a clean SIGTERM/SIGINT shutdown or --help; 2 for bad
 // flags; 1 when start-up fails (certificates, files, bind).
+#include <malloc.h>
 #include <signal.h>
 
 #include <chrono>
@@ -17,6 +18,11 @@ int main(int argc, char** argv) {
   using poolcoord::apiservice::ApiServer;
   using poolcoord::apiservice::LogError;
   using poolcoord::apiservice::LogInfo;
+
+  // glibc gives threads arenas of their own; with a thread per watch stream the
+  // resident set grew to 1.7x the live heap in the memory benchmark. Two arenas
+  // keep it near the heap for a server that mostly waits on two I/O threads.
+  mallopt(M_ARENA_MAX, 2);
 
   std::vector<std::string> args(argv + 1, argv + argc);
   absl::StatusOr<poolcoord::apiservice::ServerOptions> options =

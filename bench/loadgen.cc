@@ -285,12 +285,14 @@ struct Stats {
   std::map<int, uint64_t> statuses;  // HTTP status -> count (0: transport error)
   uint64_t completed = 0;
   uint64_t matched = 0;  // responses whose body contains --count-substring
+  uint64_t all_completed = 0;  // open loop: warm-up responses included
   SteadyTime last_completion{};
 
   void Merge(const Stats& o) {
     latencies_us.insert(latencies_us.end(), o.latencies_us.begin(), o.latencies_us.end());
     for (const auto& [k, v] : o.statuses) statuses[k] += v;
     completed += o.completed;
+    all_completed += o.all_completed;
     matched += o.matched;
     last_completion = std::max(last_completion, o.last_completion);
   }
@@ -556,6 +558,7 @@ int RunOpen(const Flags& f) {
     conns.push_back(std::make_shared<Connection>(
         ioc, ctx, c.target, [s, &needle, &measured_done](const Connection::Item& item, int status,
                                                          const std::string& body, SteadyTime done) {
+          ++s->all_completed;
           if (!item.measured) return;
           ++measured_done;
           ++s->statuses[status];
@@ -633,9 +636,10 @@ int RunOpen(const Flags& f) {
   std::string lat = LatencyJson(total.latencies_us);
   std::printf(
       "{\"mode\":\"open\",\"target_rate\":%.0f,\"duration_s\":%.1f,\"connections\":%d,\"sent\":%" PRIu64
-      ",\"completed\":%" PRIu64 ",\"unfinished\":%" PRIu64 ",\"achieved_rate\":%.1f,\"matched\":%" PRIu64
-      ",%s,\"status\":%s}\n",
+      ",\"completed\":%" PRIu64 ",\"unfinished\":%" PRIu64 ",\"completed_with_warmup\":%" PRIu64
+      ",\"achieved_rate\":%.1f,\"matched\":%" PRIu64 ",%s,\"status\":%s}\n",
       rate, duration_s, n, measured_sent.load(), total.completed, measured_sent.load() - total.completed,
+      total.all_completed,
       static_cast<double>(total.completed) / window, total.matched, lat.c_str(),
       StatusJson(total.statuses).c_str());
   return total.completed > 0 ? 0 : 1;
@@ -731,6 +735,7 @@ struct FanoutState {
   std::unordered_map<std::string, Write> writes;  // by the renewTime it carried
   int watchers_ready = 0;
   int watchers_failed = 0;
+  int watchers_lost = 0;
   uint64_t events = 0;
 };
 
@@ -747,8 +752,13 @@ std::string_view RenewTimeOf(std::string_view line) {
 class Watcher : public std::enable_shared_from_this<Watcher> {
  public:
   Watcher(net::io_context& ioc, ssl::context& ctx, Target target,
-          std::shared_ptr<http::request<http::string_body>> req, FanoutState* state)
-      : stream_(ioc, ctx), target_(std::move(target)), req_(std::move(req)), state_(state) {}
+          std::shared_ptr<http::request<http::string_body>> req, FanoutState* state,
+          std::function<void()> settled)
+      : stream_(ioc, ctx),
+        target_(std::move(target)),
+        req_(std::move(req)),
+        state_(state),
+        settled_(std::move(settled)) {}
 
   void Start() {
     tcp::endpoint ep(net::ip::make_address(target_.host), target_.port);
@@ -773,14 +783,26 @@ class Watcher : public std::enable_shared_from_this<Watcher> {
   }
 
  private:
+  // Once per watcher, when its watch is established or has failed: lets the next
+  // one connect (a bounded number of handshakes at a time, as real clients arrive).
+  void Settle() {
+    if (settled_) {
+      auto fn = std::move(settled_);
+      settled_ = nullptr;
+      fn();
+    }
+  }
+
   void OnHeader(beast::error_code ec) {
     if (ec) return Failed("read header", ec);
     if (parser_.get().result_int() != 200) {
       std::fprintf(stderr, "loadgen: watch got HTTP %d\n", parser_.get().result_int());
       ++state_->watchers_failed;
+      Settle();
       return;
     }
     ++state_->watchers_ready;
+    Settle();
     beast::get_lowest_layer(stream_).expires_never();
     on_body_ = [this](uint64_t, std::string_view body, beast::error_code&) -> size_t {
       const SteadyTime now = SteadyClock::now();
@@ -806,9 +828,13 @@ class Watcher : public std::enable_shared_from_this<Watcher> {
   }
 
   void Failed(const char* what, beast::error_code ec) {
-    if (state_->watchers_failed++ < 3) {
+    const bool established = !settled_;
+    if (!established && state_->watchers_failed++ < 3) {
       std::fprintf(stderr, "loadgen: watcher %s: %s\n", what, ec.message().c_str());
+    } else if (established && state_->watchers_lost++ < 3) {
+      std::fprintf(stderr, "loadgen: established watch lost (%s): %s\n", what, ec.message().c_str());
     }
+    Settle();
   }
 
   beast::ssl_stream<beast::tcp_stream> stream_;
@@ -819,6 +845,7 @@ class Watcher : public std::enable_shared_from_this<Watcher> {
   std::function<size_t(uint64_t, std::string_view, beast::error_code&)> on_body_;
   http::response_parser<http::empty_body> parser_;
   std::string pending_;
+  std::function<void()> settled_;
 };
 
 int RunFanout(const Flags& f) {
@@ -844,11 +871,15 @@ int RunFanout(const Flags& f) {
   we.now_us = WallMicros();
   we.fields = &c.keys[0];
   auto watch_req = Build(watch_t, c.target, we);
+  const int concurrency = std::max(1, static_cast<int>(f.Num("connect-concurrency", 50)));
   std::vector<std::shared_ptr<Watcher>> ws;
-  for (int i = 0; i < watchers; ++i) {
-    ws.push_back(std::make_shared<Watcher>(ioc, ctx, c.target, watch_req, &state));
+  std::function<void()> start_next = [&] {
+    if (static_cast<int>(ws.size()) >= watchers) return;
+    ws.push_back(std::make_shared<Watcher>(ioc, ctx, c.target, watch_req, &state,
+                                           [&] { net::post(ioc, [&] { start_next(); }); }));
     ws.back()->Start();
-  }
+  };
+  for (int i = 0; i < std::min(concurrency, watchers); ++i) start_next();
 
   // Wait for every watch to be established (the initial ADDED events flow meanwhile).
   const SteadyTime setup_start = SteadyClock::now();
@@ -916,9 +947,9 @@ int RunFanout(const Flags& f) {
   std::string lat = LatencyJson(last_us);
   std::string wlat = LatencyJson(write_latency);
   std::printf("{\"mode\":\"fanout\",\"watchers\":%d,\"watchers_ready\":%d,\"watchers_failed\":%d,"
-              "\"setup_s\":%.1f,\"writes\":%zu,\"writes_ok\":%" PRIu64 ",\"incomplete\":%" PRIu64
+              "\"watchers_lost\":%d,\"setup_s\":%.1f,\"writes\":%zu,\"writes_ok\":%" PRIu64 ",\"incomplete\":%" PRIu64
               ",\"events\":%" PRIu64 ",\"deliveries\":%" PRIu64 ",%s,\"write\":{%s}}\n",
-              watchers, state.watchers_ready, state.watchers_failed, setup_took, state.writes.size(),
+              watchers, state.watchers_ready, state.watchers_failed, state.watchers_lost, setup_took, state.writes.size(),
               write_status_ok, incomplete, state.events, reached, lat.c_str(), wlat.c_str());
   return last_us.empty() ? 1 : 0;
 }

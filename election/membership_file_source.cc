@@ -1,5 +1,9 @@
 #include "election/membership_file_source.h"
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -58,6 +62,11 @@ absl::Status MembershipFileSource::Load(const FileId& id) {
   // comes from another source and is worth a log line, not a rejection.
   absl::Status merged = index_->Replace(kSource, *pools);
   if (!merged.ok()) std::cerr << "membership: " << merged.message() << "\n";
+#ifdef __GLIBC__
+  // The YAML tree of a 100,000-node file is gone now; hand its pages back (the
+  // memory benchmark saw ~75 MiB kept after the load otherwise).
+  malloc_trim(0);
+#endif
   return absl::OkStatus();
 }
 

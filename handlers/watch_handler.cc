@@ -44,11 +44,13 @@ class EventEncoder {
   EventEncoder(Kind kind, Format format, std::string include_object, int64_t now_us)
       : kind_(kind), format_(format), include_object_(std::move(include_object)), now_us_(now_us) {}
 
-  std::string Encode(EventType type, const Object& object) {
+  // `shared` (optional) is the store event carrying `object`: its cached JSON
+  // serves every watcher of the same event.
+  std::string Encode(EventType type, const Object& object, const store::Event* shared = nullptr) {
     std::string line = absl::StrCat("{\"type\":\"", TypeName(type), "\",\"object\":");
     switch (format_) {
       case Format::kJson:
-        line += store::EncodeObject(object);
+        line += shared ? shared->ObjectJson() : store::EncodeObject(object);
         break;
       case Format::kPartial:
         line += RenderPartialObjectMetadata(object);
@@ -226,7 +228,7 @@ Response ServeWatch(store::Store* store, Kind kind, const ListOptions& options,
       } else if (type == EventType::kDeleted && !now_matches && !was_matching) {
         continue;
       }
-      if (!out.Write(encoder->Encode(type, *ev->object))) break;
+      if (!out.Write(encoder->Encode(type, *ev->object, ev.get()))) break;
     }
     watcher->Stop();
   };

@@ -134,8 +134,87 @@ absl::StatusOr<Parsed> ParseRfc3339(std::string_view text, int fraction) {
 
 }  // namespace
 
+namespace {
+
+// Civil UTC date-time of a count of seconds since the epoch, on the proleptic
+// Gregorian calendar (the eras-of-400-years method). Formatting sits on every
+// encoded object, so it avoids the time-zone machinery of absl::FormatTime.
+struct Civil {
+  int64_t year;
+  int month, day, hour, minute, second;
+};
+
+Civil CivilFromSeconds(int64_t seconds) {
+  int64_t days = seconds / 86400;
+  int64_t secs = seconds % 86400;
+  if (secs < 0) {
+    secs += 86400;
+    --days;
+  }
+  days += 719468;  // shift the epoch to 0000-03-01
+  const int64_t era = (days >= 0 ? days : days - 146096) / 146097;
+  const int64_t doe = days - era * 146097;                                // [0, 146096]
+  const int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;  // [0, 399]
+  const int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);           // [0, 365]
+  const int64_t mp = (5 * doy + 2) / 153;                                // March = 0
+  Civil c;
+  c.day = static_cast<int>(doy - (153 * mp + 2) / 5 + 1);
+  c.month = static_cast<int>(mp < 10 ? mp + 3 : mp - 9);
+  c.year = yoe + era * 400 + (c.month <= 2 ? 1 : 0);
+  c.hour = static_cast<int>(secs / 3600);
+  c.minute = static_cast<int>(secs / 60 % 60);
+  c.second = static_cast<int>(secs % 60);
+  return c;
+}
+
+// "YYYY-MM-DDTHH:MM:SS" into `out` (years outside 0..9999 fall back to absl).
+bool AppendCivil(const Civil& c, std::string* out) {
+  if (c.year < 0 || c.year > 9999) return false;
+  char buf[20];
+  auto two = [](char* p, int v) {
+    p[0] = static_cast<char>('0' + v / 10);
+    p[1] = static_cast<char>('0' + v % 10);
+  };
+  const int y = static_cast<int>(c.year);
+  buf[0] = static_cast<char>('0' + y / 1000);
+  buf[1] = static_cast<char>('0' + y / 100 % 10);
+  buf[2] = static_cast<char>('0' + y / 10 % 10);
+  buf[3] = static_cast<char>('0' + y % 10);
+  buf[4] = '-';
+  two(buf + 5, c.month);
+  buf[7] = '-';
+  two(buf + 8, c.day);
+  buf[10] = 'T';
+  two(buf + 11, c.hour);
+  buf[13] = ':';
+  two(buf + 14, c.minute);
+  buf[16] = ':';
+  two(buf + 17, c.second);
+  out->append(buf, 19);
+  return true;
+}
+
+}  // namespace
+
 std::string FormatMicroTime(int64_t us) {
-  return absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", absl::FromUnixMicros(us), absl::UTCTimeZone());
+  int64_t seconds = us / 1'000'000;
+  int64_t fraction = us % 1'000'000;
+  if (fraction < 0) {
+    fraction += 1'000'000;
+    --seconds;
+  }
+  std::string out;
+  out.reserve(27);
+  if (!AppendCivil(CivilFromSeconds(seconds), &out)) {
+    return absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", absl::FromUnixMicros(us), absl::UTCTimeZone());
+  }
+  char frac[8] = {'.', '0', '0', '0', '0', '0', '0', 'Z'};
+  for (int i = 6; i >= 1; --i) {
+    frac[i] = static_cast<char>('0' + fraction % 10);
+    fraction /= 10;
+  }
+  out.append(frac, 8);
+  return out;
 }
 
 absl::StatusOr<int64_t> ParseMicroTime(std::string_view text) {
@@ -145,8 +224,14 @@ absl::StatusOr<int64_t> ParseMicroTime(std::string_view text) {
 }
 
 std::string FormatTime(int64_t seconds) {
-  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixSeconds(seconds),
-                          absl::UTCTimeZone());
+  std::string out;
+  out.reserve(20);
+  if (!AppendCivil(CivilFromSeconds(seconds), &out)) {
+    return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixSeconds(seconds),
+                            absl::UTCTimeZone());
+  }
+  out.push_back('Z');
+  return out;
 }
 
 absl::StatusOr<int64_t> ParseTime(std::string_view text) {

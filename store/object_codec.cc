@@ -1,4 +1,5 @@
 #include "store/object_codec.h"
+#include "store/store.h"
 
 #include <cstdint>
 #include <limits>
@@ -584,6 +585,13 @@ absl::StatusOr<MutableObjectPtr> DecodeFromStorage(std::string_view data, Kind k
   auto obj = Decoder(kind, nullptr, true).Decode(doc);
   if (!obj.ok()) return InternalError(absl::StrCat("stored object: ", obj.status().message()));
   return obj;
+}
+
+const std::string& Event::ObjectJson() const {
+  std::call_once(json_once_, [this] {
+    if (object) json_ = EncodeObject(*object);
+  });
+  return json_;
 }
 
 }  // namespace poolcoord::store

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -53,6 +54,16 @@ struct Event {
   ObjectPtr object;
   ObjectPtr previous;  // MODIFIED/DELETED: the state before, for selector transitions
   int64_t revision = 0;
+
+  // The object's JSON (store/object_codec.h EncodeObject), computed by the first
+  // consumer that asks and shared by all others: one event reaches every
+  // watcher, so a fan-out to 1,000 watchers encodes once, not 1,000 times.
+  // Thread-safe. Empty when there is no object.
+  const std::string& ObjectJson() const;
+
+ private:
+  mutable std::once_flag json_once_;
+  mutable std::string json_;
 };
 using EventPtr = std::shared_ptr<const Event>;
 

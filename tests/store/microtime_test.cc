@@ -5,6 +5,11 @@
 
 #include "store/microtime.h"
 
+#include <random>
+#include <vector>
+
+#include "absl/time/time.h"
+
 namespace poolcoord::store {
 namespace {
 
@@ -110,3 +115,25 @@ BOOST_AUTO_TEST_SUITE_END()
 
 }  // namespace
 }  // namespace poolcoord::store
+
+// The hand-written formatter against absl's, over dates from 1900 to 2400 (leap
+// years, centuries, the epoch, negative times).
+BOOST_AUTO_TEST_CASE(fast_format_agrees_with_absl) {
+  std::mt19937_64 rng(42);
+  std::vector<int64_t> samples = {0, -1, 1, 951782400'000'000 /* 2000-02-29 */,
+                                  -2208988800'000'000 /* 1900-01-01 */, 4107542399'999'999,
+                                  13569465600'000'000 /* 2400-01-01 */};
+  for (int i = 0; i < 20000; ++i) {
+    samples.push_back(static_cast<int64_t>(rng() % 15778800000'000'000ULL) - 2208988800'000'000);
+  }
+  for (int64_t us : samples) {
+    const std::string want = absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", absl::FromUnixMicros(us),
+                                              absl::UTCTimeZone());
+    BOOST_TEST_CONTEXT(us) {
+      BOOST_TEST(poolcoord::store::FormatMicroTime(us) == want);
+      const int64_t s = us >= 0 ? us / 1'000'000 : -((-us + 999'999) / 1'000'000);
+      BOOST_TEST(poolcoord::store::FormatTime(s) ==
+                 absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixSeconds(s), absl::UTCTimeZone()));
+    }
+  }
+}
