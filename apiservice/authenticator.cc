@@ -11,6 +11,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "apiservice/log.h"
 #include "apiservice/pki.h"
 #include "store/api_error.h"
 
@@ -49,13 +50,11 @@ std::string UnescapeExtraKey(const std::string& key) {
   return out;
 }
 
-absl::StatusOr<X509_STORE*> LoadCaBundle(const std::string& path, const char* flag) {
-  absl::StatusOr<std::string> pem = ReadFileToString(path);
-  if (!pem.ok()) {
-    return absl::Status(pem.status().code(), absl::StrCat(flag, ": ", pem.status().message()));
-  }
+// A trust store of every certificate in `pem`; `what` names the source in
+// errors. InvalidArgument when it holds no certificate.
+absl::StatusOr<X509_STORE*> CaStoreFromPem(const std::string& pem, const std::string& what) {
   X509_STORE* store = X509_STORE_new();
-  BIO* bio = BIO_new_mem_buf(pem->data(), static_cast<int>(pem->size()));
+  BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
   int count = 0;
   while (X509* cert = PEM_read_bio_X509(bio, nullptr, nullptr, nullptr)) {
     if (X509_STORE_add_cert(store, cert) == 1) ++count;
@@ -65,13 +64,32 @@ absl::StatusOr<X509_STORE*> LoadCaBundle(const std::string& path, const char* fl
   ERR_clear_error();
   if (count == 0) {
     X509_STORE_free(store);
-    return absl::InvalidArgumentError(
-        absl::StrCat(flag, " ", path, ": no PEM certificate in the file"));
+    return absl::InvalidArgumentError(absl::StrCat(what, ": no PEM certificate in the file"));
   }
   // Any certificate of the bundle is a trust anchor, as Go's x509.CertPool treats
   // it, even an intermediate.
   X509_STORE_set_flags(store, X509_V_FLAG_PARTIAL_CHAIN);
   return store;
+}
+
+absl::StatusOr<std::string> ReadCaFile(const std::string& path, const char* flag) {
+  absl::StatusOr<std::string> pem = ReadFileToString(path);
+  if (!pem.ok()) {
+    return absl::Status(pem.status().code(), absl::StrCat(flag, ": ", pem.status().message()));
+  }
+  // Checked here so that a bad file fails the start, naming the flag.
+  absl::StatusOr<X509_STORE*> store = CaStoreFromPem(*pem, absl::StrCat(flag, " ", path));
+  if (!store.ok()) return store.status();
+  X509_STORE_free(*store);
+  return pem;
+}
+
+std::vector<std::string> LowerAll(const std::vector<std::string>& names) {
+  std::vector<std::string> out;
+  for (const std::string& h : names) {
+    if (!h.empty()) out.push_back(Lower(h));
+  }
+  return out;
 }
 
 // The subject's entries for `nid` as UTF-8, in order.
@@ -190,29 +208,42 @@ absl::StatusOr<std::vector<TokenEntry>> ParseTokenFile(const std::string& conten
   return entries;
 }
 
+// One front-proxy configuration: its CA, allowed names and header names.
+struct Authenticator::RequestHeaderSource {
+  X509_STORE* ca = nullptr;  // owned by the State
+  std::vector<std::string> allowed_names;
+  std::vector<std::string> username_headers;  // lower-cased
+  std::vector<std::string> group_headers;     // lower-cased
+  std::vector<std::string> extra_prefixes;    // lower-cased
+};
+
+// Everything the certificate authenticators use; immutable once published.
+struct Authenticator::State {
+  X509_STORE* client_ca = nullptr;  // nullptr: no x509 authentication
+  std::vector<RequestHeaderSource> requestheader;  // flags first, then the ConfigMap
+  State() = default;
+  State(const State&) = delete;
+  State& operator=(const State&) = delete;
+  ~State() {
+    if (client_ca != nullptr) X509_STORE_free(client_ca);
+    for (RequestHeaderSource& source : requestheader) X509_STORE_free(source.ca);
+  }
+};
+
 absl::StatusOr<std::unique_ptr<Authenticator>> Authenticator::Create(
     const AuthenticatorOptions& options) {
   std::unique_ptr<Authenticator> a(new Authenticator());
   a->options_ = options;
   if (!options.client_ca_file.empty()) {
-    absl::StatusOr<X509_STORE*> store = LoadCaBundle(options.client_ca_file, "--client-ca-file");
-    if (!store.ok()) return store.status();
-    a->client_ca_ = *store;
+    absl::StatusOr<std::string> pem = ReadCaFile(options.client_ca_file, "--client-ca-file");
+    if (!pem.ok()) return pem.status();
+    a->client_ca_pem_ = *std::move(pem);
   }
   if (!options.requestheader_client_ca_file.empty()) {
-    absl::StatusOr<X509_STORE*> store =
-        LoadCaBundle(options.requestheader_client_ca_file, "--requestheader-client-ca-file");
-    if (!store.ok()) return store.status();
-    a->requestheader_ca_ = *store;
-  }
-  for (const std::string& h : options.requestheader_username_headers) {
-    if (!h.empty()) a->username_headers_.push_back(Lower(h));
-  }
-  for (const std::string& h : options.requestheader_group_headers) {
-    if (!h.empty()) a->group_headers_.push_back(Lower(h));
-  }
-  for (const std::string& h : options.requestheader_extra_headers_prefix) {
-    if (!h.empty()) a->extra_prefixes_.push_back(Lower(h));
+    absl::StatusOr<std::string> pem =
+        ReadCaFile(options.requestheader_client_ca_file, "--requestheader-client-ca-file");
+    if (!pem.ok()) return pem.status();
+    a->requestheader_ca_pem_ = *std::move(pem);
   }
   if (!options.token_auth_file.empty()) {
     absl::StatusOr<std::string> content = ReadFileToString(options.token_auth_file);
@@ -227,13 +258,59 @@ absl::StatusOr<std::unique_ptr<Authenticator>> Authenticator::Create(
     }
     for (TokenEntry& e : *entries) a->tokens_[e.token] = std::move(e.user);
   }
+  if (absl::Status st = a->ApplyConfigMap(AuthenticationConfigMap{}); !st.ok()) return st;
   return a;
 }
 
-Authenticator::~Authenticator() {
-  if (client_ca_ != nullptr) X509_STORE_free(client_ca_);
-  if (requestheader_ca_ != nullptr) X509_STORE_free(requestheader_ca_);
+absl::Status Authenticator::ApplyConfigMap(const AuthenticationConfigMap& config) {
+  auto state = std::make_shared<State>();
+  const std::string where =
+      absl::StrCat("configmap ", kAuthenticationConfigMapNamespace, "/", kAuthenticationConfigMapName);
+  std::string client_pem = client_ca_pem_;
+  if (config.exists && !config.client_ca_pem.empty()) {
+    absl::StrAppend(&client_pem, "\n", config.client_ca_pem);
+  }
+  if (!client_pem.empty()) {
+    absl::StatusOr<X509_STORE*> store = CaStoreFromPem(client_pem, absl::StrCat(where, " client-ca-file"));
+    if (!store.ok()) return store.status();
+    state->client_ca = *store;
+  }
+  if (!requestheader_ca_pem_.empty()) {
+    absl::StatusOr<X509_STORE*> store =
+        CaStoreFromPem(requestheader_ca_pem_, "--requestheader-client-ca-file");
+    if (!store.ok()) return store.status();
+    RequestHeaderSource source;
+    source.ca = *store;
+    source.allowed_names = options_.requestheader_allowed_names;
+    source.username_headers = LowerAll(options_.requestheader_username_headers);
+    source.group_headers = LowerAll(options_.requestheader_group_headers);
+    source.extra_prefixes = LowerAll(options_.requestheader_extra_headers_prefix);
+    state->requestheader.push_back(std::move(source));
+  }
+  if (config.exists && !config.requestheader_client_ca_pem.empty()) {
+    absl::StatusOr<X509_STORE*> store = CaStoreFromPem(
+        config.requestheader_client_ca_pem, absl::StrCat(where, " requestheader-client-ca-file"));
+    if (!store.ok()) return store.status();
+    RequestHeaderSource source;
+    source.ca = *store;
+    source.allowed_names = config.requestheader_allowed_names;
+    source.username_headers = LowerAll(config.requestheader_username_headers);
+    source.group_headers = LowerAll(config.requestheader_group_headers);
+    source.extra_prefixes = LowerAll(config.requestheader_extra_headers_prefix);
+    state->requestheader.push_back(std::move(source));
+  }
+  absl::MutexLock lock(&mu_);
+  if (state_ != nullptr) retired_.push_back(std::move(state_));
+  state_ = std::move(state);
+  return absl::OkStatus();
 }
+
+std::shared_ptr<const Authenticator::State> Authenticator::Snapshot() const {
+  absl::MutexLock lock(&mu_);
+  return state_;
+}
+
+Authenticator::~Authenticator() = default;
 
 bool Authenticator::Verify(X509_STORE* store, const PeerCertificates& peer) const {
   bool verified = false;
@@ -254,50 +331,52 @@ bool Authenticator::Verify(X509_STORE* store, const PeerCertificates& peer) cons
 
 absl::StatusOr<election::UserInfo> Authenticator::Authenticate(
     const handlers::HeaderList& headers, const PeerCertificates* peer) const {
+  const std::shared_ptr<const State> state = Snapshot();
   bool failed = false;
 
-  if (requestheader_ca_ != nullptr && peer != nullptr) {
-    if (!Verify(requestheader_ca_, *peer)) {
-      failed = true;
-    } else {
-      const auto& allowed = options_.requestheader_allowed_names;
+  if (peer != nullptr) {
+    for (const RequestHeaderSource& source : state->requestheader) {
+      if (!Verify(source.ca, *peer)) {
+        failed = true;
+        continue;
+      }
+      const auto& allowed = source.allowed_names;
       std::string cn = CommonName(peer->leaf());
       if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), cn) == allowed.end()) {
         failed = true;
-      } else {
-        election::UserInfo user;
-        for (const std::string& name : username_headers_) {
-          for (const auto& [key, value] : headers) {
-            if (key == name) {
-              user.username = value;  // the first line of this header, as Header.Get
-              break;
-            }
+        continue;
+      }
+      election::UserInfo user;
+      for (const std::string& name : source.username_headers) {
+        for (const auto& [key, value] : headers) {
+          if (key == name) {
+            user.username = value;  // the first line of this header, as Header.Get
+            break;
           }
-          if (!user.username.empty()) break;
         }
-        if (!user.username.empty()) {
-          for (const std::string& name : group_headers_) {
-            for (const auto& [key, value] : headers) {
-              if (key == name) user.groups.push_back(value);
-            }
-          }
-          for (const auto& [key, value] : headers) {
-            for (const std::string& prefix : extra_prefixes_) {
-              if (key.size() > prefix.size() && key.compare(0, prefix.size(), prefix) == 0) {
-                user.extra[UnescapeExtraKey(key.substr(prefix.size()))].push_back(value);
-                break;
-              }
-            }
-          }
-          AddAuthenticatedGroup(user);
-          return user;
+        if (!user.username.empty()) break;
+      }
+      if (user.username.empty()) continue;
+      for (const std::string& name : source.group_headers) {
+        for (const auto& [key, value] : headers) {
+          if (key == name) user.groups.push_back(value);
         }
       }
+      for (const auto& [key, value] : headers) {
+        for (const std::string& prefix : source.extra_prefixes) {
+          if (key.size() > prefix.size() && key.compare(0, prefix.size(), prefix) == 0) {
+            user.extra[UnescapeExtraKey(key.substr(prefix.size()))].push_back(value);
+            break;
+          }
+        }
+      }
+      AddAuthenticatedGroup(user);
+      return user;
     }
   }
 
-  if (client_ca_ != nullptr && peer != nullptr) {
-    if (!Verify(client_ca_, *peer)) {
+  if (state->client_ca != nullptr && peer != nullptr) {
+    if (!Verify(state->client_ca, *peer)) {
       failed = true;
     } else {
       election::UserInfo user;
@@ -312,7 +391,9 @@ absl::StatusOr<election::UserInfo> Authenticator::Authenticate(
     }
   }
 
-  if (!tokens_.empty() || !options_.token_auth_file.empty()) {
+  const bool tokens_enabled =
+      !tokens_.empty() || !options_.token_auth_file.empty() || options_.token_reviewer != nullptr;
+  if (tokens_enabled) {
     for (const auto& [key, value] : headers) {
       if (key != "authorization") continue;
       absl::string_view auth = absl::StripAsciiWhitespace(value);
@@ -321,12 +402,27 @@ absl::StatusOr<election::UserInfo> Authenticator::Authenticate(
           parts[1].empty()) {
         break;
       }
-      auto it = tokens_.find(std::string(parts[1]));
-      if (it == tokens_.end()) {
+      const std::string token(parts[1]);
+      if (auto it = tokens_.find(token); it != tokens_.end()) {
+        election::UserInfo user = it->second;
+        AddAuthenticatedGroup(user);
+        return user;
+      }
+      if (options_.token_reviewer == nullptr) {
         failed = true;
         break;
       }
-      election::UserInfo user = it->second;
+      absl::StatusOr<TokenReviewResult> review = options_.token_reviewer->Review(token);
+      if (!review.ok()) {
+        LogWarning("token review failed: ", review.status().message());
+        failed = true;
+        break;
+      }
+      if (!review->authenticated) {
+        failed = true;
+        break;
+      }
+      election::UserInfo user = review->user;
       AddAuthenticatedGroup(user);
       return user;
     }

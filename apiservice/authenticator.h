@@ -14,12 +14,25 @@
 // 2. x509: the client certificate verified against the client CA (clientAuth):
 //    user = subject CN, groups = each subject O. A certificate that verifies
 //    against neither CA is an error (401), never anonymous.
-// 3. Bearer token from the static token file: an unknown token is an error (401).
+// 3. Bearer token from the static token file; a token the file does not know
+//    goes to TokenReview when a reviewer is configured (delegated
+//    authentication), else it is an error (401). A review that says
+//    "not authenticated" or that fails (cloud unreachable) is an error (401).
 // The first authenticator that yields a user wins; if none does but one failed,
 // the result is Unauthenticated (store::UnauthorizedError, 401 "Unauthorized").
 // With no credentials at all the result is the anonymous user
 // (system:anonymous, group system:unauthenticated); the caller decides where it
 // may go (see AnonymousAllowed).
+//
+// Delegated configuration (ApplyConfigMap, from the ConfigMap
+// kube-system/extension-apiserver-authentication, see authentication_config.h):
+// - client-ca-file: its CAs are added to the client CA pool of
+//   --client-ca-file (or of the generated CA);
+// - requestheader-*: a second front-proxy source with its own CA, allowed names
+//   and header names, tried after the one from the --requestheader-* flags (the
+//   flags win: a certificate that verifies against the flag CA is judged by the
+//   flag settings). Without --requestheader-client-ca-file the ConfigMap's is
+//   the only one, as in any aggregated API server.
 #pragma once
 
 #include <map>
@@ -31,6 +44,10 @@
 #include <openssl/x509.h>
 
 #include "absl/status/statusor.h"
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "apiservice/authentication_config.h"
+#include "apiservice/delegating_authn.h"
 #include "apiservice/peer_certificates.h"
 #include "election/user_info.h"
 #include "handlers/http_types.h"
@@ -49,6 +66,9 @@ struct AuthenticatorOptions {
   std::vector<std::string> requestheader_username_headers = {"X-Remote-User"};
   std::vector<std::string> requestheader_group_headers = {"X-Remote-Group"};
   std::vector<std::string> requestheader_extra_headers_prefix = {"X-Remote-Extra-"};
+  // Bearer tokens the token file does not know; nullptr: none. Not owned; must
+  // outlive the Authenticator.
+  TokenReviewer* token_reviewer = nullptr;
 };
 
 // One line of a token file.
@@ -73,21 +93,34 @@ class Authenticator {
   Authenticator& operator=(const Authenticator&) = delete;
 
   // `headers`: lower-case names, in order (handlers::HeaderList). `peer`: the
-  // client's chain, nullptr when it sent none. Thread-safe.
+  // client's chain, nullptr when it sent none. Thread-safe; blocks on TokenReview
+  // for an uncached token the file does not know.
   absl::StatusOr<election::UserInfo> Authenticate(const handlers::HeaderList& headers,
                                                   const PeerCertificates* peer) const;
 
+  // Replaces the delegated part of the configuration with `config` (exists=false
+  // removes it). Requests in flight finish with the configuration they started
+  // with. InvalidArgument when a CA in it holds no certificate; the previous
+  // configuration then stays. Thread-safe.
+  absl::Status ApplyConfigMap(const AuthenticationConfigMap& config);
+
  private:
+  struct RequestHeaderSource;
+  struct State;
   Authenticator() = default;
   bool Verify(X509_STORE* store, const PeerCertificates& peer) const;
+  std::shared_ptr<const State> Snapshot() const;
 
   AuthenticatorOptions options_;
-  X509_STORE* client_ca_ = nullptr;
-  X509_STORE* requestheader_ca_ = nullptr;
-  std::vector<std::string> username_headers_;  // lower-cased
-  std::vector<std::string> group_headers_;     // lower-cased
-  std::vector<std::string> extra_prefixes_;    // lower-cased
+  std::string client_ca_pem_;         // --client-ca-file's content
+  std::string requestheader_ca_pem_;  // --requestheader-client-ca-file's content
   std::map<std::string, election::UserInfo, std::less<>> tokens_;
+  mutable absl::Mutex mu_;
+  std::shared_ptr<const State> state_ ABSL_GUARDED_BY(mu_);
+  // Replaced states stay alive until destruction: PeerCertificates memoizes
+  // verifications by trust-store address, which must never be reused for a
+  // different pool. The ConfigMap changes rarely (CA rotation).
+  std::vector<std::shared_ptr<const State>> retired_ ABSL_GUARDED_BY(mu_);
 };
 
 // The anonymous user.

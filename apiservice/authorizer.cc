@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "apiservice/authenticator.h"
+#include "apiservice/log.h"
 #include "store/api_error.h"
 #include "store/object.h"
 
@@ -38,14 +39,16 @@ bool IsOurResource(const RequestInfo& info) {
 
 Authorizer::Authorizer(AuthorizerOptions options) : options_(std::move(options)) {}
 
-std::string ForbiddenMessage(const election::UserInfo& user, const RequestInfo& info) {
+std::string ForbiddenMessage(const election::UserInfo& user, const RequestInfo& info,
+                             const std::string& reason) {
+  const std::string suffix = reason.empty() ? "" : absl::StrCat(": ", reason);
   if (!info.is_resource_request) {
-    return absl::StrFormat("forbidden: User \"%s\" cannot %s path \"%s\"", user.username,
-                           info.verb, info.path);
+    return absl::StrFormat("forbidden: User \"%s\" cannot %s path \"%s\"%s", user.username,
+                           info.verb, info.path, suffix);
   }
   std::string resource = info.resource;
   if (!info.subresource.empty()) absl::StrAppend(&resource, "/", info.subresource);
-  std::string reason =
+  std::string message =
       info.namespace_.empty()
           ? absl::StrFormat("User \"%s\" cannot %s resource \"%s\" in API group \"%s\" at the "
                             "cluster scope",
@@ -56,8 +59,9 @@ std::string ForbiddenMessage(const election::UserInfo& user, const RequestInfo& 
   // schema.GroupResource.String(): "resource.group", or "resource" for core.
   std::string qualified =
       info.api_group.empty() ? info.resource : absl::StrCat(info.resource, ".", info.api_group);
-  if (info.name.empty()) return absl::StrCat(qualified, " is forbidden: ", reason);
-  return absl::StrFormat("%s \"%s\" is forbidden: %s", qualified, info.name, reason);
+  absl::StrAppend(&message, suffix);
+  if (info.name.empty()) return absl::StrCat(qualified, " is forbidden: ", message);
+  return absl::StrFormat("%s \"%s\" is forbidden: %s", qualified, info.name, message);
 }
 
 bool Authorizer::Allowed(const election::UserInfo& user, const RequestInfo& info) const {
@@ -99,10 +103,27 @@ bool Authorizer::Allowed(const election::UserInfo& user, const RequestInfo& info
 
 absl::Status Authorizer::Authorize(const election::UserInfo& user, const RequestInfo& info) const {
   if (Allowed(user, info)) return absl::OkStatus();
+  std::string reason;
+  if (options_.access_reviewer != nullptr) {
+    absl::StatusOr<AccessReviewResult> review = options_.access_reviewer->Review(user, info);
+    if (!review.ok()) {
+      LogWarning("subject access review failed: ", review.status().message());
+      // responsewriters.InternalError's text (kube writes it as text/plain; we
+      // keep every error a Status object).
+      store::ApiErrorInfo error;
+      error.code = 500;
+      error.reason = "InternalError";
+      error.message = absl::StrFormat("Internal Server Error: \"%s\": %s", info.path,
+                                      std::string(review.status().message()));
+      return store::MakeApiError(absl::StatusCode::kInternal, error);
+    }
+    if (review->allowed) return absl::OkStatus();
+    reason = review->reason;
+  }
   store::ApiErrorInfo error;
   error.code = 403;
   error.reason = "Forbidden";
-  error.message = ForbiddenMessage(user, info);
+  error.message = ForbiddenMessage(user, info, reason);
   if (info.is_resource_request) {
     error.name = info.name;
     error.group = info.api_group;

@@ -12,6 +12,18 @@
 // - the forwarder user: get/list/watch poolleases and delegatedleases, update and
 //   patch delegatedleases/status;
 // - the lease-proxy users: get/list/watch poolleases and delegatedleases.
+// What these rules do not allow goes to the AccessReviewer when one is
+// configured (--authorization-kubeconfig or in-cluster: SubjectAccessReview,
+// delegating_authz.h), as the union authorizer of an aggregated API server does
+// after its always-allow paths and groups:
+// - allowed: OK;
+// - denied or no opinion: 403 Forbidden, the review's reason appended to the
+//   message after ": " (responsewriters.Forbidden);
+// - the review failed (cloud unreachable, 403 for want of system:auth-delegator):
+//   500 InternalError "Internal Server Error: "<path>": <error>", because
+//   k8s.io/apiserver's WithAuthorization answers an authorizer error that comes
+//   without an Allow with responsewriters.InternalError (the webhook's error
+//   is "no opinion" plus the error). The request is refused either way.
 // Everything else is 403 Forbidden with kube-apiserver's message
 // (k8s.io/apiserver/pkg/endpoints/handlers/responsewriters.forbiddenMessage):
 //   poolleases.coordination.pool is forbidden: User "u" cannot list resource
@@ -23,6 +35,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "apiservice/delegating_authz.h"
 #include "apiservice/request_info.h"
 #include "election/user_info.h"
 
@@ -32,13 +45,18 @@ struct AuthorizerOptions {
   std::vector<std::string> always_allow_paths = {"/healthz", "/readyz", "/livez"};
   std::string forwarder_user;                  // "": nobody
   std::vector<std::string> lease_proxy_users;
+  // Delegated authorization of what the rules above leave open; nullptr: none
+  // (then it is 403). Not owned; must outlive the Authorizer.
+  AccessReviewer* access_reviewer = nullptr;
 };
 
 class Authorizer {
  public:
   explicit Authorizer(AuthorizerOptions options);
-  // OK or PermissionDenied (store::MakeApiError 403 Forbidden with details
-  // {name, group, kind: resource}). Thread-safe, pure.
+  // OK, PermissionDenied (store::MakeApiError 403 Forbidden with details
+  // {name, group, kind: resource}), or Internal (500) when the delegated review
+  // failed. Thread-safe; pure without an AccessReviewer, else it may block on
+  // SubjectAccessReview for an uncached question.
   absl::Status Authorize(const election::UserInfo& user, const RequestInfo& info) const;
 
  private:
@@ -46,7 +64,9 @@ class Authorizer {
   AuthorizerOptions options_;
 };
 
-// The kube-apiserver 403 message for a denied request.
-std::string ForbiddenMessage(const election::UserInfo& user, const RequestInfo& info);
+// The kube-apiserver 403 message for a denied request; a non-empty `reason`
+// (the authorizer's) is appended after ": ".
+std::string ForbiddenMessage(const election::UserInfo& user, const RequestInfo& info,
+                             const std::string& reason = "");
 
 }  // namespace poolcoord::apiservice

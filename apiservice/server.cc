@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "apiservice/delegation.h"
 #include "apiservice/log.h"
 #include "apiservice/pki.h"
 #include "election/clock.h"
@@ -149,6 +150,8 @@ struct ApiServer::Parts {
   std::string kubeconfig_path;
   std::unique_ptr<Authenticator> authenticator;
   std::unique_ptr<Authorizer> authorizer;
+  // After both: destroyed first, so the ConfigMap watcher stops before them.
+  std::unique_ptr<Delegation> delegation;
   std::unique_ptr<store::Store> store;
   std::unique_ptr<election::MembershipIndex> membership;
   std::unique_ptr<election::MembershipFileSource> membership_source;
@@ -209,9 +212,24 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ServerOptions&
   authn.requestheader_username_headers = options.requestheader_username_headers;
   authn.requestheader_group_headers = options.requestheader_group_headers;
   authn.requestheader_extra_headers_prefix = options.requestheader_extra_headers_prefix;
+  DelegationOptions delegation;
+  delegation.authentication_kubeconfig = options.authentication_kubeconfig;
+  delegation.authorization_kubeconfig = options.authorization_kubeconfig;
+  absl::StatusOr<std::unique_ptr<Delegation>> delegated = Delegation::Create(delegation);
+  if (!delegated.ok()) return delegated.status();
+  p->delegation = *std::move(delegated);
+  authn.token_reviewer = p->delegation->token_reviewer();
   absl::StatusOr<std::unique_ptr<Authenticator>> authenticator = Authenticator::Create(authn);
   if (!authenticator.ok()) return authenticator.status();
   p->authenticator = *std::move(authenticator);
+  if (absl::Status st = p->delegation->Start(p->authenticator.get()); !st.ok()) return st;
+  if (p->delegation->token_reviewer() != nullptr) {
+    LogInfo("delegated authentication (TokenReview) via ", p->delegation->authentication_server());
+  }
+  if (p->delegation->access_reviewer() != nullptr) {
+    LogInfo("delegated authorization (SubjectAccessReview) via ",
+            p->delegation->authorization_server());
+  }
   if (p->pki.client_ca_file.empty()) {
     LogWarning("no --client-ca-file: client certificates authenticate nobody");
   }
@@ -220,12 +238,9 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ServerOptions&
   authz.always_allow_paths = options.authorization_always_allow_paths;
   authz.forwarder_user = options.forwarder_user;
   authz.lease_proxy_users = options.lease_proxy_users;
+  authz.access_reviewer = p->delegation->access_reviewer();
   p->authorizer = std::make_unique<Authorizer>(authz);
 
-  if (!options.authentication_kubeconfig.empty() || !options.authorization_kubeconfig.empty()) {
-    LogWarning("--authentication-kubeconfig/--authorization-kubeconfig are accepted but "
-               "TokenReview/SubjectAccessReview delegation is not available yet");
-  }
   if (options.storage_backend == "etcd3") {
     store::Etcd3StoreOptions etcd;
     etcd.endpoints = options.etcd_servers;
@@ -434,6 +449,7 @@ void ApiServer::Shutdown(std::chrono::milliseconds grace) {
   if (parts_->node_source) parts_->node_source->Stop();
   parts_->gc->Stop();
   if (parts_->membership_source) parts_->membership_source->Stop();
+  if (parts_->delegation) parts_->delegation->Stop();
 }
 
 // Replica leader election on a coordination.k8s.io Lease in the cloud (seed

@@ -7,7 +7,7 @@ if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 pkgs=(build-essential cmake g++ pkg-config libboost-dev libboost-test-dev libssl-dev rapidjson-dev
       libabsl-dev libyaml-cpp-dev libcurl4-openssl-dev openssl ca-certificates python3)
 if [ "${1:-}" = "--test" ]; then
-  pkgs+=(clang libclang-rt-14-dev etcd-server etcd-client golang-go golang-github-masterminds-sprig-dev golang-gopkg-yaml.v3-dev)
+  pkgs+=(clang libclang-rt-14-dev etcd-server etcd-client golang-go golang-github-masterminds-sprig-dev golang-gopkg-yaml.v3-dev nginx)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

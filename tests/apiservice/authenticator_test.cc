@@ -236,6 +236,163 @@ BOOST_AUTO_TEST_CASE(EmptyAllowedNamesAcceptsAnyCn) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
+// A TokenReviewer that answers from a table and counts what it was asked.
+class FakeTokenReviewer : public TokenReviewer {
+ public:
+  absl::StatusOr<TokenReviewResult> Review(const std::string& token) override {
+    asked.push_back(token);
+    if (unreachable) return absl::UnavailableError("connection refused");
+    TokenReviewResult r;
+    if (token == "cloud-token") {
+      r.authenticated = true;
+      r.user.username = "system:serviceaccount:edge:agent";
+      r.user.groups = {"system:serviceaccounts"};
+    }
+    return r;
+  }
+  std::vector<std::string> asked;
+  bool unreachable = false;
+};
+
+BOOST_FIXTURE_TEST_SUITE(DelegatedTokens, Fixture)
+
+BOOST_AUTO_TEST_CASE(TheTokenFileIsAskedFirst) {
+  FakeTokenReviewer reviewer;
+  options.token_reviewer = &reviewer;
+  auto authn = Make();
+  BOOST_TEST(authn->Authenticate({{"authorization", "Bearer tok-multi"}}, nullptr)->username == "bob");
+  BOOST_TEST(reviewer.asked.empty());
+}
+
+BOOST_AUTO_TEST_CASE(UnknownTokensGoToTokenReview) {
+  FakeTokenReviewer reviewer;
+  options.token_reviewer = &reviewer;
+  auto authn = Make();
+  absl::StatusOr<election::UserInfo> u =
+      authn->Authenticate({{"authorization", "Bearer cloud-token"}}, nullptr);
+  BOOST_REQUIRE(u.ok());
+  BOOST_TEST(u->username == "system:serviceaccount:edge:agent");
+  BOOST_TEST(u->groups == (Groups{"system:serviceaccounts", "system:authenticated"}));
+  BOOST_TEST(HttpCode(authn->Authenticate({{"authorization", "Bearer nope"}}, nullptr).status()) ==
+             401);
+  BOOST_TEST(reviewer.asked == (Groups{"cloud-token", "nope"}));
+  reviewer.unreachable = true;
+  BOOST_TEST(HttpCode(
+                 authn->Authenticate({{"authorization", "Bearer cloud-token"}}, nullptr).status()) ==
+             401);
+}
+
+BOOST_AUTO_TEST_CASE(ACertificateWinsOverATokenWithoutAReview) {
+  FakeTokenReviewer reviewer;
+  options.token_reviewer = &reviewer;
+  auto authn = Make();
+  auto node = Peer(MakeClient(client_ca, "system:node:hz-1", {"system:nodes"}));
+  BOOST_TEST(authn->Authenticate({{"authorization", "Bearer cloud-token"}}, node.get())->username ==
+             "system:node:hz-1");
+  BOOST_TEST(reviewer.asked.empty());
+}
+
+BOOST_AUTO_TEST_CASE(ReviewerWithoutTokenFile) {
+  FakeTokenReviewer reviewer;
+  options.token_auth_file.clear();
+  options.token_reviewer = &reviewer;
+  auto authn = Make();
+  BOOST_TEST(authn->Authenticate({{"authorization", "Bearer cloud-token"}}, nullptr).ok());
+  BOOST_TEST(IsAnonymous(*authn->Authenticate({}, nullptr)));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// The ConfigMap kube-system/extension-apiserver-authentication applied on top of
+// the flags.
+struct ConfigMapFixture : Fixture {
+  ConfigMapFixture() {
+    cm_proxy_ca = MakeCa("cluster-front-proxy-ca");
+    cm_client_ca = MakeCa("cluster-client-ca");
+    config.exists = true;
+    config.client_ca_pem = cm_client_ca.cert_pem;
+    config.requestheader_client_ca_pem = cm_proxy_ca.cert_pem;
+    config.requestheader_allowed_names = {"front-proxy-client"};
+    config.requestheader_username_headers = {"X-Remote-User"};
+    config.requestheader_group_headers = {"X-Remote-Group"};
+    config.requestheader_extra_headers_prefix = {"X-Remote-Extra-"};
+  }
+  CertKeyPem cm_proxy_ca, cm_client_ca;
+  AuthenticationConfigMap config;
+};
+
+BOOST_FIXTURE_TEST_SUITE(ConfigMapConfiguration, ConfigMapFixture)
+
+BOOST_AUTO_TEST_CASE(TheConfigMapsFrontProxyCaIsHonoured) {
+  options.requestheader_client_ca_file.clear();
+  auto authn = Make();
+  auto proxy = Peer(MakeClient(cm_proxy_ca, "front-proxy-client"));
+  handlers::HeaderList headers = {{"x-remote-user", "carol"}, {"x-remote-group", "g1"},
+                                  {"x-remote-group", "g2"}};
+  BOOST_TEST(HttpCode(authn->Authenticate(headers, proxy.get()).status()) == 401);
+  BOOST_REQUIRE(authn->ApplyConfigMap(config).ok());
+  absl::StatusOr<election::UserInfo> u = authn->Authenticate(headers, proxy.get());
+  BOOST_REQUIRE_MESSAGE(u.ok(), u.status().ToString());
+  BOOST_TEST(u->username == "carol");
+  BOOST_TEST(u->groups == (Groups{"g1", "g2", "system:authenticated"}));
+  // Its allowed names apply to its CA.
+  auto other = Peer(MakeClient(cm_proxy_ca, "not-the-proxy"));
+  BOOST_TEST(HttpCode(authn->Authenticate(headers, other.get()).status()) == 401);
+  // Deleted: its CA is no longer trusted.
+  BOOST_REQUIRE(authn->ApplyConfigMap(AuthenticationConfigMap{}).ok());
+  BOOST_TEST(HttpCode(authn->Authenticate(headers, proxy.get()).status()) == 401);
+}
+
+BOOST_AUTO_TEST_CASE(ItsHeaderNamesApplyToItsCa) {
+  options.requestheader_client_ca_file.clear();
+  config.requestheader_username_headers = {"X-Cluster-User"};
+  auto authn = Make();
+  BOOST_REQUIRE(authn->ApplyConfigMap(config).ok());
+  auto proxy = Peer(MakeClient(cm_proxy_ca, "front-proxy-client"));
+  BOOST_TEST(authn->Authenticate({{"x-cluster-user", "dan"}}, proxy.get())->username == "dan");
+  // X-Remote-User is not one of its username headers: nobody, then 401.
+  BOOST_TEST(HttpCode(authn->Authenticate({{"x-remote-user", "dan"}}, proxy.get()).status()) == 401);
+}
+
+BOOST_AUTO_TEST_CASE(TheFlagsFrontProxyKeepsItsOwnSettings) {
+  options.requestheader_allowed_names = {"flag-proxy"};
+  auto authn = Make();
+  BOOST_REQUIRE(authn->ApplyConfigMap(config).ok());
+  handlers::HeaderList headers = {{"x-remote-user", "erin"}};
+  // The flag CA with the flag's allowed name, and the ConfigMap's CA with its own.
+  BOOST_TEST(authn->Authenticate(headers, Peer(MakeClient(proxy_ca, "flag-proxy")).get())->username ==
+             "erin");
+  BOOST_TEST(authn->Authenticate(headers, Peer(MakeClient(cm_proxy_ca, "front-proxy-client")).get())
+                 ->username == "erin");
+  // Names do not cross over between the two.
+  BOOST_TEST(HttpCode(authn->Authenticate(headers, Peer(MakeClient(proxy_ca, "front-proxy-client")).get())
+                          .status()) == 401);
+  BOOST_TEST(HttpCode(authn->Authenticate(headers, Peer(MakeClient(cm_proxy_ca, "flag-proxy")).get())
+                          .status()) == 401);
+}
+
+BOOST_AUTO_TEST_CASE(TheConfigMapsClientCaIsAddedToThePool) {
+  auto authn = Make();
+  auto cluster_user = Peer(MakeClient(cm_client_ca, "frank", {"ops"}));
+  auto flag_user = Peer(MakeClient(client_ca, "gina"));
+  BOOST_TEST(HttpCode(authn->Authenticate({}, cluster_user.get()).status()) == 401);
+  BOOST_REQUIRE(authn->ApplyConfigMap(config).ok());
+  BOOST_TEST(authn->Authenticate({}, cluster_user.get())->username == "frank");
+  BOOST_TEST(authn->Authenticate({}, flag_user.get())->username == "gina");
+}
+
+BOOST_AUTO_TEST_CASE(AnUnusableCaKeepsThePreviousConfiguration) {
+  auto authn = Make();
+  BOOST_REQUIRE(authn->ApplyConfigMap(config).ok());
+  AuthenticationConfigMap broken = config;
+  broken.requestheader_client_ca_pem = "not a certificate";
+  BOOST_TEST(absl::IsInvalidArgument(authn->ApplyConfigMap(broken)));
+  auto proxy = Peer(MakeClient(cm_proxy_ca, "front-proxy-client"));
+  BOOST_TEST(authn->Authenticate({{"x-remote-user", "hank"}}, proxy.get())->username == "hank");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
 BOOST_AUTO_TEST_SUITE(Anonymous)
 
 BOOST_AUTO_TEST_CASE(AllowedPaths) {

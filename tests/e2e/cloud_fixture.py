@@ -9,7 +9,10 @@ cluster. It keeps kube-apiserver's semantics for what poolcoord uses:
   concurrency;
 - core/v1 Events: create, list;
 - TokenReview and SubjectAccessReview (static answers set by the test);
-- the ConfigMap kube-system/extension-apiserver-authentication: get, watch.
+- ConfigMaps in kube-system (kube-system/extension-apiserver-authentication): get,
+  list and watch (fieldSelector metadata.name=<name>); set_configmap/delete_configmap
+  change them live;
+- count(method, path) tells how often a path was called (e.g. TokenReview caching).
 
 One global resourceVersion counter, as etcd gives. HTTPS with a throw-away CA made
 by the openssl CLI; clients authenticate with a bearer token. Standard library only.
@@ -48,6 +51,7 @@ class CloudState:
         self.tokens = {}   # token -> user info dict (TokenReview)
         self.sar_allow = lambda spec: False
         self.requests = []  # (method, path, user) log
+        self.configmap_events = []  # (rv, type, object) of kube-system ConfigMaps, for watches
 
     def next_rv(self):
         self.rv += 1
@@ -97,6 +101,33 @@ class CloudState:
     def node(self, name):
         with self.lock:
             return copy.deepcopy(self.nodes.get(name))
+
+    def set_configmap(self, name, data):
+        """Creates or replaces the kube-system ConfigMap `name` (watchers see ADDED/MODIFIED)."""
+        with self.lock:
+            old = self.configmaps.get(name)
+            obj = {"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": name, "namespace": "kube-system",
+                                "uid": (old or {}).get("metadata", {}).get("uid") or str(uuid.uuid4()),
+                                "resourceVersion": self.next_rv()},
+                   "data": dict(data)}
+            self.configmaps[name] = obj
+            self.configmap_events.append((int(self.rv), "MODIFIED" if old else "ADDED", copy.deepcopy(obj)))
+            self.lock.notify_all()
+            return obj
+
+    def delete_configmap(self, name):
+        with self.lock:
+            obj = self.configmaps.pop(name, None)
+            if obj is not None:
+                obj = copy.deepcopy(obj)
+                obj["metadata"]["resourceVersion"] = self.next_rv()
+                self.configmap_events.append((int(self.rv), "DELETED", obj))
+                self.lock.notify_all()
+
+    def count(self, method, path):
+        """How many requests the fixture has answered for exactly this method and path."""
+        return sum(1 for m, p in list(self.requests) if m == method and p == path)
 
 
 def label_match(obj, selector):
@@ -200,12 +231,60 @@ class Handler(http.server.BaseHTTPRequestHandler):
             allowed = bool(st.sar_allow(body["spec"]))
             return self._send(201, {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
                                     "spec": body["spec"], "status": {"allowed": allowed}})
+        if parts == ["api", "v1", "namespaces", "kube-system", "configmaps"] and method == "GET":
+            return self._configmaps(q)
         if parts[:5] == ["api", "v1", "namespaces", "kube-system", "configmaps"] and len(parts) == 6:
             cm = st.configmaps.get(parts[5])
             if cm is None:
                 return self._send(404, status(404, "NotFound", f'configmaps "{parts[5]}" not found'))
             return self._send(200, cm)
         self._send(404, status(404, "NotFound", "the server could not find the requested resource"))
+
+    def _configmaps(self, q):
+        """List or watch kube-system ConfigMaps; fieldSelector metadata.name=<n> narrows to one."""
+        st = self.state
+        sel = q.get("fieldSelector") or ""
+        want = sel.split("=", 1)[1].lstrip("=") if sel.startswith("metadata.name=") else None
+
+        def match(obj):
+            return want is None or obj["metadata"]["name"] == want
+        if q.get("watch") in ("true", "1"):
+            return self._stream(st.configmap_events, q, match)
+        with st.lock:
+            items = [copy.deepcopy(o) for _, o in sorted(st.configmaps.items()) if match(o)]
+            return self._send(200, {"kind": "ConfigMapList", "apiVersion": "v1",
+                                    "metadata": {"resourceVersion": str(st.rv)}, "items": items})
+
+    def _stream(self, events, q, match):
+        """A watch over `events` ((rv, type, object) tuples) from q's resourceVersion."""
+        st = self.state
+        since = int(q.get("resourceVersion") or 0)
+        timeout = min(int(q.get("timeoutSeconds") or 60), 60)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+        def chunk(obj):
+            data = (json.dumps(obj) + "\n").encode()
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.wfile.flush()
+        deadline = time.time() + timeout
+        try:
+            sent = since
+            while time.time() < deadline and not self.server.stopping:
+                with st.lock:
+                    pending = [e for e in events if e[0] > sent]
+                    if not pending:
+                        st.lock.wait(0.2)
+                        continue
+                for rv, typ, obj in pending:
+                    sent = rv
+                    if match(obj):
+                        chunk({"type": typ, "object": obj})
+            self.wfile.write(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
+            pass
 
     def _leases(self, method, ns, name, q, body):
         st = self.state
@@ -310,6 +389,32 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.write(b"0\r\n\r\n")
         except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
             pass
+
+
+def make_ca(workdir, name):
+    """A throw-away CA (openssl CLI); returns (cert path, key path)."""
+    key, crt = os.path.join(workdir, f"{name}.key"), os.path.join(workdir, f"{name}.crt")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                    "-nodes", "-days", "1", "-subj", f"/CN={name}",
+                    "-addext", "basicConstraints=critical,CA:TRUE",
+                    "-addext", "keyUsage=critical,keyCertSign,cRLSign,digitalSignature",
+                    "-keyout", key, "-out", crt], check=True, capture_output=True)
+    return crt, key
+
+
+def make_client_cert(workdir, ca, name, cn, orgs=(), usage="clientAuth"):
+    """A certificate signed by `ca` ((cert, key)) with subject CN=cn, O=each of orgs and
+    extendedKeyUsage `usage`; returns (cert path, key path)."""
+    key, csr, crt = (os.path.join(workdir, f"{name}.{x}") for x in ("key", "csr", "crt"))
+    subj = "".join(f"/O={o}" for o in orgs) + f"/CN={cn}"
+    subprocess.run(["openssl", "req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                    "-nodes", "-subj", subj, "-keyout", key, "-out", csr], check=True, capture_output=True)
+    ext = os.path.join(workdir, f"{name}.ext")
+    with open(ext, "w") as f:
+        f.write(f"basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage={usage}\n")
+    subprocess.run(["openssl", "x509", "-req", "-in", csr, "-CA", ca[0], "-CAkey", ca[1], "-CAcreateserial",
+                    "-days", "1", "-extfile", ext, "-out", crt], check=True, capture_output=True)
+    return crt, key
 
 
 class ThreadingHTTPSServer(socketserver.ThreadingMixIn, http.server.HTTPServer):

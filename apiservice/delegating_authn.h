@@ -1,0 +1,83 @@
+// Bearer-token authentication delegated to the cloud's kube-apiserver with
+// TokenReview, as k8s.io/apiserver's delegating authenticator does
+// (plugin/pkg/authenticator/token/webhook, wrapped in
+// pkg/authentication/token/cache with 10 s TTLs for success and failure).
+//
+// Request: POST /apis/authentication.k8s.io/v1/tokenreviews with
+//   {"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","spec":{"token":"..."}}
+// Answer: status.authenticated, status.user{username, uid, groups, extra},
+// status.error.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "apiservice/ttl_cache.h"
+#include "election/clock.h"
+#include "election/user_info.h"
+#include "store/kube_client.h"
+
+namespace poolcoord::apiservice {
+
+inline constexpr char kTokenReviewPath[] = "/apis/authentication.k8s.io/v1/tokenreviews";
+
+// POSTs a review body to `path` and returns the answer (any HTTP status); an
+// error only for transport failures. Lets tests stand in for the cloud.
+using ReviewPoster =
+    std::function<absl::StatusOr<store::KubeResponse>(std::string_view path, std::string_view body)>;
+
+// A poster on a KubeClient (not owned; must outlive the poster).
+ReviewPoster KubeClientPoster(store::KubeClient* client);
+
+struct TokenReviewResult {
+  bool authenticated = false;
+  election::UserInfo user;  // as the review returned it; no groups added
+  std::string error;        // status.error, when the reviewer gave one
+};
+
+// Reviews bearer tokens. Thread-safe.
+class TokenReviewer {
+ public:
+  virtual ~TokenReviewer() = default;
+  // An answer, authenticated or not; an error when no answer could be had (cloud
+  // unreachable, a non-2xx HTTP status such as 403 for a service account without
+  // system:auth-delegator, a body that is not a TokenReview).
+  virtual absl::StatusOr<TokenReviewResult> Review(const std::string& token) = 0;
+};
+
+struct WebhookTokenReviewerOptions {
+  // k8s.io/apiserver's DelegatingAuthenticationOptions.CacheTTL (10 s), used for
+  // authenticated and unauthenticated answers alike. An answer carrying
+  // status.error and transport errors are not cached (cacheErrs=false).
+  std::chrono::microseconds cache_ttl = std::chrono::seconds(10);
+  size_t max_cache_entries = 4096;
+  const election::Clock* clock = election::RealClock::Get();  // not owned
+};
+
+// TokenReview over `post`, with the cache in front. The cache key is an
+// HMAC-SHA256 of the token under a per-process random key, so the cache never
+// holds a token or a plain hash of it (as kube's token cache keys it).
+class WebhookTokenReviewer : public TokenReviewer {
+ public:
+  WebhookTokenReviewer(ReviewPoster post, WebhookTokenReviewerOptions options);
+  absl::StatusOr<TokenReviewResult> Review(const std::string& token) override;
+
+  // The request body for `token` (for tests).
+  static std::string RequestBody(const std::string& token);
+  // Reads a TokenReview answer body. InvalidArgument when it is not one.
+  static absl::StatusOr<TokenReviewResult> ParseResponse(std::string_view body);
+
+ private:
+  std::string CacheKey(const std::string& token) const;
+
+  ReviewPoster post_;
+  WebhookTokenReviewerOptions options_;
+  std::string hmac_key_;
+  TtlCache<TokenReviewResult> cache_;
+};
+
+}  // namespace poolcoord::apiservice
