@@ -117,6 +117,32 @@ class Client:
         return r, events(), conn
 
 
+_ETCD = {}
+
+
+def store_args(extra_args):
+    """Server flags for the store that $POOLCOORD_E2E_STORE names: none for the
+    memory store (the default); for "etcd3", one etcd per test process
+    (tests/e2e/etcd_fixture.py, killed when the process ends) and a key prefix of
+    its own for each Server. A --watch-history-size=N among the Server's flags is
+    emulated by compacting etcd to its last N revisions (etcd_fixture.Compactor),
+    so the suites' 410 Expired cases hold on etcd too."""
+    backend = os.environ.get("POOLCOORD_E2E_STORE", "memory")
+    if backend == "memory" or any(a.startswith("--storage-backend") for a in extra_args):
+        return []
+    if backend != "etcd3":
+        raise RuntimeError(f"POOLCOORD_E2E_STORE={backend}: want memory or etcd3")
+    from etcd_fixture import Compactor, EtcdFixture
+    if "etcd" not in _ETCD:
+        _ETCD["etcd"] = EtcdFixture()
+    etcd = _ETCD["etcd"]
+    for a in extra_args:
+        if a.startswith("--watch-history-size=") and "compactor" not in _ETCD:
+            _ETCD["compactor"] = Compactor(etcd, int(a.split("=", 1)[1]))
+    return ["--storage-backend=etcd3", f"--etcd-servers={etcd.endpoint}",
+            f"--etcd-prefix=/e2e/{uuid.uuid4().hex[:8]}"]
+
+
 class Server:
     """poolcoord-apiserver started standalone: it generates its own CA, serving and
     admin certificates and writes the admin kubeconfig, as README command 1 does."""
@@ -142,7 +168,7 @@ class Server:
                      f"--cert-dir={self.cert_dir}", f"--write-kubeconfig={self.kubeconfig}",
                      f"--token-auth-file={token_file}",
                      *([f"--pool-membership-file={self.membership}"] if membership_file else []),
-                     *extra_args]
+                     *store_args(extra_args), *extra_args]
         self.log_path = os.path.join(self.workdir, "server.log")
         self.start()
 

@@ -1,0 +1,479 @@
+"""Two poolcoord-apiserver replicas on one etcd (issue 7, "Done when"), with the
+cloud fixture (tests/e2e/cloud_fixture.py) as the cloud cluster and replica leader
+election on a coordination.k8s.io/v1 Lease there:
+
+- optimistic concurrency holds across replicas (N parallel updates, one wins);
+- a watch on one replica sees the writes made on the other, in order;
+- kill -9 of a replica under write load loses no acknowledged write;
+- both replicas are ready, live and serve /metrics; only the leader forwards;
+- killing the forwarding replica hands forwarding to the other, within
+  leaseDuration + 2 x retryPeriod plus a stated margin (the time is measured and
+  printed);
+- a PoolLease renewed through one replica is never judged expired early by the
+  other.
+
+Each replica is a real server process on its own free port, sharing one etcd
+(tests/e2e/etcd_fixture.py) and one --etcd-prefix. Prints one line per case and
+ends with "N passed, N failed".
+"""
+import argparse
+import http.client
+import json
+import os
+import re
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import uuid
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cloud_fixture import CloudFixture  # noqa: E402
+from etcd_fixture import EtcdFixture  # noqa: E402
+from harness import BASE, GV, Server, expect, expect_status, microtime, pool_lease, uniq  # noqa: E402
+
+POOL_LABEL = "apps.openyurt.io/nodepool"
+DELEGATE = "openyurt.io/delegate-heartbeat"
+FORWARDER = "system:serviceaccount:kube-system:poolcoord"
+ELECTION_NS, ELECTION_NAME = "kube-system", "poolcoord-replicas"
+# Short replica election timings so the handover fits in a test.
+LEASE_S, RENEW_S, RETRY_S = 4.0, 3.0, 1.0
+RESYNC_S = 0.5
+
+
+class Env:
+    etcd = None
+    cloud = None
+    replicas = {}   # "A"/"B" -> Server
+
+    @classmethod
+    def other(cls, name):
+        return "B" if name == "A" else "A"
+
+
+def wait_for(what, fn, timeout=30, every=0.1):
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last})")
+
+
+def metric(server, name):
+    """The value of one sample (name including labels) in server's /metrics, or None."""
+    r = server.anonymous().request("GET", "/metrics", accept=None)
+    expect(r.status == 200, f"/metrics {r.status}")
+    m = re.search(r"^" + re.escape(name) + r" (\S+)$", r.body, re.M)
+    return float(m.group(1)) if m else None
+
+
+MASTER = 'leader_election_master_status{name="poolcoord"}'
+
+
+def leader_name():
+    """The one replica whose /metrics says it leads, once exactly one does."""
+    def one():
+        status = {n: metric(s, MASTER) for n, s in Env.replicas.items() if s.proc.poll() is None}
+        leaders = [n for n, v in status.items() if v == 1]
+        return leaders[0] if len(leaders) == 1 and all(v in (0, 1) for v in status.values()) else None
+    return wait_for("exactly one replica leading", one, timeout=LEASE_S * 4)
+
+
+# ------------------------------------------------------------------- cases --
+
+def parallel_updates_one_winner(rs):
+    """N updates of one object read once, half through each replica: one 200."""
+    a, b = rs["A"], rs["B"]
+    name = uniq("race")
+    expect_status(a.admin().request("POST", BASE + "/poolleases", pool_lease(name)), 201)
+    base = expect_status(b.admin().request("GET", f"{BASE}/poolleases/{name}"), 200).json()
+    n = 20
+    barrier = threading.Barrier(n)
+    results = [None] * n
+
+    def update(i):
+        client = (a if i % 2 == 0 else b).token("admin-token")
+        client.request("GET", "/readyz", accept=None)  # connect before the race starts
+        body = json.loads(json.dumps(base))
+        body["metadata"]["labels"] = {"writer": str(i)}
+        barrier.wait(30)
+        results[i] = client.request("PUT", f"{BASE}/poolleases/{name}", body)
+    threads = [threading.Thread(target=update, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    codes = [r.status if r else None for r in results]
+    winners = [i for i, r in enumerate(results) if r and r.status == 200]
+    expect(len(winners) == 1, f"want exactly one 200, got {codes}")
+    for i, r in enumerate(results):
+        if i != winners[0]:
+            expect_status(r, 409, "Conflict")
+    won = results[winners[0]].json()
+    for s in (a, b):
+        got = expect_status(s.admin().request("GET", f"{BASE}/poolleases/{name}"), 200).json()
+        expect(got["metadata"]["labels"] == {"writer": str(winners[0])}, f"winner's write not stored: {got}")
+        expect(got["metadata"]["resourceVersion"] == won["metadata"]["resourceVersion"],
+               f"resourceVersion {got['metadata']['resourceVersion']} != the winner's "
+               f"{won['metadata']['resourceVersion']}")
+    print(f"  {n} parallel updates through both replicas: {codes.count(200)} x 200, "
+          f"{codes.count(409)} x 409", flush=True)
+
+
+def watch_on_a_sees_writes_on_b(rs):
+    a, b = rs["A"].admin(), rs["B"].admin()
+    tag = uniq("xw")
+    start = expect_status(a.request("GET", BASE + "/poolleases"), 200).json()["metadata"]["resourceVersion"]
+    r, events, conn = a.watch(f"{BASE}/poolleases?watch=true&resourceVersion={start}"
+                              f"&labelSelector=s%3D{tag}&timeoutSeconds=30", timeout=40)
+    try:
+        expect(r.status == 200, f"watch {r.status}")
+        name = f"{tag}-1"
+        want = []
+        o = expect_status(b.request("POST", BASE + "/poolleases", pool_lease(name, labels={"s": tag})), 201).json()
+        want.append(("ADDED", o["metadata"]["resourceVersion"]))
+        o["spec"]["leaseDurationSeconds"] = 33
+        o = expect_status(b.request("PUT", f"{BASE}/poolleases/{name}", o), 200).json()
+        want.append(("MODIFIED", o["metadata"]["resourceVersion"]))
+        o = expect_status(b.request("PATCH", f"{BASE}/poolleases/{name}", {"spec": {"leaseDurationSeconds": 34}},
+                                    ctype="application/merge-patch+json"), 200).json()
+        want.append(("MODIFIED", o["metadata"]["resourceVersion"]))
+        d = expect_status(b.request("DELETE", f"{BASE}/poolleases/{name}"), 200).json()
+        got = []
+        for ev in events:
+            if ev["type"] == "BOOKMARK":
+                continue
+            got.append((ev["type"], ev["object"]["metadata"]["resourceVersion"]))
+            if len(got) == 3:
+                expect(ev["object"]["spec"]["leaseDurationSeconds"] == 34, f"last MODIFIED carries the patch: {ev}")
+            if len(got) == 4:
+                expect(ev["object"]["metadata"]["name"] == name, ev)
+                break
+        expect([t for t, _ in got] == ["ADDED", "MODIFIED", "MODIFIED", "DELETED"], f"events on A: {got}")
+        expect([rv for _, rv in got[:3]] == [rv for _, rv in want], f"resourceVersions on A {got} vs B {want}")
+        expect(int(got[3][1]) > int(got[2][1]), f"DELETED must come at a later revision: {got}")
+        del d
+    finally:
+        conn.close()
+
+
+def kill9_under_load_loses_no_acknowledged_write(rs):
+    """Writers create and update objects through B; B gets SIGKILL while they run;
+    every write B acknowledged is then read back through A."""
+    a, b = rs["A"], rs["B"]
+    tag = uniq("k9")
+    acked = {}          # name -> (resourceVersion, counter) of the last acknowledged write
+    count = [0]         # acknowledged writes
+    lock = threading.Lock()
+    stop = threading.Event()
+    errors = []
+
+    def writer(w):
+        c = b.token("admin-token")
+        i = 0
+        try:
+            while not stop.is_set():
+                name = f"{tag}-{w}-{i // 4}"
+                if i % 4 == 0:
+                    r = c.request("POST", BASE + "/poolleases",
+                                  pool_lease(name, labels={"s": tag, "n": "0"}))
+                    want = 201
+                else:
+                    r = c.request("PATCH", f"{BASE}/poolleases/{name}",
+                                  {"metadata": {"labels": {"n": str(i % 4)}}},
+                                  ctype="application/merge-patch+json")
+                    want = 200
+                if r.status != want:
+                    errors.append(f"{name}: {r.status} {r.body[:200]}")
+                    return
+                with lock:
+                    acked[name] = (int(r.json()["metadata"]["resourceVersion"]), str(i % 4))
+                    count[0] += 1
+                i += 1
+        except (OSError, http.client.HTTPException):
+            return  # B is gone: this write was not acknowledged
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(3)]
+    for t in threads:
+        t.start()
+    wait_for("100 acknowledged writes through B", lambda: count[0] >= 100, timeout=60, every=0.05)
+    b.stop(sig=9)           # SIGKILL, mid-load
+    stop.set()
+    for t in threads:
+        t.join(30)
+    expect(not errors, f"writes failed before the kill: {errors[:3]}")
+    with lock:
+        snapshot = dict(acked)
+    reader = a.admin()
+    lost = []
+    for name, (rv, n) in sorted(snapshot.items()):
+        r = reader.request("GET", f"{BASE}/poolleases/{name}")
+        if r.status != 200:
+            lost.append(f"{name}: {r.status}")
+            continue
+        o = r.json()
+        got_rv = int(o["metadata"]["resourceVersion"])
+        if got_rv < rv or (got_rv == rv and o["metadata"]["labels"].get("n") != n):
+            lost.append(f"{name}: acknowledged rv {rv} n={n}, A has rv {got_rv} n={o['metadata']['labels'].get('n')}")
+    expect(not lost, f"{len(lost)} acknowledged writes lost: {lost[:5]}")
+    print(f"  {count[0]} writes acknowledged by B before its kill -9 ({len(snapshot)} objects): the last "
+          "acknowledged write of each found through A", flush=True)
+    b.start()  # back for the next cases
+    expect_status(b.admin().request("GET", f"{BASE}/poolleases?labelSelector=s%3D{tag}"), 200)
+
+
+def standby_ready_live_and_serves_metrics(rs):
+    leader = leader_name()
+    standby = rs[Env.other(leader)]
+    anon = standby.anonymous()
+    for path in ("/readyz", "/livez", "/healthz"):
+        expect_status(anon.request("GET", path, accept=None), 200)
+    r = expect_status(anon.request("GET", "/livez?verbose", accept=None), 200)
+    expect("[+]leaderElection ok" in r.body, f"/livez?verbose on the standby: {r.body}")
+    expect(metric(standby, MASTER) == 0, "standby reports leader_election_master_status 1")
+    expect(metric(rs[leader], MASTER) == 1, "leader reports leader_election_master_status 0")
+    # The standby serves the API too.
+    expect_status(standby.token("hz-1-token").request("GET", BASE + "/poolleases"), 200)
+
+
+def delegated(node, pool, delegate):
+    return {"apiVersion": GV, "kind": "DelegatedLease",
+            "metadata": {"name": node, "annotations": {DELEGATE: "true"}},
+            "spec": {"holderIdentity": node, "leaseDurationSeconds": 40, "renewTime": microtime(),
+                     "poolName": pool, "delegate": delegate}}
+
+
+def cloud_lease_rv(node):
+    lease = Env.cloud.state.lease(node)
+    return int(lease["metadata"]["resourceVersion"]) if lease else 0
+
+
+def only_leader_forwards_and_handover(rs):
+    leader = leader_name()
+    standby = Env.other(leader)
+    holder = Env.cloud.state.lease(ELECTION_NAME, ns=ELECTION_NS)
+    expect(holder and holder["spec"].get("holderIdentity"), f"replica election Lease in the cloud: {holder}")
+    # hz-1 leads pool hangzhou (a PoolLease long enough to outlive the case).
+    hz1 = {n: s.token("hz-1-token") for n, s in rs.items()}
+    now = microtime()
+    r = hz1[standby].request("POST", BASE + "/poolleases",
+                             {"apiVersion": GV, "kind": "PoolLease", "metadata": {"name": "hangzhou"},
+                              "spec": {"holderIdentity": "hz-1", "leaseDurationSeconds": 120, "acquireTime": now,
+                                       "renewTime": now, "leaseTransitions": 0}})
+    expect_status(r, 201)
+    # A DelegatedLease through each replica: both reach the cloud, forwarded by the leader only.
+    before = {n: metric(s, "poolcoord_forwards_total") for n, s in rs.items()}
+    expect_status(hz1[standby].request("POST", BASE + "/delegatedleases", delegated("hz-3", "hangzhou", "hz-1")), 201)
+    expect_status(hz1[leader].request("POST", BASE + "/delegatedleases", delegated("hz-2", "hangzhou", "hz-1")), 201)
+    for node in ("hz-3", "hz-2"):
+        wait_for(f"cloud Lease {node} forwarded", lambda: (l := Env.cloud.state.lease(node)) and
+                 (l["metadata"].get("annotations") or {}).get(DELEGATE) == "true")
+    # The counter moves just after the cloud's answer: wait for it.
+    wait_for("the leader to count both forwards",
+             lambda: metric(rs[leader], "poolcoord_forwards_total") - before[leader] >= 2)
+    after = {n: metric(s, "poolcoord_forwards_total") for n, s in rs.items()}
+    expect(after[standby] == before[standby] == 0, f"the standby forwarded: {before} -> {after}")
+
+    # Keep renewing hz-3's DelegatedLease through the standby, which survives.
+    stop = threading.Event()
+    renew_errors = []
+
+    def renewer():
+        c = rs[standby].token("hz-1-token")
+        while not stop.is_set():
+            dl = c.request("GET", BASE + "/delegatedleases/hz-3")
+            if dl.status == 200:
+                body = dl.json()
+                body["spec"]["renewTime"] = microtime()
+                r = c.request("PUT", BASE + "/delegatedleases/hz-3", body)
+                if r.status not in (200, 409):
+                    renew_errors.append(f"{r.status} {r.body[:200]}")
+            stop.wait(0.2)
+    t = threading.Thread(target=renewer)
+    t.start()
+    try:
+        # The leader forwards the renewals as they come.
+        rv0 = cloud_lease_rv("hz-3")
+        wait_for("renewals forwarded before the kill", lambda: cloud_lease_rv("hz-3") >= rv0 + 2)
+        old_identity = Env.cloud.state.lease(ELECTION_NAME, ns=ELECTION_NS)["spec"]["holderIdentity"]
+        rs[leader].stop(sig=9)
+        t_kill = time.monotonic()
+        # A forward of the old leader already on the wire may still land in the
+        # first moments; anything after 1 s is the new leader's (the old one is
+        # dead and the new one cannot acquire before leaseDuration has passed).
+        quiet_rv = None
+        t_acquired = t_forward = None
+        deadline = t_kill + LEASE_S + 2 * RETRY_S + 15
+        while time.monotonic() < deadline and t_forward is None:
+            now = time.monotonic()
+            if quiet_rv is None and now - t_kill >= 1.0:
+                quiet_rv = cloud_lease_rv("hz-3")
+            rec = Env.cloud.state.lease(ELECTION_NAME, ns=ELECTION_NS)
+            if t_acquired is None and rec["spec"].get("holderIdentity") not in ("", old_identity):
+                t_acquired = now
+            if quiet_rv is not None and cloud_lease_rv("hz-3") > quiet_rv:
+                t_forward = now
+            time.sleep(0.02)
+        expect(t_forward is not None, "no forward by the new leader within "
+               f"{LEASE_S + 2 * RETRY_S + 15:.0f}s of the kill")
+        expect(t_acquired is not None and t_acquired <= t_forward + 0.05,
+               "the forward came before the replica election Lease changed hands")
+        handover = t_forward - t_kill
+        # leaseDuration + 2 x retryPeriod is the issue's bound for the election.
+        # The margin: client-go's acquire loop waits retryPeriod x [1, 2.2)
+        # (JitterFactor 1.2) between polls, and the standby needs two polls (one
+        # that first sees the last renewal, one after it expired): up to
+        # 2 x 1.2 x retryPeriod more; then the forwarder starts (watch, a SyncAll
+        # and a cloud GET+PUT, at most one resync period): 1 s for that on this
+        # busy machine.
+        bound = LEASE_S + 2 * RETRY_S
+        margin = 2 * 1.2 * RETRY_S + 1.0
+        print(f"  handover: replica election Lease taken {t_acquired - t_kill:.2f}s after kill -9 of the "
+              f"leader, first forward by the new leader {handover:.2f}s after it (bound "
+              f"leaseDuration {LEASE_S:.0f}s + 2 x retryPeriod {RETRY_S:.0f}s = {bound:.1f}s, "
+              f"+ margin {margin:.1f}s)", flush=True)
+        expect(handover <= bound + margin, f"handover took {handover:.2f}s > {bound + margin:.1f}s")
+        expect(handover >= LEASE_S - 0.5, f"handover after {handover:.2f}s: the lease was taken early")
+        wait_for("the survivor to report itself leader", lambda: metric(rs[standby], MASTER) == 1, timeout=5)
+        wait_for("the survivor to count its forwards",
+                 lambda: metric(rs[standby], "poolcoord_forwards_total") > 0, timeout=5)
+        expect(not renew_errors, f"renewals through the standby failed: {renew_errors[:3]}")
+    finally:
+        stop.set()
+        t.join(10)
+        if rs[leader].proc.poll() is not None:
+            rs[leader].start()
+    # The restarted replica comes back as the standby.
+    wait_for("the restarted replica to report standby", lambda: metric(rs[leader], MASTER) == 0)
+    expect(leader_name() == standby, "leadership moved again")
+
+
+def lease_renewed_on_b_not_expired_on_a(rs):
+    """bj-1 holds pool beijing (3 s leases) and renews through B; bj-2 tries to take
+    it through A. A must refuse for as long as the renewals go on (well past
+    several lease durations), and accept only once a full duration has passed
+    since the last renewal."""
+    a, b = rs["A"], rs["B"]
+    duration = 3
+    holder, taker = b.token("bj-1-token"), a.token("bj-2-token")
+    now = microtime()
+    r = holder.request("POST", BASE + "/poolleases",
+                       {"apiVersion": GV, "kind": "PoolLease", "metadata": {"name": "beijing"},
+                        "spec": {"holderIdentity": "bj-1", "leaseDurationSeconds": duration, "acquireTime": now,
+                                 "renewTime": now, "leaseTransitions": 0}})
+    expect_status(r, 201)
+    stop = threading.Event()
+    last_renewal = {"t": time.monotonic()}
+    renew_errors = []
+
+    def renewer():
+        while not stop.is_set():
+            t0 = time.monotonic()
+            cur = holder.request("GET", BASE + "/poolleases/beijing").json()
+            cur["spec"]["renewTime"] = microtime()
+            r = holder.request("PUT", BASE + "/poolleases/beijing", cur)
+            if r.status == 200:
+                last_renewal["t"] = t0   # the renewal was sent no earlier than this
+            elif r.status != 409:
+                renew_errors.append(f"{r.status} {r.body[:200]}")
+            stop.wait(1.0)
+
+    def takeover():
+        cur = taker.request("GET", BASE + "/poolleases/beijing").json()
+        cur["spec"].update(holderIdentity="bj-2", acquireTime=microtime(), renewTime=microtime(),
+                           leaseTransitions=cur["spec"].get("leaseTransitions", 0) + 1)
+        return taker.request("PUT", BASE + "/poolleases/beijing", cur)
+
+    t = threading.Thread(target=renewer)
+    t.start()
+    refusals = live_refusals = 0
+    try:
+        t_end = time.monotonic() + 3 * duration + 1
+        while time.monotonic() < t_end:
+            r = takeover()
+            expect(r.status != 200, f"A let bj-2 take a lease bj-1 renews through B: {r.body[:300]}")
+            expect_status(r, 409, "Conflict")
+            refusals += 1
+            if "bj-1" in r.json()["message"]:
+                live_refusals += 1
+            time.sleep(0.5)
+    finally:
+        stop.set()
+        t.join(10)
+    expect(not renew_errors, f"renewals through B failed: {renew_errors[:3]}")
+    expect(live_refusals >= refusals // 2, f"only {live_refusals}/{refusals} refusals named the live holder")
+    # Renewals stopped: the takeover through A succeeds, but not before a full
+    # duration after the last renewal.
+    won = wait_for("the takeover through A after the renewals stopped",
+                   lambda: (r := takeover()).status == 200 and (time.monotonic(), r), timeout=duration * 4,
+                   every=0.2)
+    waited = won[0] - last_renewal["t"]
+    expect(waited >= duration, f"A judged the lease expired {waited:.2f}s after the last renewal (< {duration}s)")
+    expect(won[1].json()["spec"]["holderIdentity"] == "bj-2", won[1].body[:300])
+    print(f"  {refusals} takeovers refused through A while B renewed; accepted {waited:.2f}s after the "
+          f"last renewal (duration {duration}s)", flush=True)
+
+
+CASES = [parallel_updates_one_winner, watch_on_a_sees_writes_on_b, standby_ready_live_and_serves_metrics,
+         lease_renewed_on_b_not_expired_on_a, kill9_under_load_loses_no_acknowledged_write,
+         only_leader_forwards_and_handover]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--binary", required=True)
+    ap.add_argument("--keep", action="store_true")
+    args = ap.parse_args()
+    binary = os.path.abspath(args.binary)
+    passed = failed = 0
+    work = tempfile.mkdtemp(prefix="poolcoord-replicas-")
+    Env.etcd = EtcdFixture()
+    Env.cloud = CloudFixture(work)
+    try:
+        for n in ("hz-1", "hz-2", "hz-3", "hz-4"):
+            Env.cloud.state.add_node(n, {POOL_LABEL: "hangzhou"})
+        for n in ("bj-1", "bj-2", "bj-3"):
+            Env.cloud.state.add_node(n, {POOL_LABEL: "beijing"})
+        prefix = f"/replicas/{uuid.uuid4().hex[:8]}"
+        flags = ["--storage-backend=etcd3", f"--etcd-servers={Env.etcd.endpoint}", f"--etcd-prefix={prefix}",
+                 f"--kubeconfig={Env.cloud.kubeconfig}", f"--forwarder-user={FORWARDER}",
+                 f"--forwarder-resync-period={int(RESYNC_S * 1000)}ms", "--leader-elect",
+                 f"--leader-elect-lease-duration={LEASE_S:.0f}s", f"--leader-elect-renew-deadline={RENEW_S:.0f}s",
+                 f"--leader-elect-retry-period={RETRY_S:.0f}s",
+                 f"--leader-elect-resource-namespace={ELECTION_NS}",
+                 f"--leader-elect-resource-name={ELECTION_NAME}"]
+        for name in ("A", "B"):
+            Env.replicas[name] = Server(binary, extra_args=flags, membership_file=False)
+        for case in CASES:
+            t0 = time.time()
+            try:
+                case(Env.replicas)
+                passed += 1
+                print(f"PASS {case.__name__} ({time.time() - t0:.1f}s)", flush=True)
+            except Exception as e:  # any exception is a failed case
+                failed += 1
+                print(f"FAIL {case.__name__}: {type(e).__name__}: {e}", flush=True)
+                traceback.print_exc(limit=3)
+            for name, s in Env.replicas.items():
+                if s.proc.poll() is not None:
+                    print(f"replica {name} exited ({s.proc.returncode}) after {case.__name__}:\n{s.read_log()}")
+                    failed += 1
+                    s.start()
+    finally:
+        for name, s in Env.replicas.items():
+            s.stop()
+            if failed or args.keep:
+                print(f"replica {name} log tail:\n{s.read_log()}")
+            s.cleanup()
+        Env.cloud.stop()
+        Env.etcd.stop()
+    print(f"{passed} passed, {failed} failed")
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
