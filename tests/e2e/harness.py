@@ -280,6 +280,18 @@ def expect_status(r, code, reason=None):
     return r
 
 
+def wait_for(what, fn, timeout=20, every=0.2):
+    """Polls fn until it returns something truthy; returns it, or fails naming `what`."""
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last})")
+
+
 def uniq(prefix):
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
 

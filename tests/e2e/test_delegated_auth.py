@@ -19,7 +19,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cloud_fixture import CloudFixture, make_ca, make_client_cert  # noqa: E402
-from harness import BASE, Client, Server, expect, expect_status, run_cases, uniq  # noqa: E402
+from harness import BASE, Client, Server, expect, expect_status, run_cases, uniq, wait_for  # noqa: E402
 
 CLOUD = None
 WORK = None
@@ -29,16 +29,6 @@ TOKENREVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
 SARS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
 SAR_SPECS = []  # every spec the fixture was asked about, in order
 
-
-def wait_for(what, fn, timeout=20):
-    deadline = time.time() + timeout
-    last = None
-    while time.time() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what} (last: {last})")
 
 
 def pem(path):

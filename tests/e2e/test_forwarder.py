@@ -12,7 +12,7 @@ from datetime import datetime, timedelta, timezone
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cloud_fixture import CloudFixture  # noqa: E402
-from harness import BASE, GV, Server, expect, expect_status, microtime, run_cases  # noqa: E402
+from harness import BASE, GV, Server, expect, expect_status, microtime, run_cases, wait_for  # noqa: E402
 
 POOL_LABEL = "apps.openyurt.io/nodepool"
 DELEGATE = "openyurt.io/delegate-heartbeat"
@@ -21,16 +21,6 @@ FORWARDER = "system:serviceaccount:kube-system:poolcoord"
 
 CLOUD = None
 
-
-def wait_for(what, fn, timeout=20):
-    deadline = time.time() + timeout
-    last = None
-    while time.time() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what} (last: {last})")
 
 
 def delegated(node, pool, delegate, renew=None):

@@ -32,6 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cloud_fixture import CloudFixture  # noqa: E402
 from etcd_fixture import EtcdFixture  # noqa: E402
 from harness import BASE, GV, Server, expect, expect_status, microtime, pool_lease, uniq  # noqa: E402
+from harness import wait_for as harness_wait_for  # noqa: E402
 
 POOL_LABEL = "apps.openyurt.io/nodepool"
 DELEGATE = "openyurt.io/delegate-heartbeat"
@@ -40,6 +41,11 @@ ELECTION_NS, ELECTION_NAME = "kube-system", "poolcoord-replicas"
 # Short replica election timings so the handover fits in a test.
 LEASE_S, RENEW_S, RETRY_S = 4.0, 3.0, 1.0
 RESYNC_S = 0.5
+
+
+def wait_for(what, fn, timeout=30, every=0.1):
+    """harness.wait_for with this file's longer default: replicas start and elect."""
+    return harness_wait_for(what, fn, timeout, every)
 
 
 class Env:
@@ -51,16 +57,6 @@ class Env:
     def other(cls, name):
         return "B" if name == "A" else "A"
 
-
-def wait_for(what, fn, timeout=30, every=0.1):
-    deadline = time.time() + timeout
-    last = None
-    while time.time() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last})")
 
 
 def metric(server, name):
