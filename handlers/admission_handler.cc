@@ -14,6 +14,7 @@
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
 #include "store/api_error.h"
+#include "store/object_codec.h"
 #include "store/microtime.h"
 
 namespace poolcoord::handlers {
@@ -169,6 +170,9 @@ Response ServeAdmissionReview(const Request& req, const AdmissionOptions& opts) 
     return ErrorResponse(store::RequestEntityTooLargeError(absl::StrCat(
         "AdmissionReview of ", req.body.size(), " bytes exceeds the limit of ",
         kMaxAdmissionReviewBytes, " bytes")));
+  }
+  if (absl::Status nesting = store::CheckJsonNesting(req.body); !nesting.ok()) {
+    return ErrorResponse(nesting);
   }
   rapidjson::Document doc;
   doc.Parse<rapidjson::kParseDefaultFlags>(req.body.data(), req.body.size());

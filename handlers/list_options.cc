@@ -8,6 +8,7 @@
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
 #include "store/api_error.h"
+#include "store/object_codec.h"
 
 namespace poolcoord::handlers {
 namespace {
@@ -179,6 +180,7 @@ absl::Status DecodeContinueToken(const std::string& token, int64_t* revision,
         "returned in metadata.continue");
   };
   if (!absl::WebSafeBase64Unescape(token, &raw) && !absl::Base64Unescape(token, &raw)) return bad();
+  if (!store::CheckJsonNesting(raw, 4).ok()) return bad();
   rapidjson::Document d;
   d.Parse(raw.c_str(), raw.size());
   if (d.HasParseError() || !d.IsObject()) return bad();

@@ -125,6 +125,7 @@ absl::Status CheckJsonContentType(const Request& request) {
 }
 
 absl::StatusOr<rapidjson::Document> ParseBody(std::string_view body) {
+  if (absl::Status s = store::CheckJsonNesting(body); !s.ok()) return s;
   rapidjson::Document doc;
   doc.Parse(body.data(), body.size());
   if (doc.HasParseError()) {

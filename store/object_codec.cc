@@ -508,6 +508,7 @@ class Decoder {
 };
 
 absl::Status ParseJson(std::string_view body, rapidjson::Document& doc) {
+  if (absl::Status nesting = CheckJsonNesting(body); !nesting.ok()) return nesting;
   doc.Parse(body.data(), body.size());
   if (doc.HasParseError()) {
     return BadRequestError(absl::StrCat("json parse error: ",
@@ -592,6 +593,33 @@ const std::string& Event::ObjectJson() const {
     if (object) json_ = EncodeObject(*object);
   });
   return json_;
+}
+
+absl::Status CheckJsonNesting(std::string_view json, int max_depth) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < json.size(); ++i) {
+    const char c = json[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) {
+        return BadRequestError(absl::StrCat("the request body nests arrays or objects deeper than ",
+                                            max_depth, " levels"));
+      }
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace poolcoord::store

@@ -66,4 +66,10 @@ absl::StatusOr<MutableObjectPtr> DecodeObjectJson(std::string_view body, Kind ki
 std::string EncodeForStorage(const Object& o);
 absl::StatusOr<MutableObjectPtr> DecodeFromStorage(std::string_view data, Kind kind);
 
+// RapidJSON parses, copies and frees nested values recursively, so a request of
+// 100,000 nested '[' would overflow a thread's stack. Every untrusted body is
+// checked first: BadRequest when arrays/objects nest deeper than `max_depth`
+// (real Kubernetes objects stay far below 64).
+absl::Status CheckJsonNesting(std::string_view json, int max_depth = 512);
+
 }  // namespace poolcoord::store

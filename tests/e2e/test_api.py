@@ -33,6 +33,11 @@ def malformed_json_400(s):
     body = pool_lease(uniq("t"))
     body["kind"] = "DelegatedLease"
     expect_status(c.request("POST", BASE + "/poolleases", body), 400, "BadRequest")
+    # the input that crashed the server (recursive parser, stack overflow): deep nesting
+    expect_status(c.request("POST", BASE + "/poolleases", "[" * 200000), 400, "BadRequest")
+    r = s.anonymous().request("POST", "/validate-delegated-heartbeat", '{"request":' * 100000)
+    expect_status(r, 400, "BadRequest")
+    expect_status(s.anonymous().request("GET", "/readyz", accept=None), 200)
 
 
 def invalid_fields_422_with_causes(s):

@@ -25,6 +25,7 @@ SRCS=(
   store/api_error.cc
   store/memory_store.cc
   store/microtime.cc
+  store/object_codec.cc
   store/object.cc
 )
 ABSL=(absl_status absl_statusor absl_strings absl_str_format_internal absl_synchronization
