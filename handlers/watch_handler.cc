@@ -162,8 +162,13 @@ Response ServeWatch(store::Store* store, Kind kind, const ListOptions& options,
     return ErrorResponse(watcher_or.status());
   }
   std::shared_ptr<store::Watcher> watcher = *std::move(watcher_or);
-  const int64_t timeout_s = options.timeout_seconds.value_or(0) > 0 ? *options.timeout_seconds
-                                                                     : DefaultTimeoutSeconds();
+  // Capped at a year: steady_clock::now() + seconds(INT64_MAX / 10^9) overflows
+  // (a newcomer's timeoutSeconds=9223372036 ended the stream at once).
+  constexpr int64_t kMaxTimeoutSeconds = 365LL * 24 * 3600;
+  const int64_t timeout_s = std::min(options.timeout_seconds.value_or(0) > 0
+                                         ? *options.timeout_seconds
+                                         : DefaultTimeoutSeconds(),
+                                     kMaxTimeoutSeconds);
   auto encoder = std::make_shared<EventEncoder>(kind, format,
                                                 std::string(request.Query("includeObject")), now_us);
   auto opts = std::make_shared<ListOptions>(options);

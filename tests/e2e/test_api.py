@@ -185,6 +185,23 @@ def list_resource_version_semantics(s):
     expect(sorted(x["metadata"]["name"] for x in d["items"]) == [f"{tag}-a", f"{tag}-c"], d["items"])
 
 
+def watch_with_huge_timeout_stays_open(s):
+    # timeoutSeconds near INT64_MAX / 10^9 once overflowed the deadline and ended the stream at once
+    c = s.admin()
+    r, events, conn = c.watch(f"{BASE}/poolleases?watch=true&timeoutSeconds=9223372036&resourceVersion=0", timeout=3)
+    try:
+        expect(r.status == 200, f"watch {r.status}")
+        t0 = time.time()
+        try:
+            for _ in events:
+                pass
+        except (TimeoutError, OSError):
+            pass  # still open after the client's 3 s read timeout: the stream did not end
+        expect(time.time() - t0 >= 2.5, "the watch ended at once")
+    finally:
+        conn.close()
+
+
 def watch_selector_transitions(s):
     c = s.admin()
     tag = uniq("wt")
@@ -311,7 +328,8 @@ def sigterm_ends_watch_and_exits_zero(s):
 
 CASES = [malformed_json_400, invalid_fields_422_with_causes, body_limits, media_types, paths_and_methods,
          optimistic_concurrency_and_preconditions, status_subresource, finalizers_hold_deletion,
-         generate_name_and_dry_run, list_resource_version_semantics, watch_selector_transitions,
+         generate_name_and_dry_run, list_resource_version_semantics, watch_with_huge_timeout_stays_open,
+         watch_selector_transitions,
          watch_initial_events_and_expired, authn_authz, stalled_handshake_does_not_block,
          metrics_count_requests, sigterm_ends_watch_and_exits_zero]
 

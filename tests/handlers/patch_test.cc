@@ -268,3 +268,19 @@ BOOST_AUTO_TEST_SUITE_END()
 
 }  // namespace
 }  // namespace poolcoord::handlers
+
+// The input that showed it: each copy of /spec into itself doubles the document.
+BOOST_AUTO_TEST_CASE(self_copies_are_bounded) {
+  std::string ops = "[{\"op\":\"add\",\"path\":\"/spec/x\",\"value\":\"" + std::string(100, 'a') + "\"}";
+  for (int i = 0; i < 40; ++i) {
+    ops += ",{\"op\":\"copy\",\"from\":\"/spec\",\"path\":\"/spec/y" + std::to_string(i) + "\"}";
+  }
+  ops += "]";
+  rapidjson::Document doc;
+  doc.Parse("{\"spec\":{}}");
+  rapidjson::Document patch;
+  patch.Parse(ops.c_str());
+  absl::Status s = poolcoord::handlers::ApplyJsonPatch(doc, patch);
+  BOOST_TEST(!s.ok());
+  BOOST_TEST(poolcoord::store::ApiErrorFromStatus(s).code == 413);
+}
