@@ -470,6 +470,10 @@ absl::Status ApiServer::StartReplicaElection(Parts* p) {
   config.renew_deadline = o.leader_elect_renew_deadline;
   config.retry_period = o.leader_elect_retry_period;
   config.release_on_cancel = true;
+  // Issue 7: a killed forwarding replica is replaced within leaseDuration +
+  // 2 × retryPeriod; client-go's acquire loop alone takes up to leaseDuration +
+  // 4.4 × retryPeriod (docs/replicas.md "How long a handover takes").
+  config.tight_follower_polls = true;
   config.name = "poolcoord";
   election::Forwarder* forwarder = p->forwarder.get();
   config.callbacks.on_started_leading = [forwarder, identity] {

@@ -62,6 +62,23 @@ int64_t LeaderElector::JitteredRetryMicros() {
   return retry_us_ + static_cast<int64_t>(unit(rng_) * kJitterFactor * retry_us_);
 }
 
+int64_t LeaderElector::NextAcquirePollMicros() {
+  const int64_t now = Now();
+  // client-go: JitterUntil with sliding=true, the wait starts after the attempt.
+  if (!config_.tight_follower_polls) return now + JitteredRetryMicros();
+  std::uniform_real_distribution<double> factor(kTightPollMinFactor, 1.0);
+  int64_t next = now + static_cast<int64_t>(factor(rng_) * retry_us_);
+  absl::ReaderMutexLock lock(&mu_);
+  if (!observed_record_.holder_identity.empty() && !IsLeaderLocked()) {
+    // The same expiry TryAcquireOrRenew judges: the record's duration from when
+    // we first saw it, on our own clock.
+    const int64_t expiry =
+        observed_time_us_ + int64_t{observed_record_.lease_duration_seconds} * 1'000'000;
+    if (expiry >= now) next = std::min(next, expiry + kExpiryPollDelayMicros);
+  }
+  return next;
+}
+
 bool LeaderElector::IsLeaderLocked() const {
   return observed_record_.holder_identity == identity_;
 }
@@ -195,8 +212,7 @@ int64_t LeaderElector::Step() {
     const bool ok = TryAcquireOrRenew();
     MaybeReportTransition();
     if (!ok) {
-      // JitterUntil with sliding=true: the wait starts after the attempt.
-      next_due_us_ = Now() + JitteredRetryMicros();
+      next_due_us_ = NextAcquirePollMicros();
       return next_due_us_;
     }
     {

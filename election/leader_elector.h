@@ -7,6 +7,8 @@
 //   measured on the candidate's *own monotonic clock* since it first observed
 //   that record. Record timestamps are never compared with the local clock, so
 //   any constant clock offset between candidates is harmless.
+//   LeaderElectionConfig::tight_follower_polls (off by default) departs from
+//   this on purpose: shorter polls and one poll at the observed expiry.
 // - The leader renews every RetryPeriod; a renewal round retries every
 //   RetryPeriod until RenewDeadline has passed without success, then leadership
 //   ends (OnStoppedLeading) and, with release_on_cancel, the lock is released.
@@ -74,12 +76,34 @@ struct LeaderElectionConfig {
   const Clock* clock = nullptr;  // nullptr: RealClock
   // Seed of the jitter source; 0 draws one from std::random_device.
   uint64_t jitter_seed = 0;
+  // A deliberate departure from client-go, for a faster handover; off keeps
+  // client-go's acquire loop exactly (the simulator and most tests rely on it).
+  // When on, a candidate that does not hold the lock
+  // - waits retry_period × [0.5, 1) between acquire polls instead of client-go's
+  //   [1, 2.2) (still jittered, so candidates do not poll in lockstep): it sees
+  //   each renewal less than one retry_period after it was written;
+  // - when the record it observed names another holder and has not expired yet,
+  //   polls again no later than kExpiryPollDelayMicros after that record
+  //   expires on its own clock (observed time + the record's
+  //   leaseDurationSeconds), so it takes over at expiry, not up to a poll later.
+  // A dead leader is then replaced within leaseDuration + retry_period + request
+  // latency (client-go: leaseDuration + 4.4 × retry_period), for about twice
+  // the GETs per waiting candidate. Expiry is judged exactly as without it, so
+  // no candidate takes over earlier. poolcoord's replica election turns it on
+  // (issue 7: handover within leaseDuration + 2 × retryPeriod).
+  bool tight_follower_polls = false;
 };
 
 class LeaderElector {
  public:
   // client-go's wait.Jitter factor for the acquire loop.
   static constexpr double kJitterFactor = 1.2;
+  // tight_follower_polls: the acquire-loop wait is retry_period × [this, 1).
+  static constexpr double kTightPollMinFactor = 0.5;
+  // tight_follower_polls: the expiry poll comes this long (µs) after the
+  // observed expiry, as expiry is strict (observed + duration < now) and a few
+  // ms cover a real clock's wake-up slop.
+  static constexpr int64_t kExpiryPollDelayMicros = 5'000;
   static constexpr int64_t kNever = INT64_MAX;
 
   enum class Phase { kAcquiring, kLeading, kStopped };
@@ -137,6 +161,9 @@ class LeaderElector {
   void MaybeReportTransition();
   void EndRun();
   int64_t JitteredRetryMicros();
+  // Monotonic µs of the next acquire poll after a failed one, per
+  // tight_follower_polls.
+  int64_t NextAcquirePollMicros();
   bool IsLeaderLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   int64_t Now() const { return clock_->MonotonicMicros(); }
 

@@ -1,6 +1,7 @@
 #define BOOST_TEST_MODULE leader_elector
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <latch>
 #include <memory>
@@ -83,6 +84,7 @@ class FakeLock : public LeaseLock {
  public:
   FakeLock(FakeLeaseServer* server, std::string id) : server_(server), id_(std::move(id)) {}
   absl::StatusOr<VersionedRecord> Get() override {
+    if (clock_ != nullptr) get_times_.push_back(clock_->MonotonicMicros());
     if (down_) return absl::UnavailableError("connection refused");
     auto r = server_->Get();
     if (get_latch_ != nullptr) get_latch_->arrive_and_wait();
@@ -109,6 +111,8 @@ class FakeLock : public LeaseLock {
   int conflicts_before_update_ = 0;  // another writer slips in before our next updates
   int updates_ = 0;
   std::latch* get_latch_ = nullptr;
+  const Clock* clock_ = nullptr;      // set: every Get's monotonic time goes to get_times_
+  std::vector<int64_t> get_times_;  // a follower's polls (a leader's fast path skips Get)
 
  private:
   FakeLeaseServer* server_;
@@ -134,6 +138,7 @@ struct Timings {
   absl::Duration renew = absl::Seconds(10);
   absl::Duration retry = absl::Seconds(2);
   bool release = false;
+  bool tight = false;  // LeaderElectionConfig::tight_follower_polls
 };
 
 class Fleet {
@@ -147,7 +152,9 @@ class Fleet {
     cfg.renew_deadline = t.renew;
     cfg.retry_period = t.retry;
     cfg.release_on_cancel = t.release;
+    cfg.tight_follower_polls = t.tight;
     cfg.clock = &clock;
+    cp->lock.clock_ = &clock;
     cfg.jitter_seed = 1000 + candidates.size();
     cfg.callbacks.on_started_leading = [this, cp] {
       cp->leading = true;
@@ -608,6 +615,126 @@ BOOST_AUTO_TEST_CASE(run_blocks_until_stop_and_releases) {
   runner.join();
   BOOST_TEST(stopped.load() == 1);
   BOOST_TEST(server.record().holder_identity == "");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// tight_follower_polls: poolcoord's opt-in departure from client-go's acquire
+// loop (issue 7). Without it the loop must stay client-go's.
+BOOST_AUTO_TEST_SUITE(tight_follower_polls)
+
+namespace {
+
+// One handover on the fake clock: n1 (15 s / 10 s / 2 s, client-go) leads, n2
+// (same timings, tight_follower_polls as given) follows, n1 dies at `kill_at`.
+struct Handover {
+  std::vector<int64_t> gaps;  // µs between n2's acquire polls, up to the one that took over
+  int64_t last_renew = 0;     // monotonic µs of n1's last renewal
+  int64_t observed = 0;       // when n2 first saw that last renewal
+  int64_t killed_at = 0;
+  int64_t took = -1;          // when n2 started leading
+};
+
+Handover RunHandover(bool tight, int64_t kill_at) {
+  Handover h;
+  Fleet f;
+  Candidate& a = f.Add("n1");
+  f.RunUntil(1 * kSec);
+  BOOST_TEST_REQUIRE(a.leading);
+  Timings t;
+  t.tight = tight;
+  Candidate& b = f.Add("n2", t);
+  f.RunUntil(kill_at);
+  BOOST_TEST_REQUIRE(!b.leading, "n2 took over a lease n1 renews");
+  const LeaderElectionRecord last = f.server.record();
+  a.killed = true;
+  h.killed_at = f.Now();
+  h.last_renew = h.killed_at - (f.clock.NowMicros() - last.renew_time_us);
+  BOOST_TEST_REQUIRE(f.RunUntilTrue([&] { return b.elector->ObservedRecord() == last; },
+                                    h.killed_at + 10 * kSec) > 0);
+  BOOST_TEST_REQUIRE(!b.leading);
+  h.observed = b.elector->ObservedTimeMicros();
+  BOOST_TEST_REQUIRE(f.RunUntilTrue([&] { return b.leading; }, h.killed_at + 60 * kSec) > 0);
+  h.took = b.started_at;
+  const std::vector<int64_t>& polls = b.lock.get_times_;
+  for (size_t i = 1; i < polls.size() && polls[i] <= h.took; ++i) {
+    h.gaps.push_back(polls[i] - polls[i - 1]);
+  }
+  BOOST_TEST_REQUIRE(h.gaps.size() >= 10u);
+  BOOST_TEST(h.took - h.last_renew > 15 * kSec, "taken over before the record expired");
+  return h;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(follower_takes_over_exactly_at_observed_expiry) {
+  const Handover h = RunHandover(/*tight=*/true, 40 * kSec);
+  // The poll that takes over is scheduled at the observed expiry, not after it.
+  BOOST_TEST(h.took == h.observed + 15 * kSec + LeaderElector::kExpiryPollDelayMicros);
+  // The last renewal was seen less than one RetryPeriod after it was written.
+  BOOST_TEST(h.observed - h.last_renew < 2 * kSec);
+  BOOST_TEST(h.took - h.killed_at <= 15 * kSec + 2 * kSec + LeaderElector::kExpiryPollDelayMicros);
+}
+
+BOOST_AUTO_TEST_CASE(follower_polls_every_half_to_one_retry_period_jittered) {
+  const Handover h = RunHandover(/*tight=*/true, 40 * kSec);
+  // Every wait is < RetryPeriod; all but the expiry poll's are ≥ 0.5 × RetryPeriod.
+  for (size_t i = 0; i < h.gaps.size(); ++i) {
+    BOOST_TEST(h.gaps[i] < 2 * kSec, "gap " << i << ": " << h.gaps[i] << " µs");
+    if (i + 1 < h.gaps.size()) BOOST_TEST(h.gaps[i] >= 1 * kSec, "gap " << i << ": " << h.gaps[i] << " µs");
+  }
+  // Still jittered: candidates must not poll in lockstep.
+  const auto [lo, hi] = std::minmax_element(h.gaps.begin(), h.gaps.end() - 1);
+  BOOST_TEST(*hi - *lo >= kSec / 4, "gaps " << *lo << ".." << *hi << " µs: no jitter");
+}
+
+BOOST_AUTO_TEST_CASE(off_keeps_client_go_polls) {
+  const Handover h = RunHandover(/*tight=*/false, 40 * kSec);
+  for (size_t i = 0; i < h.gaps.size(); ++i) {
+    BOOST_TEST(h.gaps[i] >= 2 * kSec, "gap " << i << ": " << h.gaps[i] << " µs");
+    BOOST_TEST(h.gaps[i] < 4'400'000, "gap " << i << ": " << h.gaps[i] << " µs");
+  }
+  // Takeover at the first ordinary poll after the expiry, not at the expiry.
+  BOOST_TEST(h.took > h.observed + 15 * kSec + LeaderElector::kExpiryPollDelayMicros);
+  BOOST_TEST(h.took < h.observed + 15 * kSec + 4'400'000);
+}
+
+BOOST_AUTO_TEST_CASE(handover_within_lease_plus_one_retry_for_any_kill_time) {
+  // Kill times spread over many renewal cycles. Tight: ≤ leaseDuration +
+  // RetryPeriod (+ the expiry poll's delay) every time. Off: client-go's bound,
+  // and some handovers exceed leaseDuration + RetryPeriod.
+  int64_t worst_tight = 0, worst_off = 0;
+  int off_over = 0;
+  for (int i = 0; i < 40; ++i) {
+    const int64_t kill_at = 30 * kSec + i * 317'000;
+    const Handover tight = RunHandover(true, kill_at);
+    const Handover off = RunHandover(false, kill_at);
+    worst_tight = std::max(worst_tight, tight.took - tight.killed_at);
+    worst_off = std::max(worst_off, off.took - off.killed_at);
+    BOOST_TEST(tight.took - tight.killed_at <= 17 * kSec + LeaderElector::kExpiryPollDelayMicros,
+               "kill at " << kill_at << ": handover " << tight.took - tight.killed_at << " µs");
+    BOOST_TEST(off.took - off.killed_at <= 15 * kSec + 2 * 4'400'000);
+    off_over += off.took - off.killed_at > 17 * kSec + LeaderElector::kExpiryPollDelayMicros ? 1 : 0;
+  }
+  BOOST_TEST_MESSAGE("worst handover: tight " << worst_tight << " µs, client-go " << worst_off << " µs");
+  BOOST_TEST(off_over > 0, "client-go's loop never exceeded leaseDuration + RetryPeriod");
+}
+
+BOOST_AUTO_TEST_CASE(expiry_poll_uses_the_records_duration) {
+  // The record says 40 s; the candidate's own 15 s does not matter.
+  Fleet f;
+  Timings t;
+  t.tight = true;
+  Candidate& b = f.Add("n2", t);
+  f.server.Set({"n1", 40, 1, 1, 0});
+  const int64_t t0 = f.Now();
+  b.next = b.elector->Step();
+  BOOST_TEST(b.elector->ObservedTimeMicros() == t0);
+  BOOST_TEST(b.next - t0 >= 1 * kSec);
+  BOOST_TEST(b.next - t0 < 2 * kSec);
+  BOOST_TEST_REQUIRE(f.RunUntilTrue([&] { return b.leading; }, t0 + 60 * kSec) > 0);
+  BOOST_TEST(b.started_at == t0 + 40 * kSec + LeaderElector::kExpiryPollDelayMicros);
+  BOOST_TEST(f.server.record().lease_transitions == 1);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
