@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <atomic>
 #include <optional>
+#include <stdexcept>
 #include <thread>
 
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
+#include <boost/beast/core/detect_ssl.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 #include <openssl/err.h>
@@ -180,10 +182,66 @@ class Session : public std::enable_shared_from_this<Session> {
   void DoHandshake() {
     state_ = State::kHandshake;
     beast::get_lowest_layer(stream_).expires_after(shared_->options.handshake_timeout);
-    stream_.async_handshake(ssl::stream_base::server,
-                            [self = shared_from_this()](beast::error_code ec) {
+    // The first bytes are read here, not by OpenSSL, so plain HTTP sent to this
+    // port can get Go's answer; a ClientHello is then handed to the handshake.
+    beast::async_detect_ssl(beast::get_lowest_layer(stream_), buffer_,
+                            [self = shared_from_this()](beast::error_code ec, bool tls) {
+                              self->OnDetect(ec, tls);
+                            });
+  }
+
+  void OnDetect(beast::error_code ec, bool tls) {
+    if (ec || state_ == State::kClosing) return Close();
+    if (!tls) return RefusePlainHttp();
+    stream_.async_handshake(ssl::stream_base::server, buffer_.data(),
+                            [self = shared_from_this()](beast::error_code ec, size_t used) {
+                              self->buffer_.consume(used);
                               self->OnHandshake(ec);
                             });
+  }
+
+  // As Go's net/http: a first record that starts like an HTTP request gets
+  // "400 Bad Request" in plain text; anything else that is not TLS is just closed.
+  void RefusePlainHttp() {
+    if (buffer_.size() < 5) {  // Go looks at the 5 bytes of a record header
+      beast::get_lowest_layer(stream_).async_read_some(
+          buffer_.prepare(512), [self = shared_from_this()](beast::error_code ec, size_t n) {
+            if (ec || self->state_ == State::kClosing) return self->Close();
+            self->buffer_.commit(n);
+            self->RefusePlainHttp();
+          });
+      return;
+    }
+    std::string_view head(static_cast<const char*>(buffer_.data().data()), 5);
+    if (head != "GET /" && head != "HEAD " && head != "POST " && head != "PUT /" &&
+        head != "OPTIO") {
+      return Close();
+    }
+    state_ = State::kClosing;
+    static constexpr std::string_view kReply =
+        "HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n";
+    beast::get_lowest_layer(stream_).expires_after(shared_->options.write_timeout);
+    net::async_write(beast::get_lowest_layer(stream_), net::buffer(kReply.data(), kReply.size()),
+                     [self = shared_from_this()](beast::error_code ec, size_t) {
+                       if (ec) return self->CloseSocket();
+                       beast::error_code ignored;
+                       beast::get_lowest_layer(self->stream_).socket().shutdown(
+                           tcp::socket::shutdown_send, ignored);
+                       // Read the rest of the request so that closing sends no reset.
+                       beast::get_lowest_layer(self->stream_).expires_after(std::chrono::seconds(2));
+                       self->DrainPlain();
+                     });
+  }
+
+  void DrainPlain() {
+    if (drained_ > 1024 * 1024) return CloseSocket();
+    buffer_.consume(buffer_.size());
+    beast::get_lowest_layer(stream_).async_read_some(
+        buffer_.prepare(16 * 1024), [self = shared_from_this()](beast::error_code ec, size_t n) {
+          if (ec) return self->CloseSocket();
+          self->drained_ += n;
+          self->DrainPlain();
+        });
   }
 
   void OnHandshake(beast::error_code ec) {
@@ -211,20 +269,54 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_->header_limit(static_cast<std::uint32_t>(shared_->options.max_header_bytes));
     parser_->body_limit(shared_->options.max_body_bytes);
     beast::get_lowest_layer(stream_).expires_after(shared_->options.idle_timeout);
-    http::async_read_header(stream_, buffer_, *parser_,
-                            [self = shared_from_this()](beast::error_code ec, size_t) {
-                              self->OnHeader(ec);
+    ReadHeader();
+  }
+
+  // http::async_read_header, with the parser fed here: Beast 1.74 throws
+  // std::length_error out of the parser for a header line over 64 KiB (it keeps
+  // field offsets in 16 bits), which would drop the connection unanswered.
+  void ReadHeader() {
+    if (buffer_.size() > 0) {
+      beast::error_code ec;
+      size_t used = 0;
+      try {
+        used = parser_->put(buffer_.data(), ec);
+      } catch (const std::length_error&) {
+        return RefuseHeaderTooLarge();
+      }
+      buffer_.consume(used);
+      if (ec && ec != http::error::need_more) return OnHeader(ec);
+      if (!ec && parser_->is_header_done()) return OnHeader(ec);
+    }
+    stream_.async_read_some(buffer_.prepare(beast::read_size(buffer_, 64 * 1024)),
+                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              if (ec) return self->OnHeader(ec);
+                              self->buffer_.commit(n);
+                              self->ReadHeader();
                             });
   }
 
   // Answers a transport-level refusal and closes.
   void Refuse(const absl::Status& status) {
+    const ErrorResponder& responder = shared_->options.error_responder;
+    RefuseWith(responder ? responder(status) : PlainError(status));
+  }
+
+  void RefuseWith(handlers::Response response) {
     state_ = State::kActive;
     BeginRequest();
     keep_alive_ = false;
     drain_after_write_ = true;
-    const ErrorResponder& responder = shared_->options.error_responder;
-    WriteResponse(responder ? responder(status) : PlainError(status), /*head=*/false);
+    WriteResponse(std::move(response), /*head=*/false);
+  }
+
+  // Go's net/http answer when the header exceeds MaxHeaderBytes, in plain text.
+  void RefuseHeaderTooLarge() {
+    handlers::Response r;
+    r.status = 431;
+    r.SetHeader("Content-Type", "text/plain; charset=utf-8");
+    r.body = "431 Request Header Fields Too Large";
+    RefuseWith(std::move(r));
   }
 
   bool ReadFailed(beast::error_code ec) {
@@ -234,7 +326,7 @@ class Session : public std::enable_shared_from_this<Session> {
       Refuse(store::RequestEntityTooLargeError(
           absl::StrCat("limit is ", shared_->options.max_body_bytes)));
     } else if (ec == http::error::header_limit) {
-      Refuse(store::BadRequestError("request header too large"));
+      RefuseHeaderTooLarge();
     } else if (ec.category() == http::make_error_code(http::error::end_of_stream).category() &&
                ec != http::error::end_of_stream && ec != http::error::partial_message &&
                ec != http::error::short_read) {
@@ -271,6 +363,17 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void Dispatch() {
+    {
+      // Go's url.ParseRequestURI rejects a path with a bad escape ("%zz").
+      std::string_view target = parser_->get().target();
+      std::string_view bad = handlers::InvalidPercentEscape(target.substr(0, target.find('?')));
+      if (!bad.empty()) {
+        absl::Status status =
+            store::BadRequestError(absl::StrCat("invalid URL escape \"", std::string(bad), "\""));
+        parser_.reset();
+        return Refuse(status);
+      }
+    }
     state_ = State::kActive;
     BeginRequest();
     http::request<http::string_body> req = parser_->release();

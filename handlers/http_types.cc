@@ -65,6 +65,15 @@ std::string PercentDecode(std::string_view text, bool plus_is_space) {
   return out;
 }
 
+std::string_view InvalidPercentEscape(std::string_view text) {
+  for (size_t i = text.find('%'); i != std::string_view::npos; i = text.find('%', i + 1)) {
+    if (i + 2 >= text.size() || HexValue(text[i + 1]) < 0 || HexValue(text[i + 2]) < 0) {
+      return text.substr(i, 3);
+    }
+  }
+  return {};
+}
+
 std::vector<std::pair<std::string, std::string>> ParseQueryString(std::string_view raw) {
   std::vector<std::pair<std::string, std::string>> out;
   while (!raw.empty()) {

@@ -146,6 +146,36 @@ absl::StatusOr<std::pair<MutableObjectPtr, std::vector<std::string>>> DecodeBody
   return std::make_pair(*std::move(obj), std::move(unknown));
 }
 
+// 422 against an options kind of meta.k8s.io, as errors.NewInvalid(
+// schema.GroupKind{Group: metav1.GroupName, Kind: kind}, "", errs) words it:
+// `DeleteOptions.meta.k8s.io "" is invalid: ...`.
+absl::Status InvalidOptions(std::string_view kind, std::vector<store::FieldCause> causes) {
+  store::ApiErrorInfo info = store::ApiErrorFromStatus(store::InvalidError(kind, "", std::move(causes)));
+  info.message = absl::StrCat(std::string(kind), ".meta.k8s.io", info.message.substr(info.message.find(' ')));
+  info.group = "meta.k8s.io";
+  return store::MakeApiError(absl::StatusCode::kInvalidArgument, info);
+}
+
+// The fieldManager query parameter, as k8s.io/apimachinery's ValidateFieldManager:
+// at most 128 bytes, printable characters only (checked here for ASCII).
+absl::Status ValidateFieldManager(const Request& request, std::string_view options_kind) {
+  std::string_view manager = request.Query("fieldManager");
+  std::vector<store::FieldCause> causes;
+  if (manager.size() > 128) {
+    causes.push_back(store::FieldTooLong("fieldManager", "may not be more than 128 bytes"));
+  }
+  for (size_t i = 0; i < manager.size(); ++i) {
+    auto c = static_cast<unsigned char>(manager[i]);
+    if (c < 0x20 || c == 0x7f) {
+      causes.push_back(store::FieldInvalid(
+          "fieldManager", absl::StrCat("\"", std::string(manager), "\""),
+          absl::StrFormat("invalid character U+%04X (at position %d)", c, i)));
+    }
+  }
+  if (causes.empty()) return absl::OkStatus();
+  return InvalidOptions(options_kind, std::move(causes));
+}
+
 // The body of a create or update, decoded, with the write's query options.
 struct DecodedWrite {
   MutableObjectPtr object;
@@ -153,8 +183,10 @@ struct DecodedWrite {
   bool dry_run = false;
 };
 
-absl::StatusOr<DecodedWrite> DecodeWrite(const Request& request, Kind kind) {
+absl::StatusOr<DecodedWrite> DecodeWrite(const Request& request, Kind kind,
+                                         std::string_view options_kind) {
   if (absl::Status s = CheckJsonContentType(request); !s.ok()) return s;
+  if (absl::Status s = ValidateFieldManager(request, options_kind); !s.ok()) return s;
   DecodedWrite out;
   auto dry = DryRun(request);
   if (!dry.ok()) return dry.status();
@@ -366,7 +398,7 @@ Response List(const RestContext& ctx, const ResourcePath& path, Request& request
 // --- writes
 
 Response Create(const RestContext& ctx, const ResourcePath& path, Request& request) {
-  auto decoded = DecodeWrite(request, path.kind);
+  auto decoded = DecodeWrite(request, path.kind, "CreateOptions");
   if (!decoded.ok()) return ErrorResponse(decoded.status());
   MutableObjectPtr& obj = decoded->object;
   const std::vector<std::string>& warnings = decoded->warnings;
@@ -404,7 +436,7 @@ Response Create(const RestContext& ctx, const ResourcePath& path, Request& reque
 }
 
 Response Update(const RestContext& ctx, const ResourcePath& path, Request& request) {
-  auto decoded = DecodeWrite(request, path.kind);
+  auto decoded = DecodeWrite(request, path.kind, "UpdateOptions");
   if (!decoded.ok()) return ErrorResponse(decoded.status());
   MutableObjectPtr& obj = decoded->object;
   const std::vector<std::string>& warnings = decoded->warnings;
@@ -437,6 +469,7 @@ Response Patch(const RestContext& ctx, const ResourcePath& path, Request& reques
         "the body of the request was in an unknown format - accepted media types include: ",
         kJsonPatch, ", ", kMergePatch)));
   }
+  if (absl::Status s = ValidateFieldManager(request, "PatchOptions"); !s.ok()) return ErrorResponse(s);
   auto dry = DryRun(request);
   if (!dry.ok()) return ErrorResponse(dry.status());
   auto validation = ParseFieldValidation(request);
@@ -489,47 +522,133 @@ struct DeleteOptions {
   bool dry_run = false;
 };
 
+// ValidateDeleteOptions: propagationPolicy one of the three (or unset), not
+// together with orphanDependents.
+absl::Status ValidateDeletePolicy(std::optional<std::string_view> policy, bool orphan_set) {
+  if (!policy) return absl::OkStatus();
+  std::vector<store::FieldCause> causes;
+  const std::string repr = absl::StrCat("\"", std::string(*policy), "\"");
+  if (orphan_set) {
+    causes.push_back(store::FieldInvalid("propagationPolicy", repr,
+                                         "orphanDependents and deletionPropagation cannot be both set"));
+  }
+  if (*policy != "Orphan" && *policy != "Background" && *policy != "Foreground") {
+    causes.push_back(store::FieldNotSupported(
+        "propagationPolicy", repr, "supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""));
+  }
+  if (causes.empty()) return absl::OkStatus();
+  return InvalidOptions("DeleteOptions", std::move(causes));
+}
+
+const char* JsonTypeName(const rapidjson::Value& v) {
+  if (v.IsString()) return "string";
+  if (v.IsNumber()) return "number";
+  if (v.IsBool()) return "bool";
+  if (v.IsArray()) return "array";
+  return "object";
+}
+
+// What encoding/json says when a DeleteOptions field has the wrong JSON type;
+// kube-apiserver answers it as 400 BadRequest (kubernetes#133358).
+absl::Status DeleteOptionsTypeError(const rapidjson::Value& v, std::string_view field,
+                                    std::string_view go_type) {
+  return store::BadRequestError(absl::StrCat("json: cannot unmarshal ", JsonTypeName(v),
+                                             " into Go struct field DeleteOptions.", std::string(field),
+                                             " of type ", std::string(go_type)));
+}
+
+// DELETE options as kube-apiserver reads them: from a non-empty body (a
+// DeleteOptions of any apiVersion: the meta scheme registers it unversioned, and
+// per-group DeleteOptions from older clients must keep working; unknown fields
+// are ignored), otherwise from the query. Wrong JSON types and unparseable query
+// numbers are 400, bad values 422. dryRun is also read from the query, always.
 absl::StatusOr<DeleteOptions> ParseDeleteOptions(const Request& request) {
   DeleteOptions out;
   auto dry = DryRun(request);
   if (!dry.ok()) return dry.status();
   out.dry_run = *dry;
-  if (absl::StripAsciiWhitespace(request.body).empty()) return out;
+  if (absl::StripAsciiWhitespace(request.body).empty()) {
+    if (std::string_view g = request.Query("gracePeriodSeconds"); !g.empty()) {
+      int64_t v = 0;
+      if (!absl::SimpleAtoi(absl::string_view(g.data(), g.size()), &v)) {
+        return store::BadRequestError(absl::StrCat("invalid value for gracePeriodSeconds: strconv.ParseInt: parsing \"",
+                                                   std::string(g), "\": invalid syntax"));
+      }
+    }
+    std::optional<std::string_view> policy;
+    if (request.HasQuery("propagationPolicy")) policy = request.Query("propagationPolicy");
+    if (absl::Status s = ValidateDeletePolicy(policy, !request.Query("orphanDependents").empty()); !s.ok()) {
+      return s;
+    }
+    return out;
+  }
+  if (absl::Status s = CheckJsonContentType(request); !s.ok()) return s;
   auto doc = ParseBody(request.body);
   if (!doc.ok()) return doc.status();
   if (!doc->IsObject()) return store::BadRequestError("DeleteOptions must be a JSON object");
-  if (auto k = doc->FindMember("kind"); k != doc->MemberEnd() && k->value.IsString() &&
-                                        std::string_view(k->value.GetString()) != "DeleteOptions") {
-    return store::BadRequestError(
-        absl::StrCat("the request body is a ", k->value.GetString(), ", not DeleteOptions"));
-  }
-  if (auto p = doc->FindMember("propagationPolicy");
-      p != doc->MemberEnd() && !p->value.IsNull()) {
-    std::string_view v = p->value.IsString() ? p->value.GetString() : "";
-    if (v != "Orphan" && v != "Background" && v != "Foreground") {
-      return store::InvalidError("DeleteOptions", "",
-                                 {store::FieldNotSupported(
-                                     "propagationPolicy", absl::StrCat("\"", std::string(v), "\""),
-                                     "supported values: \"Foreground\", \"Background\", \"Orphan\"")});
+  auto member = [&doc](const char* name) -> const rapidjson::Value* {
+    auto m = doc->FindMember(name);
+    return m == doc->MemberEnd() || m->value.IsNull() ? nullptr : &m->value;
+  };
+  for (const char* name : {"kind", "apiVersion"}) {
+    if (const auto* v = member(name); v && !v->IsString()) {
+      return DeleteOptionsTypeError(*v, name, "string");
     }
   }
-  if (auto d = doc->FindMember("dryRun"); d != doc->MemberEnd() && d->value.IsArray()) {
-    for (const auto& v : d->value.GetArray()) {
-      if (!v.IsString() || std::string_view(v.GetString()) != "All") {
-        return store::InvalidError(
-            "DeleteOptions", "",
-            {store::FieldNotSupported("dryRun", v.IsString() ? v.GetString() : "?",
-                                      "supported values: \"All\"")});
+  if (const auto* k = member("kind"); k && k->GetStringLength() != 0 &&
+                                      std::string_view(k->GetString()) != "DeleteOptions") {
+    return store::BadRequestError(
+        absl::StrCat("the request body is a ", k->GetString(), ", not DeleteOptions"));
+  }
+  if (const auto* g = member("gracePeriodSeconds"); g && !g->IsInt64()) {
+    return DeleteOptionsTypeError(*g, "gracePeriodSeconds", "int64");
+  }
+  for (const char* name : {"orphanDependents", "ignoreStoreReadErrorWithClusterBreakingPotential"}) {
+    if (const auto* v = member(name); v && !v->IsBool()) return DeleteOptionsTypeError(*v, name, "bool");
+  }
+  const auto* policy = member("propagationPolicy");
+  if (policy && !policy->IsString()) {
+    return DeleteOptionsTypeError(*policy, "propagationPolicy", "v1.DeletionPropagation");
+  }
+  const auto* dry_run = member("dryRun");
+  if (dry_run && !dry_run->IsArray()) return DeleteOptionsTypeError(*dry_run, "dryRun", "[]string");
+  if (dry_run) {
+    for (const auto& v : dry_run->GetArray()) {
+      if (!v.IsString()) return DeleteOptionsTypeError(v, "dryRun", "string");
+    }
+  }
+  const auto* pre = member("preconditions");
+  if (pre && !pre->IsObject()) return DeleteOptionsTypeError(*pre, "preconditions", "v1.Preconditions");
+  if (pre) {
+    for (const char* name : {"uid", "resourceVersion"}) {
+      auto m = pre->FindMember(name);
+      if (m != pre->MemberEnd() && !m->value.IsNull() && !m->value.IsString()) {
+        return DeleteOptionsTypeError(m->value, absl::StrCat("preconditions.", name),
+                                      name == std::string_view("uid") ? "types.UID" : "string");
+      }
+    }
+  }
+  std::optional<std::string_view> policy_value;
+  if (policy) policy_value = std::string_view(policy->GetString(), policy->GetStringLength());
+  if (absl::Status s = ValidateDeletePolicy(policy_value, member("orphanDependents") != nullptr); !s.ok()) {
+    return s;
+  }
+  if (dry_run) {
+    for (const auto& v : dry_run->GetArray()) {
+      if (std::string_view(v.GetString()) != "All") {
+        return InvalidOptions("DeleteOptions",
+                              {store::FieldNotSupported("dryRun", absl::StrCat("\"", v.GetString(), "\""),
+                                                        "supported values: \"All\"")});
       }
       out.dry_run = true;
     }
   }
-  if (auto pre = doc->FindMember("preconditions"); pre != doc->MemberEnd() && pre->value.IsObject()) {
-    if (auto u = pre->value.FindMember("uid"); u != pre->value.MemberEnd() && u->value.IsString()) {
+  if (pre) {
+    if (auto u = pre->FindMember("uid"); u != pre->MemberEnd() && u->value.IsString()) {
       out.uid = u->value.GetString();
     }
-    if (auto rv = pre->value.FindMember("resourceVersion");
-        rv != pre->value.MemberEnd() && rv->value.IsString()) {
+    if (auto rv = pre->FindMember("resourceVersion");
+        rv != pre->MemberEnd() && rv->value.IsString()) {
       int64_t v = 0;
       if (!absl::SimpleAtoi(rv->value.GetString(), &v)) {
         return store::BadRequestError(absl::StrCat("invalid resourceVersion precondition \"",

@@ -20,6 +20,11 @@ namespace poolcoord::handlers {
 // `plus_is_space` (query strings, not paths).
 std::string PercentDecode(std::string_view text, bool plus_is_space);
 
+// The first '%' not followed by two hex digits, with what follows it (at most 3
+// characters: "%zz", "%4", "%"), or "" when every escape is well formed. Go's
+// url.ParseRequestURI rejects such a path ("invalid URL escape").
+std::string_view InvalidPercentEscape(std::string_view text);
+
 // Splits a raw query string (no leading '?') into key/value pairs in order, as
 // application/x-www-form-urlencoded: pairs separated by '&', key and value by the
 // first '='; a pair without '=' has value ""; empty pairs are skipped; both sides

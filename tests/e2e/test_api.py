@@ -69,6 +69,69 @@ def body_limits(s):
     expect_status(s.anonymous().request("GET", "/readyz", accept=None), 200)
 
 
+def raw_exchange(s, data, tls=True, timeout=10):
+    """Sends bytes on a fresh connection and returns everything read until the server closes."""
+    sock = socket.create_connection(("127.0.0.1", s.port), timeout=timeout)
+    try:
+        if tls:
+            sock = ssl.create_default_context(cafile=s.ca).wrap_socket(sock, server_hostname="127.0.0.1")
+        sock.sendall(data)
+        out = b""
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                return out
+            out += chunk
+    finally:
+        sock.close()
+
+
+def transport_bad_input(s):
+    # one 70 KiB header line once made Beast throw and the connection close unanswered
+    big = b"GET /readyz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (70 * 1024) + b"\r\n\r\n"
+    many = (b"GET /readyz HTTP/1.1\r\nHost: x\r\n" +
+            b"".join(b"X-H%d: %s\r\n" % (i, b"b" * 1000) for i in range(1100)) + b"\r\n")
+    for data in (big, many):
+        out = raw_exchange(s, data)
+        expect(out.startswith(b"HTTP/1.1 431 Request Header Fields Too Large\r\n"), out[:200])
+        expect(out.endswith(b"\r\n\r\n431 Request Header Fields Too Large"), out[-200:])
+    # plain HTTP on the TLS port: Go's net/http answer, then close
+    out = raw_exchange(s, b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n", tls=False)
+    expect(out == b"HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n", out[:200])
+    # a bad escape in the path is 400, before authentication, not 404
+    out = raw_exchange(s, b"GET /apis/%zz HTTP/1.1\r\nHost: x\r\n\r\n")
+    head, _, body = out.partition(b"\r\n\r\n")
+    expect(head.startswith(b"HTTP/1.1 400 "), out[:300])
+    st = json.loads(body)
+    expect(st["reason"] == "BadRequest" and 'invalid URL escape "%zz"' in st["message"], body)
+    expect_status(s.admin().request("GET", "/apis/%zz"), 400, "BadRequest")
+    expect_status(s.anonymous().request("GET", "/readyz", accept=None), 200)
+
+
+def delete_options_and_field_manager_bad_input(s):
+    c = s.admin()
+    name = uniq("del")
+    expect_status(c.request("POST", BASE + "/poolleases", pool_lease(name)), 201)
+    url = f"{BASE}/poolleases/{name}"
+    for body, q, ctype, code, reason in [
+            ({"gracePeriodSeconds": "x"}, "", "application/json", 400, "BadRequest"),
+            ({"kind": "Pod", "apiVersion": "v1"}, "", "application/json", 400, "BadRequest"),
+            ({"propagationPolicy": "Sideways"}, "", "application/json", 422, "Invalid"),
+            (None, "?gracePeriodSeconds=abc", "application/json", 400, "BadRequest"),
+            (None, "?propagationPolicy=Sideways", "application/json", 422, "Invalid"),
+            ("junk", "", "text/plain", 415, "UnsupportedMediaType")]:
+        expect_status(c.request("DELETE", url + q, body, ctype=ctype), code, reason)
+        expect_status(c.request("GET", url), 200)
+    for method, path, body, ctype in [
+            ("POST", BASE + "/poolleases", pool_lease(uniq("fm")), "application/json"),
+            ("PATCH", url, {"metadata": {"labels": {"a": "b"}}}, "application/merge-patch+json")]:
+        r = expect_status(c.request(method, path + "?fieldManager=" + "m" * 129, body, ctype=ctype), 422, "Invalid")
+        expect("fieldManager: Too long: may not be more than 128 bytes" in r.json()["message"], r.body)
+    expect_status(c.request("DELETE", url, {"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1",
+                                            "propagationPolicy": "Background", "unknownField": 1}), 200)
+    expect_status(c.request("GET", url), 404, "NotFound")
+
+
 def media_types(s):
     c = s.admin()
     name = uniq("mt")
@@ -326,7 +389,8 @@ def sigterm_ends_watch_and_exits_zero(s):
     s.start()
 
 
-CASES = [malformed_json_400, invalid_fields_422_with_causes, body_limits, media_types, paths_and_methods,
+CASES = [malformed_json_400, invalid_fields_422_with_causes, body_limits, transport_bad_input,
+         delete_options_and_field_manager_bad_input, media_types, paths_and_methods,
          optimistic_concurrency_and_preconditions, status_subresource, finalizers_hold_deletion,
          generate_name_and_dry_run, list_resource_version_semantics, watch_with_huge_timeout_stays_open,
          watch_selector_transitions,

@@ -220,6 +220,85 @@ BOOST_AUTO_TEST_CASE(dry_run_and_bad_input) {
   BOOST_TEST(Call("PUT", kBase, Lease("x")).status == 405);
 }
 
+// A newcomer's bad-input pass: each of these DELETEs used to delete the object.
+BOOST_AUTO_TEST_CASE(malformed_delete_options_are_refused_and_delete_nothing) {
+  struct Case {
+    std::string query, body, content_type;
+    int status;
+  };
+  const std::vector<Case> cases = {
+      {"", "{\"gracePeriodSeconds\":\"x\"}", "application/json", 400},
+      {"", "{\"gracePeriodSeconds\":1.5}", "application/json", 400},
+      {"", "{\"kind\":\"Pod\",\"apiVersion\":\"v1\"}", "application/json", 400},
+      {"", "{\"kind\":5}", "application/json", 400},
+      {"", "{\"apiVersion\":[\"meta.k8s.io/v1\"]}", "application/json", 400},
+      {"", "{\"orphanDependents\":\"yes\"}", "application/json", 400},
+      {"", "{\"dryRun\":\"All\"}", "application/json", 400},
+      {"", "{\"preconditions\":{\"uid\":5}}", "application/json", 400},
+      {"", "{\"preconditions\":\"x\"}", "application/json", 400},
+      {"", "{\"propagationPolicy\":\"Sideways\"}", "application/json", 422},
+      {"", "{\"propagationPolicy\":\"Background\",\"orphanDependents\":true}", "application/json", 422},
+      {"?gracePeriodSeconds=abc", "", "", 400},
+      {"?propagationPolicy=Sideways", "", "", 422},
+      {"", "junk", "text/plain", 415},
+  };
+  Call("POST", kBase, Lease("keep"));
+  for (const Case& c : cases) {
+    Response r = Call("DELETE", std::string(kBase) + "/keep" + c.query, c.body, c.content_type);
+    BOOST_TEST(r.status == c.status, c.query << c.body << " -> " << r.status << " " << r.body);
+    BOOST_TEST(Call("GET", std::string(kBase) + "/keep").status == 200, c.query << c.body << " deleted");
+  }
+  Response r = Call("DELETE", std::string(kBase) + "/keep?propagationPolicy=Sideways");
+  BOOST_TEST(Reason(r) == "Invalid");
+  BOOST_TEST(r.body.find("DeleteOptions.meta.k8s.io \\\"\\\" is invalid: propagationPolicy: Unsupported value: "
+                         "\\\"Sideways\\\"") != std::string::npos,
+             r.body);
+  r = Call("DELETE", std::string(kBase) + "/keep", "{\"gracePeriodSeconds\":\"x\"}");
+  BOOST_TEST(r.body.find("json: cannot unmarshal string into Go struct field DeleteOptions.gracePeriodSeconds "
+                         "of type int64") != std::string::npos,
+             r.body);
+}
+
+BOOST_AUTO_TEST_CASE(delete_options_kube_accepts_still_delete) {
+  // Unknown fields are ignored, and DeleteOptions of any apiVersion decodes (the
+  // meta scheme registers it unversioned: per-group DeleteOptions of old clients).
+  const std::vector<std::string> bodies = {
+      "{\"propagationPolicy\":\"Background\"}",
+      "{\"kind\":\"DeleteOptions\",\"apiVersion\":\"meta.k8s.io/v1\",\"gracePeriodSeconds\":0,\"bogus\":1}",
+      "{\"kind\":\"DeleteOptions\",\"apiVersion\":\"coordination.pool/v1alpha1\"}",
+      "{\"apiVersion\":\"meta.k8s.io/v9\",\"kind\":\"DeleteOptions\"}",
+      "{\"gracePeriodSeconds\":null,\"preconditions\":null,\"dryRun\":null}",
+  };
+  for (size_t i = 0; i < bodies.size(); ++i) {
+    const std::string name = "ok" + std::to_string(i);
+    Call("POST", kBase, Lease(name));
+    Response r = Call("DELETE", std::string(kBase) + "/" + name, bodies[i]);
+    BOOST_TEST(r.status == 200, bodies[i] << " -> " << r.body);
+  }
+  Call("POST", kBase, Lease("q"));
+  BOOST_TEST(Call("DELETE", std::string(kBase) + "/q?gracePeriodSeconds=0&propagationPolicy=Foreground").status ==
+             200);
+}
+
+BOOST_AUTO_TEST_CASE(field_manager_over_128_bytes_is_invalid) {
+  const std::string too_long = "?fieldManager=" + std::string(129, 'm');
+  Response r = Call("POST", std::string(kBase) + too_long, Lease("fm"));
+  BOOST_TEST(r.status == 422);
+  BOOST_TEST(Reason(r) == "Invalid");
+  BOOST_TEST(r.body.find("CreateOptions.meta.k8s.io \\\"\\\" is invalid: fieldManager: Too long: may not be more "
+                         "than 128 bytes") != std::string::npos,
+             r.body);
+  BOOST_TEST(Call("GET", std::string(kBase) + "/fm").status == 404);
+  BOOST_TEST(Call("POST", std::string(kBase) + "?fieldManager=" + std::string(128, 'm'), Lease("fm")).status ==
+             201);
+  Response got = Call("GET", std::string(kBase) + "/fm");
+  BOOST_TEST(Call("PUT", std::string(kBase) + "/fm" + too_long, got.body).status == 422);
+  BOOST_TEST(Call("PATCH", std::string(kBase) + "/fm" + too_long, "{\"metadata\":{\"labels\":{\"a\":\"b\"}}}",
+                  "application/merge-patch+json")
+                 .status == 422);
+  BOOST_TEST(Call("POST", std::string(kBase) + "?fieldManager=a%07b", Lease("fm2")).status == 422);
+}
+
 BOOST_AUTO_TEST_CASE(list_resource_version_rules) {
   Call("POST", kBase, Lease("v"));
   BOOST_TEST(Call("GET", std::string(kBase) + "?resourceVersion=999999").status == 504);

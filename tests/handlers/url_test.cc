@@ -40,6 +40,18 @@ BOOST_AUTO_TEST_CASE(decodes_to_arbitrary_bytes) {
   BOOST_TEST(static_cast<unsigned char>(decoded[1]) == 0xFF);
 }
 
+// `GET /apis/%zz` was a 404; Go rejects the path ("invalid URL escape"), so the
+// transport answers 400 for whatever this finds.
+BOOST_AUTO_TEST_CASE(invalid_escape_is_found) {
+  BOOST_TEST(InvalidPercentEscape("/apis/%zz") == "%zz");
+  BOOST_TEST(InvalidPercentEscape("/a%41/%4") == "%4");
+  BOOST_TEST(InvalidPercentEscape("/a/%") == "%");
+  BOOST_TEST(InvalidPercentEscape("/a%2x%zz") == "%2x");
+  BOOST_TEST(InvalidPercentEscape("/a%41%2Fb%7e").empty());
+  BOOST_TEST(InvalidPercentEscape("/apis/coordination.pool").empty());
+  BOOST_TEST(InvalidPercentEscape("").empty());
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(parse_query_string)
