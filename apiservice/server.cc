@@ -65,6 +65,27 @@ std::string FormatLatency(std::chrono::steady_clock::duration d) {
   return absl::StrCat(static_cast<int64_t>(ms * 1000) / 1000.0, "ms");
 }
 
+// The watcher gauge follows the stream's life, not the request's: counted while
+// the source exists (the transport drops it when the stream ends).
+class CountedStream final : public handlers::StreamSource {
+ public:
+  CountedStream(std::shared_ptr<handlers::StreamSource> inner, Metrics* metrics,
+                std::string resource)
+      : inner_(std::move(inner)), metrics_(metrics), resource_(std::move(resource)) {
+    metrics_->WatcherStarted(resource_);
+  }
+  ~CountedStream() override { metrics_->WatcherEnded(resource_); }
+  Step Poll(std::string* out, const std::function<void()>& wake, Clock::time_point* wake_at) override {
+    return inner_->Poll(out, wake, wake_at);
+  }
+  void Cancel() override { inner_->Cancel(); }
+
+ private:
+  std::shared_ptr<handlers::StreamSource> inner_;
+  Metrics* metrics_;
+  std::string resource_;
+};
+
 }  // namespace
 
 std::string MetricsVerb(const RequestInfo& info, const handlers::Request& request) {
@@ -104,13 +125,8 @@ handlers::Response RequestPipeline::Serve(handlers::Request& request,
     }
     if (watch_stream && metrics != nullptr) {
       // The watcher gauge follows the stream's life, not the request's.
-      auto inner = std::move(response.stream);
-      std::string resource = info.resource;
-      response.stream = [inner = std::move(inner), metrics, resource](handlers::ChunkWriter& w) {
-        metrics->WatcherStarted(resource);
-        inner(w);
-        metrics->WatcherEnded(resource);
-      };
+      response.stream =
+          std::make_shared<CountedStream>(std::move(response.stream), metrics, info.resource);
     }
     return response;
   };

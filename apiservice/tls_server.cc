@@ -43,7 +43,6 @@ struct Shared {
 
   absl::Mutex mu;
   int active_requests ABSL_GUARDED_BY(mu) = 0;
-  int stream_threads ABSL_GUARDED_BY(mu) = 0;
   absl::flat_hash_map<Session*, std::weak_ptr<Session>> sessions ABSL_GUARDED_BY(mu);
 
   void RequestStarted() {
@@ -53,32 +52,6 @@ struct Shared {
   void RequestFinished() {
     absl::MutexLock lock(&mu);
     --active_requests;
-  }
-};
-
-// The link between a stream thread and its connection. `closed` is set, under
-// `mu`, by the server before the I/O context goes away; from then on the thread
-// never touches the session again.
-struct StreamState {
-  absl::Mutex mu;
-  absl::CondVar cv;
-  bool failed ABSL_GUARDED_BY(mu) = false;  // peer gone or a write failed
-  bool closed ABSL_GUARDED_BY(mu) = false;  // the server is gone
-  uint64_t posted ABSL_GUARDED_BY(mu) = 0;
-  uint64_t written ABSL_GUARDED_BY(mu) = 0;
-  std::weak_ptr<Session> session ABSL_GUARDED_BY(mu);
-  std::shared_ptr<Shared> shared;
-
-  void Fail() {
-    absl::MutexLock lock(&mu);
-    failed = true;
-    cv.SignalAll();
-  }
-  void Close() {
-    absl::MutexLock lock(&mu);
-    closed = true;
-    session.reset();
-    cv.SignalAll();
   }
 };
 
@@ -102,7 +75,8 @@ class Session : public std::enable_shared_from_this<Session> {
   Session(tcp::socket&& socket, ssl::context& ctx, std::shared_ptr<Shared> shared)
       : stream_(std::move(socket), ctx),
         shared_(std::move(shared)),
-        idle_timer_(stream_.get_executor()) {
+        idle_timer_(stream_.get_executor()),
+        stream_timer_(stream_.get_executor()) {
     beast::error_code ec;
     tcp::endpoint remote = beast::get_lowest_layer(stream_).socket().remote_endpoint(ec);
     if (!ec) {
@@ -131,49 +105,12 @@ class Session : public std::enable_shared_from_this<Session> {
     net::dispatch(executor(), [self = shared_from_this()] { self->DoHandshake(); });
   }
 
-  // On the strand, when the server begins shutting down.
+  // On the strand, when the server begins shutting down. A stream waiting for
+  // its source ends now with its final chunk (one writing ends after the write).
   void OnServerShutdown() {
     if (state_ == State::kHandshake || state_ == State::kReading) Close();
     if (state_ == State::kIdleAfterStream) Close();
-  }
-
-  // On the strand: writes one chunk for the stream thread.
-  void WriteChunk(std::shared_ptr<std::string> data, uint64_t seq) {
-    if (state_ != State::kStreaming) {
-      stream_state_->Fail();
-      return;
-    }
-    beast::get_lowest_layer(stream_).expires_after(shared_->options.write_timeout);
-    net::async_write(stream_, http::make_chunk(net::buffer(*data)),
-                     [self = shared_from_this(), st = stream_state_, data, seq](
-                         beast::error_code ec, size_t) {
-                       absl::MutexLock lock(&st->mu);
-                       if (ec) {
-                         st->failed = true;
-                       } else {
-                         st->written = seq;
-                       }
-                       st->cv.SignalAll();
-                     });
-  }
-
-  // On the strand, after the stream function returned.
-  void OnStreamFinished() {
-    bool failed;
-    {
-      absl::MutexLock lock(&stream_state_->mu);
-      failed = stream_state_->failed;
-    }
-    if (failed || state_ != State::kStreaming) {
-      FinishRequest();
-      Close();
-      return;
-    }
-    beast::get_lowest_layer(stream_).expires_after(shared_->options.write_timeout);
-    net::async_write(stream_, http::make_chunk_last(),
-                     [self = shared_from_this()](beast::error_code ec, size_t) {
-                       self->OnFinalChunk(ec);
-                     });
+    if (state_ == State::kStreaming && stream_waiting_) PumpStream();
   }
 
  private:
@@ -451,11 +388,13 @@ class Session : public std::enable_shared_from_this<Session> {
     shared_->RequestFinished();
   }
 
-  // --- streamed responses
+  // --- streamed responses: the source is polled on this strand; one chunk is
+  // in flight at a time, so a slow client holds back only its own source.
 
   void StartStream(handlers::Response response) {
     state_ = State::kStreaming;
-    stream_fn_ = std::move(response.stream);
+    stream_failed_ = false;
+    source_ = std::move(response.stream);
     stream_res_.emplace(static_cast<http::status>(response.status), 11);
     for (const auto& [name, value] : response.headers) {
       if (!TransportHeader(name)) stream_res_->insert(name, value);
@@ -474,22 +413,93 @@ class Session : public std::enable_shared_from_this<Session> {
   void OnStreamHeader(beast::error_code ec) {
     stream_sr_.reset();
     stream_res_.reset();
-    if (ec || state_ == State::kClosing) {
-      stream_fn_ = nullptr;
+    if (ec || state_ == State::kClosing) return EndStream(/*clean=*/false);
+    StartBackgroundRead();
+    PumpStream();
+  }
+
+  // Asks the source for what is ready and writes it, waits for its wake-up, or
+  // ends the response.
+  void PumpStream() {
+    StopWaiting();
+    if (state_ != State::kStreaming || stream_failed_) return EndStream(/*clean=*/false);
+    if (shared_->shutting_down.load()) return EndStream(/*clean=*/true);
+    if (!stream_wake_) {
+      // Called by the store's writer: only posts. A wake-up that finds the
+      // stream not waiting (a timer pumped first) is ignored by OnStreamWake;
+      // a spurious Poll would only return kWait again.
+      stream_wake_ = [weak = weak_from_this()] {
+        if (std::shared_ptr<Session> self = weak.lock()) {
+          net::post(self->executor(), [self] { self->OnStreamWake(); });
+        }
+      };
+    }
+    chunk_.clear();
+    auto wake_at = handlers::StreamSource::Clock::time_point::max();
+    handlers::StreamSource::Step step;
+    try {
+      step = source_->Poll(&chunk_, stream_wake_, &wake_at);
+    } catch (...) {
+      // A source that throws ends like one that ends; the status line is out.
+      step = handlers::StreamSource::Step::kEnd;
+    }
+    if (step == handlers::StreamSource::Step::kWait && chunk_.empty()) {
+      stream_waiting_ = true;
+      if (wake_at != handlers::StreamSource::Clock::time_point::max()) {
+        stream_timer_armed_ = true;
+        stream_timer_.expires_at(wake_at);
+        stream_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+          if (!ec) self->OnStreamWake();
+        });
+      }
+      return;
+    }
+    const bool last = step == handlers::StreamSource::Step::kEnd;
+    // An empty chunk would read as the end of the body.
+    if (chunk_.empty()) return last ? EndStream(/*clean=*/true) : PumpStream();
+    beast::get_lowest_layer(stream_).expires_after(shared_->options.write_timeout);
+    net::async_write(stream_, http::make_chunk(net::buffer(chunk_)),
+                     [self = shared_from_this(), last](beast::error_code ec, size_t) {
+                       if (ec) self->stream_failed_ = true;
+                       // No deadline while the stream waits for events; the
+                       // background read still notices a client that left.
+                       beast::get_lowest_layer(self->stream_).expires_never();
+                       if (last && !ec) return self->EndStream(/*clean=*/true);
+                       self->PumpStream();
+                     });
+  }
+
+  void OnStreamWake() {
+    if (state_ == State::kStreaming && stream_waiting_) PumpStream();
+  }
+
+  void StopWaiting() {
+    stream_waiting_ = false;
+    if (stream_timer_armed_) {
+      stream_timer_armed_ = false;
+      stream_timer_.cancel();
+    }
+  }
+
+  // Releases the source; `clean` sends the final chunk and keeps the connection
+  // for the next request, otherwise it closes.
+  void EndStream(bool clean) {
+    StopWaiting();
+    stream_wake_ = nullptr;
+    if (source_) {
+      source_->Cancel();
+      source_.reset();
+    }
+    if (!clean || stream_failed_ || state_ != State::kStreaming) {
       FinishRequest();
       return Close();
     }
-    stream_state_ = std::make_shared<StreamState>();
-    stream_state_->shared = shared_;
-    {
-      absl::MutexLock lock(&stream_state_->mu);
-      stream_state_->session = weak_from_this();
-    }
-    StartBackgroundRead();
-    LaunchStreamThread();
+    beast::get_lowest_layer(stream_).expires_after(shared_->options.write_timeout);
+    net::async_write(stream_, http::make_chunk_last(),
+                     [self = shared_from_this()](beast::error_code ec, size_t) {
+                       self->OnFinalChunk(ec);
+                     });
   }
-
-  void LaunchStreamThread();
 
   // While a stream runs, a read detects the peer going away; bytes that arrive
   // (a pipelined request) are kept for the parser.
@@ -507,7 +517,11 @@ class Session : public std::enable_shared_from_this<Session> {
   void OnBackgroundRead(beast::error_code ec, size_t n) {
     bg_read_pending_ = false;
     if (ec) {
-      if (stream_state_) stream_state_->Fail();
+      if (state_ == State::kStreaming) {
+        stream_failed_ = true;
+        // A write in flight ends the stream when it completes.
+        if (stream_waiting_) EndStream(/*clean=*/false);
+      }
       if (state_ == State::kIdleAfterStream) Close();
       return;
     }
@@ -521,7 +535,6 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void OnFinalChunk(beast::error_code ec) {
     FinishRequest();
-    stream_state_.reset();
     if (ec || state_ == State::kClosing) return Close();
     if (!keep_alive_ || shared_->shutting_down.load()) return Close();
     if (!bg_read_pending_) return DoRead();
@@ -570,7 +583,7 @@ class Session : public std::enable_shared_from_this<Session> {
     beast::error_code ignored;
     beast::get_lowest_layer(stream_).socket().shutdown(tcp::socket::shutdown_both, ignored);
     beast::get_lowest_layer(stream_).close();
-    if (stream_state_) stream_state_->Fail();
+    stream_failed_ = true;
   }
 
   beast::ssl_stream<beast::tcp_stream> stream_;
@@ -588,93 +601,16 @@ class Session : public std::enable_shared_from_this<Session> {
   std::optional<http::response<http::string_body>> res_;
   std::optional<http::response<http::empty_body>> stream_res_;
   std::optional<http::response_serializer<http::empty_body>> stream_sr_;
-  std::function<void(handlers::ChunkWriter&)> stream_fn_;
-  std::shared_ptr<StreamState> stream_state_;
+  std::shared_ptr<handlers::StreamSource> source_;
+  net::steady_timer stream_timer_;
+  std::string chunk_;  // the chunk being written
+  std::function<void()> stream_wake_;  // handed to every Poll of the stream
+  bool stream_waiting_ = false;
+  bool stream_timer_armed_ = false;
+  bool stream_failed_ = false;  // peer gone or a write failed
   bool bg_read_pending_ = false;
 
 };
-
-class StreamChunkWriter : public handlers::ChunkWriter {
- public:
-  explicit StreamChunkWriter(std::shared_ptr<StreamState> state) : st_(std::move(state)) {}
-
-  bool Write(std::string_view data) override {
-    // An empty chunk would read as the end of the body.
-    if (data.empty()) return Alive();
-    auto buf = std::make_shared<std::string>(data);
-    absl::MutexLock lock(&st_->mu);
-    if (!AliveLocked()) return false;
-    std::shared_ptr<Session> session = st_->session.lock();
-    if (!session) return false;
-    uint64_t seq = ++st_->posted;
-    net::post(session->executor(), [session, buf, seq] { session->WriteChunk(buf, seq); });
-    session.reset();
-    while (st_->written < seq && !st_->failed && !st_->closed) st_->cv.Wait(&st_->mu);
-    return st_->written >= seq;
-  }
-
-  bool Alive() const override {
-    absl::MutexLock lock(&st_->mu);
-    return AliveLocked();
-  }
-
- private:
-  bool AliveLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(st_->mu) {
-    return !st_->failed && !st_->closed && !st_->shared->shutting_down.load();
-  }
-  std::shared_ptr<StreamState> st_;
-};
-
-// Registry of live streams, so the server can cut them loose before the I/O
-// context is destroyed.
-struct StreamRegistry {
-  absl::Mutex mu;
-  absl::flat_hash_map<StreamState*, std::weak_ptr<StreamState>> streams ABSL_GUARDED_BY(mu);
-};
-
-StreamRegistry& Streams() {
-  static auto* registry = new StreamRegistry();
-  return *registry;
-}
-
-void Session::LaunchStreamThread() {
-  std::shared_ptr<StreamState> st = stream_state_;
-  {
-    absl::MutexLock lock(&shared_->mu);
-    ++shared_->stream_threads;
-  }
-  {
-    absl::MutexLock lock(&Streams().mu);
-    Streams().streams[st.get()] = st;
-  }
-  std::thread([st, fn = std::move(stream_fn_)]() mutable {
-    {
-      StreamChunkWriter writer(st);
-      try {
-        fn(writer);
-      } catch (...) {
-        // A stream that throws ends like one that returns; the transport has
-        // already sent the status line.
-      }
-      fn = nullptr;  // release what the stream holds (a store watcher) now
-    }
-    {
-      absl::MutexLock lock(&st->mu);
-      if (!st->closed) {
-        if (std::shared_ptr<Session> session = st->session.lock()) {
-          net::post(session->executor(), [session] { session->OnStreamFinished(); });
-        }
-      }
-    }
-    {
-      absl::MutexLock lock(&Streams().mu);
-      Streams().streams.erase(st.get());
-    }
-    std::shared_ptr<Shared> shared = st->shared;
-    absl::MutexLock lock(&shared->mu);
-    --shared->stream_threads;
-  }).detach();
-}
 
 int AlpnSelect(SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in,
                unsigned int inlen, void*) {
@@ -860,16 +796,6 @@ void TlsServer::BeginShutdown() {
   for (auto& s : sessions) {
     net::post(s->executor(), [s] { s->OnServerShutdown(); });
   }
-  // Writers blocked on a chunk notice shutting_down on their next Write; wake
-  // any that wait so Alive() is re-read promptly.
-  absl::MutexLock lock(&Streams().mu);
-  for (auto& [ptr, weak] : Streams().streams) {
-    if (std::shared_ptr<StreamState> st = weak.lock()) {
-      if (st->shared.get() != impl_->shared.get()) continue;
-      absl::MutexLock l(&st->mu);
-      st->cv.SignalAll();
-    }
-  }
 }
 
 bool TlsServer::Shutdown(std::chrono::milliseconds grace) {
@@ -885,7 +811,7 @@ bool TlsServer::Shutdown(std::chrono::milliseconds grace) {
   {
     absl::MutexLock lock(&shared.mu);
     auto drained = [&shared]() {
-      return shared.active_requests == 0 && shared.stream_threads == 0;
+      return shared.active_requests == 0;
     };
     clean = shared.mu.AwaitWithDeadline(absl::Condition(&drained), deadline);
   }
@@ -916,15 +842,6 @@ bool TlsServer::Shutdown(std::chrono::milliseconds grace) {
   impl_->ioc.stop();
   for (std::thread& t : impl_->threads) t.join();
   impl_->threads.clear();
-  // Stream threads that outlived the grace period may no longer reach a session.
-  {
-    absl::MutexLock lock(&Streams().mu);
-    for (auto& [ptr, weak] : Streams().streams) {
-      if (std::shared_ptr<StreamState> st = weak.lock()) {
-        if (st->shared.get() == impl_->shared.get()) st->Close();
-      }
-    }
-  }
   return clean;
 }
 

@@ -17,12 +17,13 @@
 //   closed silently (never a 408 into a stream).
 // - Path percent-decoded ('+' stays), query decoded as form-urlencoded
 //   (handlers::ParseQueryString).
-// - Plain responses carry Content-Length. A Response with `stream` is sent with
-//   Transfer-Encoding: chunked; the stream function runs on a thread of its own;
-//   each ChunkWriter::Write hands the chunk to the connection's strand and blocks
-//   until it is written or fails; the final 0-chunk follows when it returns. While
-//   it runs the connection is read in the background, so a client that goes away
-//   makes ChunkWriter::Alive() false.
+// - Plain responses carry Content-Length. A Response with `stream` (a
+//   handlers::StreamSource) is sent with Transfer-Encoding: chunked: the source
+//   is polled on the connection's strand, one chunk in flight at a time, and
+//   woken by its producer when it had nothing; no thread per stream. While it
+//   runs the connection is read in the background, so a client that goes away
+//   cancels the source at once. At shutdown a waiting stream ends with its final
+//   chunk.
 // - The handler runs on an I/O thread and must not block for long.
 #pragma once
 
@@ -90,12 +91,12 @@ class TlsServer {
   // The bound port.
   int port() const;
 
-  // Stops accepting connections and new requests; ChunkWriter::Alive() turns
-  // false and Write returns false, so streams end. Returns at once; idempotent.
+  // Stops accepting connections and new requests; streams end with their final
+  // chunk (after the chunk being written, if any). Returns at once; idempotent.
   void BeginShutdown();
 
   // BeginShutdown, then waits up to `grace` for in-flight requests (including the
-  // final chunk of each stream) and stream threads to finish, closes every
+  // final chunk of each stream) to finish, closes every
   // connection and joins the I/O threads. Returns true when everything finished
   // within the grace period. Idempotent; thread-safe against BeginShutdown.
   bool Shutdown(std::chrono::milliseconds grace);

@@ -723,7 +723,11 @@ int RunClosed(const Flags& f) {
 
 // ---------------------------------------------------------------- watch fan-out
 
-// Everything in fan-out mode runs on one thread, so the bookkeeping needs no lock.
+// Fan-out bookkeeping. The writer runs on the main thread and owns `writes`;
+// watchers run on --watcher-threads threads of their own (one client thread
+// reading 1,000 TLS streams would add its own serial delay to every
+// measurement), each counting into its thread's Tally; the tallies are merged
+// after the threads stopped, so the hot path takes no lock.
 struct Write {
   SteadyTime sent{};
   int received = 0;
@@ -731,11 +735,21 @@ struct Write {
   int status = -1;
 };
 
+struct Seen {
+  int received = 0;
+  SteadyTime last{};
+};
+
+struct Tally {
+  std::unordered_map<std::string, Seen> by_renew_time;
+  uint64_t events = 0;
+};
+
 struct FanoutState {
   std::unordered_map<std::string, Write> writes;  // by the renewTime it carried
-  int watchers_ready = 0;
-  int watchers_failed = 0;
-  int watchers_lost = 0;
+  std::atomic<int> watchers_ready{0};
+  std::atomic<int> watchers_failed{0};
+  std::atomic<int> watchers_lost{0};
   uint64_t events = 0;
 };
 
@@ -753,11 +767,12 @@ class Watcher : public std::enable_shared_from_this<Watcher> {
  public:
   Watcher(net::io_context& ioc, ssl::context& ctx, Target target,
           std::shared_ptr<http::request<http::string_body>> req, FanoutState* state,
-          std::function<void()> settled)
+          Tally* tally, std::function<void()> settled)
       : stream_(ioc, ctx),
         target_(std::move(target)),
         req_(std::move(req)),
         state_(state),
+        tally_(tally),
         settled_(std::move(settled)) {}
 
   void Start() {
@@ -810,13 +825,12 @@ class Watcher : public std::enable_shared_from_this<Watcher> {
       size_t start = 0;
       for (size_t nl; (nl = pending_.find('\n', start)) != std::string::npos; start = nl + 1) {
         std::string_view line(pending_.data() + start, nl - start);
-        ++state_->events;
+        ++tally_->events;
         std::string_view rt = RenewTimeOf(line);
         if (rt.empty()) continue;
-        auto it = state_->writes.find(std::string(rt));
-        if (it == state_->writes.end()) continue;
-        ++it->second.received;
-        it->second.last = std::max(it->second.last, now);
+        Seen& seen = tally_->by_renew_time[std::string(rt)];
+        ++seen.received;
+        seen.last = std::max(seen.last, now);
       }
       pending_.erase(0, start);
       return body.size();
@@ -841,6 +855,7 @@ class Watcher : public std::enable_shared_from_this<Watcher> {
   Target target_;
   std::shared_ptr<http::request<http::string_body>> req_;
   FanoutState* state_;
+  Tally* tally_;
   beast::flat_buffer buffer_;
   std::function<size_t(uint64_t, std::string_view, beast::error_code&)> on_body_;
   http::response_parser<http::empty_body> parser_;
@@ -861,8 +876,23 @@ int RunFanout(const Flags& f) {
   const double duration_s = f.Num("duration", 10);
   const double drain_s = f.Num("drain", 5);
   const double setup_s = f.Num("setup-seconds", 60);
+  const int watcher_threads = std::max(1, static_cast<int>(f.Num("watcher-threads", 2)));
 
   net::io_context ioc(1);
+  // The main context's work (connect pacing, writes) comes and goes; it must
+  // keep running until the drain ends.
+  auto main_work = net::make_work_guard(ioc);
+  std::vector<std::unique_ptr<net::io_context>> watcher_iocs;
+  std::vector<net::executor_work_guard<net::io_context::executor_type>> watcher_work;
+  std::vector<Tally> tallies(watcher_threads);
+  std::vector<std::thread> watcher_pool;
+  for (int i = 0; i < watcher_threads; ++i) {
+    watcher_iocs.push_back(std::make_unique<net::io_context>(1));
+    watcher_work.push_back(net::make_work_guard(*watcher_iocs.back()));
+  }
+  for (int i = 0; i < watcher_threads; ++i) {
+    watcher_pool.emplace_back([&watcher_iocs, i] { watcher_iocs[i]->run(); });
+  }
   ssl::context ctx(ssl::context::tls_client);
   ctx.set_verify_mode(ssl::verify_none);
   FanoutState state;
@@ -875,9 +905,11 @@ int RunFanout(const Flags& f) {
   std::vector<std::shared_ptr<Watcher>> ws;
   std::function<void()> start_next = [&] {
     if (static_cast<int>(ws.size()) >= watchers) return;
-    ws.push_back(std::make_shared<Watcher>(ioc, ctx, c.target, watch_req, &state,
+    const size_t t = ws.size() % watcher_iocs.size();
+    ws.push_back(std::make_shared<Watcher>(*watcher_iocs[t], ctx, c.target, watch_req, &state,
+                                           &tallies[t],
                                            [&] { net::post(ioc, [&] { start_next(); }); }));
-    ws.back()->Start();
+    net::post(*watcher_iocs[t], [w = ws.back()] { w->Start(); });
   };
   for (int i = 0; i < std::min(concurrency, watchers); ++i) start_next();
 
@@ -888,8 +920,9 @@ int RunFanout(const Flags& f) {
     ioc.run_for(std::chrono::milliseconds(50));
   }
   const double setup_took = std::chrono::duration<double>(SteadyClock::now() - setup_start).count();
-  std::fprintf(stderr, "loadgen: %d watchers ready (%d failed) in %.1f s\n", state.watchers_ready,
-               state.watchers_failed, setup_took);
+  std::fprintf(stderr, "loadgen: %d watchers ready (%d failed) in %.1f s on %d threads\n",
+               state.watchers_ready.load(), state.watchers_failed.load(), setup_took,
+               watcher_threads);
   ioc.run_for(std::chrono::milliseconds(500));  // let the initial events settle
 
   uint64_t write_status_ok = 0, write_status_bad = 0;
@@ -931,7 +964,21 @@ int RunFanout(const Flags& f) {
   };
   net::post(conn->strand(), tick);
   ioc.run_until(end + std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(drain_s)));
-  for (auto& w : ws) w->Stop();
+  for (size_t i = 0; i < ws.size(); ++i) {
+    net::post(*watcher_iocs[i % watcher_iocs.size()], [w = ws[i]] { w->Stop(); });
+  }
+  watcher_work.clear();
+  for (auto& w : watcher_iocs) w->stop();
+  for (std::thread& t : watcher_pool) t.join();
+  for (const Tally& tally : tallies) {
+    state.events += tally.events;
+    for (auto& [rt, w] : state.writes) {
+      auto it = tally.by_renew_time.find(rt);
+      if (it == tally.by_renew_time.end()) continue;
+      w.received += it->second.received;
+      w.last = std::max(w.last, it->second.last);
+    }
+  }
 
   std::vector<uint32_t> last_us;
   uint64_t incomplete = 0, reached = 0;
@@ -949,7 +996,8 @@ int RunFanout(const Flags& f) {
   std::printf("{\"mode\":\"fanout\",\"watchers\":%d,\"watchers_ready\":%d,\"watchers_failed\":%d,"
               "\"watchers_lost\":%d,\"setup_s\":%.1f,\"writes\":%zu,\"writes_ok\":%" PRIu64 ",\"incomplete\":%" PRIu64
               ",\"events\":%" PRIu64 ",\"deliveries\":%" PRIu64 ",%s,\"write\":{%s}}\n",
-              watchers, state.watchers_ready, state.watchers_failed, state.watchers_lost, setup_took, state.writes.size(),
+              watchers, state.watchers_ready.load(), state.watchers_failed.load(),
+              state.watchers_lost.load(), setup_took, state.writes.size(),
               write_status_ok, incomplete, state.events, reached, lat.c_str(), wlat.c_str());
   return last_us.empty() ? 1 : 0;
 }

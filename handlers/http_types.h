@@ -2,7 +2,9 @@
 // Request from the wire and writes a Response back; handlers never see Boost.Beast.
 #pragma once
 
+#include <chrono>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -33,25 +35,44 @@ struct Request {
   bool HasQuery(std::string_view key) const;
 };
 
-// Writes one chunk of a streamed response body (watch). Write blocks until the
-// chunk is handed to the socket and returns false once the peer is gone or the
-// server is shutting down; the streamer must then return.
-class ChunkWriter {
+// A response body produced as it becomes ready (watch), driven by the transport on
+// its I/O threads: no thread per stream, so 10,000 open watches cost memory and
+// file descriptors, not 10,000 threads and their context switches.
+//
+// The transport calls Poll on an I/O thread, never concurrently with itself and
+// only after the bytes of the previous Poll were written (that is the
+// backpressure: a slow client makes its source fall behind, not the server
+// buffer without bound). Poll must not block.
+class StreamSource {
  public:
-  virtual ~ChunkWriter() = default;
-  virtual bool Write(std::string_view data) = 0;
-  // False once the peer closed or the server began shutting down.
-  virtual bool Alive() const = 0;
+  enum class Step {
+    kData,  // *out holds bytes to send; Poll is called again once they are written
+    kWait,  // nothing ready: `wake` will be called when something is, and Poll is
+            // called again at *wake_at at the latest (bookmarks, timeouts)
+    kEnd,   // the body ends after *out (which may be empty)
+  };
+  using Clock = std::chrono::steady_clock;
+
+  virtual ~StreamSource() = default;
+  // Appends what is ready to *out. `wake` may be copied and called once, from any
+  // thread, even after the stream ended (it is then a no-op). *wake_at starts
+  // as Clock::time_point::max().
+  virtual Step Poll(std::string* out, const std::function<void()>& wake,
+                    Clock::time_point* wake_at) = 0;
+  // The client left, a write failed, or the server began shutting down: Poll is
+  // not called again. Releases what the stream holds (a store watch) now rather
+  // than when the connection goes.
+  virtual void Cancel() {}
 };
 
 struct Response {
   int status = 200;
   HeaderList headers;  // Content-Type among them; Content-Length is the transport's
   std::string body;
-  // When set, the transport sends status and headers with chunked encoding and
-  // runs `stream` on a thread of its own (never an I/O thread); the response ends
-  // when it returns.
-  std::function<void(ChunkWriter&)> stream;
+  // When set, the transport sends status and headers with Transfer-Encoding:
+  // chunked, then one chunk per Poll that returned bytes, then the final chunk
+  // when the source ends (or the server shuts down). `body` is ignored.
+  std::shared_ptr<StreamSource> stream;
 
   void SetHeader(std::string name, std::string value) {
     headers.emplace_back(std::move(name), std::move(value));

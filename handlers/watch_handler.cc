@@ -20,9 +20,9 @@ using store::EventType;
 using store::Kind;
 using store::Object;
 using store::ObjectPtr;
+using Clock = std::chrono::steady_clock;
 
 constexpr auto kBookmarkInterval = std::chrono::seconds(60);
-constexpr auto kPollInterval = std::chrono::milliseconds(1000);
 
 enum class Format { kJson, kTable, kPartial };
 
@@ -44,27 +44,27 @@ class EventEncoder {
   EventEncoder(Kind kind, Format format, std::string include_object, int64_t now_us)
       : kind_(kind), format_(format), include_object_(std::move(include_object)), now_us_(now_us) {}
 
-  // `shared` (optional) is the store event carrying `object`: its cached JSON
-  // serves every watcher of the same event.
-  std::string Encode(EventType type, const Object& object, const store::Event* shared = nullptr) {
-    std::string line = absl::StrCat("{\"type\":\"", TypeName(type), "\",\"object\":");
+  // Appends one event line to *line. `shared` (optional) is the store event
+  // carrying `object`: its cached JSON serves every watcher of the same event.
+  void Encode(EventType type, const Object& object, std::string* line,
+              const store::Event* shared = nullptr) {
+    absl::StrAppend(line, "{\"type\":\"", TypeName(type), "\",\"object\":");
     switch (format_) {
       case Format::kJson:
-        line += shared ? shared->ObjectJson() : store::EncodeObject(object);
+        *line += shared ? shared->ObjectJson() : store::EncodeObject(object);
         break;
       case Format::kPartial:
-        line += RenderPartialObjectMetadata(object);
+        *line += RenderPartialObjectMetadata(object);
         break;
       case Format::kTable: {
         std::vector<ObjectPtr> one{std::make_shared<Object>(object)};
-        line += RenderTable(kind_, one, std::to_string(object.metadata.resource_version),
-                            include_object_, first_table_, now_us_);
+        *line += RenderTable(kind_, one, std::to_string(object.metadata.resource_version),
+                             include_object_, first_table_, now_us_);
         first_table_ = false;
         break;
       }
     }
-    line += "}\n";
-    return line;
+    *line += "}\n";
   }
 
   std::string Bookmark(int64_t revision, bool initial_events_end) const {
@@ -114,6 +114,110 @@ int64_t DefaultTimeoutSeconds() {
   thread_local std::mt19937 rng{std::random_device{}()};
   return 1800 + static_cast<int64_t>(rng() % 1800);
 }
+
+// One watch, polled by the transport on its I/O threads (handlers::StreamSource):
+// initial state first (in bounded batches), then the watcher's events, several
+// per chunk when they queued up, bookmarks while idle, the end at the deadline.
+class WatchStream final : public StreamSource {
+ public:
+  WatchStream(std::shared_ptr<store::Watcher> watcher, EventEncoder encoder, ListOptions options,
+              std::vector<ObjectPtr> initial, int64_t start_revision, int64_t timeout_s)
+      : watcher_(std::move(watcher)),
+        encoder_(std::move(encoder)),
+        options_(std::move(options)),
+        initial_(std::move(initial)),
+        last_revision_(start_revision),
+        deadline_(Clock::now() + std::chrono::seconds(timeout_s)),
+        last_bookmark_(Clock::now()) {}
+
+  ~WatchStream() override { watcher_->Stop(); }
+
+  Step Poll(std::string* out, const std::function<void()>& wake,
+            Clock::time_point* wake_at) override {
+    if (next_initial_ < initial_.size() || !initial_sent_) {
+      while (next_initial_ < initial_.size() && out->size() < kMaxChunkBytes) {
+        encoder_.Encode(EventType::kAdded, *initial_[next_initial_++], out);
+      }
+      if (next_initial_ < initial_.size()) return Step::kData;
+      initial_.clear();
+      initial_.shrink_to_fit();
+      initial_sent_ = true;
+      if (options_.send_initial_events) out->append(encoder_.Bookmark(last_revision_, true));
+      if (!out->empty()) return Step::kData;
+    }
+    for (;;) {
+      if (Clock::now() >= deadline_) return Step::kEnd;
+      while (out->size() < kMaxChunkBytes) {
+        store::EventPtr ev = watcher_->TryNext();
+        if (!ev) break;
+        if (ev->type == EventType::kError) {
+          if (watcher_->Closed() && !ev->object) {
+            // Fell behind the writers: a bounded queue overflowed. 410 makes clients relist.
+            out->append(ErrorEvent(store::ExpiredError(
+                "the watch fell behind and was closed; list again and watch from the list's "
+                "resourceVersion")));
+          }
+          return Step::kEnd;
+        }
+        Append(*ev, out);
+      }
+      if (!out->empty()) return Step::kData;
+      if (watcher_->Closed()) return Step::kEnd;  // store shut down
+      if (options_.allow_watch_bookmarks && Clock::now() - last_bookmark_ >= kBookmarkInterval) {
+        out->append(encoder_.Bookmark(last_revision_, false));
+        last_bookmark_ = Clock::now();
+        return Step::kData;
+      }
+      // Armed: a push from now on wakes us. Not armed: one arrived meanwhile.
+      if (watcher_->NotifyWhenReady(wake)) break;
+    }
+    *wake_at = deadline_;
+    if (options_.allow_watch_bookmarks) {
+      *wake_at = std::min(*wake_at, last_bookmark_ + kBookmarkInterval);
+    }
+    return Step::kWait;
+  }
+
+  void Cancel() override { watcher_->Stop(); }
+
+ private:
+  // Several queued events share a chunk; past this size the rest wait for the
+  // next Poll, so one stream cannot hold a large buffer.
+  static constexpr size_t kMaxChunkBytes = 256 * 1024;
+
+  // Selectors judge both states: an object that stops matching arrives as
+  // DELETED, one that starts matching as ADDED (as the watch cache does).
+  void Append(const store::Event& ev, std::string* out) {
+    last_revision_ = ev.revision;
+    const bool now_matches = ev.object && MatchesSelectors(options_, *ev.object);
+    const bool was_matching = ev.previous && MatchesSelectors(options_, *ev.previous);
+    EventType type = ev.type;
+    if (type == EventType::kModified) {
+      if (now_matches && !was_matching) {
+        type = EventType::kAdded;
+      } else if (!now_matches && was_matching) {
+        type = EventType::kDeleted;
+      } else if (!now_matches) {
+        return;
+      }
+    } else if (type == EventType::kAdded && !now_matches) {
+      return;
+    } else if (type == EventType::kDeleted && !now_matches && !was_matching) {
+      return;
+    }
+    encoder_.Encode(type, *ev.object, out, &ev);
+  }
+
+  std::shared_ptr<store::Watcher> watcher_;
+  EventEncoder encoder_;
+  const ListOptions options_;
+  std::vector<ObjectPtr> initial_;
+  size_t next_initial_ = 0;
+  bool initial_sent_ = false;
+  int64_t last_revision_;
+  const Clock::time_point deadline_;
+  Clock::time_point last_bookmark_;
+};
 
 }  // namespace
 
@@ -169,74 +273,10 @@ Response ServeWatch(store::Store* store, Kind kind, const ListOptions& options,
                                          ? *options.timeout_seconds
                                          : DefaultTimeoutSeconds(),
                                      kMaxTimeoutSeconds);
-  auto encoder = std::make_shared<EventEncoder>(kind, format,
-                                                std::string(request.Query("includeObject")), now_us);
-  auto opts = std::make_shared<ListOptions>(options);
-  auto initial_items = std::make_shared<std::vector<ObjectPtr>>(std::move(initial));
-
-  response.stream = [watcher, encoder, opts, initial_items, start_revision,
-                     timeout_s](ChunkWriter& out) {
-    using Clock = std::chrono::steady_clock;
-    const auto deadline = Clock::now() + std::chrono::seconds(timeout_s);
-    auto last_bookmark = Clock::now();
-    int64_t last_revision = start_revision;
-    for (const auto& obj : *initial_items) {
-      if (!out.Write(encoder->Encode(EventType::kAdded, *obj))) {
-        watcher->Stop();
-        return;
-      }
-    }
-    initial_items->clear();
-    if (opts->send_initial_events) {
-      if (!out.Write(encoder->Bookmark(start_revision, true))) {
-        watcher->Stop();
-        return;
-      }
-    }
-    while (out.Alive()) {
-      const auto now = Clock::now();
-      if (now >= deadline) break;
-      auto wait = std::min<Clock::duration>(deadline - now, kPollInterval);
-      store::EventPtr ev =
-          watcher->Next(std::chrono::duration_cast<std::chrono::milliseconds>(wait));
-      if (!ev) {
-        if (watcher->Closed()) break;  // store shut down
-        if (opts->allow_watch_bookmarks && Clock::now() - last_bookmark >= kBookmarkInterval) {
-          if (!out.Write(encoder->Bookmark(last_revision, false))) break;
-          last_bookmark = Clock::now();
-        }
-        continue;
-      }
-      if (ev->type == EventType::kError) {
-        if (watcher->Closed() && !ev->object) {
-          // Fell behind the writers: a bounded queue overflowed. 410 makes clients relist.
-          out.Write(ErrorEvent(store::ExpiredError(
-              "the watch fell behind and was closed; list again and watch from the list's "
-              "resourceVersion")));
-        }
-        break;
-      }
-      last_revision = ev->revision;
-      const bool now_matches = ev->object && MatchesSelectors(*opts, *ev->object);
-      const bool was_matching = ev->previous && MatchesSelectors(*opts, *ev->previous);
-      EventType type = ev->type;
-      if (type == EventType::kModified) {
-        if (now_matches && !was_matching) {
-          type = EventType::kAdded;
-        } else if (!now_matches && was_matching) {
-          type = EventType::kDeleted;
-        } else if (!now_matches) {
-          continue;
-        }
-      } else if (type == EventType::kAdded && !now_matches) {
-        continue;
-      } else if (type == EventType::kDeleted && !now_matches && !was_matching) {
-        continue;
-      }
-      if (!out.Write(encoder->Encode(type, *ev->object, ev.get()))) break;
-    }
-    watcher->Stop();
-  };
+  response.stream = std::make_shared<WatchStream>(
+      std::move(watcher),
+      EventEncoder(kind, format, std::string(request.Query("includeObject")), now_us), options,
+      std::move(initial), start_revision, timeout_s);
   return response;
 }
 

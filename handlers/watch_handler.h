@@ -1,6 +1,7 @@
 // Watch streams, as k8s.io/apiserver's watch handler serves them: one JSON
-// `{"type":...,"object":...}` line per event, flushed each time, over a chunked
-// 200 response.
+// `{"type":...,"object":...}` line per event over a chunked 200 response. The
+// stream is a handlers::StreamSource driven by the transport's I/O threads; the
+// store wakes it, and events that queued up meanwhile leave in one chunk.
 //
 // Start: resourceVersion unset or "0" sends synthetic ADDED events for the
 // current state, then changes; "N" streams changes after N; sendInitialEvents

@@ -426,6 +426,10 @@ class Etcd3Watcher final : public Watcher {
   EventPtr Next(std::chrono::milliseconds timeout) override {
     return state_->channel.Next(timeout);
   }
+  EventPtr TryNext() override { return state_->channel.TryNext(); }
+  bool NotifyWhenReady(std::function<void()> wake) override {
+    return state_->channel.NotifyWhenReady(std::move(wake));
+  }
   bool Closed() const override { return state_->channel.Closed(); }
   void Stop() override { state_->Stop(); }
 

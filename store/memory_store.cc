@@ -30,6 +30,10 @@ class MemoryWatcher final : public Watcher {
   MemoryWatcher& operator=(const MemoryWatcher&) = delete;
 
   EventPtr Next(std::chrono::milliseconds timeout) override { return channel_->Next(timeout); }
+  EventPtr TryNext() override { return channel_->TryNext(); }
+  bool NotifyWhenReady(std::function<void()> wake) override {
+    return channel_->NotifyWhenReady(std::move(wake));
+  }
   bool Closed() const override { return channel_->Closed(); }
   void Stop() override { channel_->Close(); }
 

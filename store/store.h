@@ -95,7 +95,8 @@ struct ListOptions {
   int64_t at_revision = 0;
 };
 
-// A stream of events. Next() blocks up to `timeout`.
+// A stream of events, consumed either blocking (Next, for a thread of one's own)
+// or event-driven (TryNext + NotifyWhenReady, for the transport's I/O threads).
 class Watcher {
  public:
   virtual ~Watcher() = default;
@@ -103,6 +104,13 @@ class Watcher {
   // (Stop, store shutdown, or falling behind) returns an event of type kError
   // once, then nullptr forever; Closed() tells the two apart.
   virtual EventPtr Next(std::chrono::milliseconds timeout) = 0;
+  // Next without waiting: nullptr when nothing is ready.
+  virtual EventPtr TryNext() = 0;
+  // Arranges for `wake` to be called once, from the store's writing thread (it
+  // must only hand work off, e.g. post to an executor), when TryNext has
+  // something. Returns false, and keeps nothing, when it has something already.
+  // A later call replaces an armed `wake`.
+  virtual bool NotifyWhenReady(std::function<void()> wake) = 0;
   virtual bool Closed() const = 0;
   // Ends the watch; a blocked Next() returns.
   virtual void Stop() = 0;

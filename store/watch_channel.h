@@ -4,12 +4,14 @@
 // A watcher that falls `limit` events behind is closed rather than buffered
 // without bound (the consumer then gets one kError event with no object and
 // re-lists, as kube-apiserver's watch cache drops slow watchers). Thread-safe:
-// the store pushes from its writer threads, the watch handler pops from its own.
+// the store pushes from its writer threads; the consumer pops, blocking (Next)
+// or armed for a wake-up call (TryNext + NotifyWhenReady).
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <deque>
+#include <functional>
 #include <memory>
 
 #include "absl/synchronization/mutex.h"
@@ -25,14 +27,22 @@ class WatchChannel {
   // A live event. Returns false once the channel is closed, also when this push
   // found it full (the consumer fell behind): the store then forgets it.
   bool Push(EventPtr event) {
-    absl::MutexLock lock(&mu_);
-    if (closed_) return false;
-    if (queue_.size() >= limit_) {
-      CloseLocked();
-      return false;
+    std::function<void()> wake;
+    bool pushed = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (closed_) return false;
+      if (queue_.size() >= limit_) {
+        CloseLocked();
+      } else {
+        queue_.push_back(std::move(event));
+        pushed = true;
+      }
+      wake = std::move(wake_);
+      wake_ = nullptr;
     }
-    queue_.push_back(std::move(event));
-    return true;
+    if (wake) wake();  // outside our lock: it may post to an executor
+    return pushed;
   }
 
   // Replayed history at registration: already bounded by the history size.
@@ -42,8 +52,14 @@ class WatchChannel {
   }
 
   void Close() {
-    absl::MutexLock lock(&mu_);
-    CloseLocked();
+    std::function<void()> wake;
+    {
+      absl::MutexLock lock(&mu_);
+      CloseLocked();
+      wake = std::move(wake_);
+      wake_ = nullptr;
+    }
+    if (wake) wake();
   }
 
   bool Closed() const {
@@ -56,6 +72,26 @@ class WatchChannel {
   EventPtr Next(std::chrono::milliseconds timeout) {
     absl::MutexLock lock(&mu_);
     mu_.AwaitWithTimeout(absl::Condition(this, &WatchChannel::Ready), absl::FromChrono(timeout));
+    return PopLocked();
+  }
+
+  // Next without waiting.
+  EventPtr TryNext() {
+    absl::MutexLock lock(&mu_);
+    return PopLocked();
+  }
+
+  // `wake` runs once, on the pushing (or closing) thread, when TryNext has
+  // something; false (wake dropped) when it has something already.
+  bool NotifyWhenReady(std::function<void()> wake) {
+    absl::MutexLock lock(&mu_);
+    if (!queue_.empty() || (closed_ && !error_delivered_)) return false;
+    wake_ = std::move(wake);
+    return true;
+  }
+
+ private:
+  EventPtr PopLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!queue_.empty()) {
       EventPtr event = std::move(queue_.front());
       queue_.pop_front();
@@ -70,7 +106,6 @@ class WatchChannel {
     return nullptr;
   }
 
- private:
   bool Ready() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !queue_.empty() || closed_; }
   void CloseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     closed_ = true;
@@ -83,6 +118,7 @@ class WatchChannel {
   std::deque<EventPtr> queue_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   bool error_delivered_ ABSL_GUARDED_BY(mu_) = false;
+  std::function<void()> wake_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace poolcoord::store

@@ -11,11 +11,21 @@
 #include "apiservice/metrics.h"
 #include "apiservice/pki.h"
 #include "apiservice/server.h"
+#include "tests/stream_reader.h"
 
 namespace poolcoord::apiservice {
 namespace {
 
 namespace fs = std::filesystem;
+
+// A stream of one line, then its end.
+class OneLineStream final : public handlers::StreamSource {
+ public:
+  Step Poll(std::string* out, const std::function<void()>&, Clock::time_point*) override {
+    out->append("{}\n");
+    return Step::kEnd;
+  }
+};
 
 // A router that records who reached it; "/block" waits until released; a watch
 // request gets a stream that writes once.
@@ -29,28 +39,13 @@ class FakeRouter : public handlers::Router {
       release.WaitForNotification();
     }
     if (request.HasQuery("watch")) {
-      r.stream = [](handlers::ChunkWriter& w) { w.Write("{}\n"); };
+      r.stream = std::make_shared<OneLineStream>();
     }
     r.body = "ok";
     return r;
   }
   std::string last_user;
   absl::Notification entered, release;
-};
-
-// Captures the metrics text while the stream writes.
-class RenderingWriter : public handlers::ChunkWriter {
- public:
-  explicit RenderingWriter(const Metrics* m) : metrics_(m) {}
-  bool Write(std::string_view) override {
-    seen = metrics_->Render();
-    return true;
-  }
-  bool Alive() const override { return true; }
-  std::string seen;
-
- private:
-  const Metrics* metrics_;
 };
 
 struct Fixture {
@@ -159,11 +154,12 @@ BOOST_AUTO_TEST_CASE(MetricsCountRequestsAndWatchers) {
              std::string::npos);
   BOOST_TEST(text.find("verb=\"WATCH\",le=") == std::string::npos);
 
-  // The watcher gauge follows the stream: 1 while it runs, 0 after.
-  RenderingWriter w(&metrics);
-  watch.stream(w);
-  BOOST_TEST(w.seen.find("apiserver_registered_watchers{resource=\"poolleases\"} 1") !=
+  // The watcher gauge follows the stream: 1 while the transport holds it, 0 after.
+  BOOST_TEST(metrics.Render().find("apiserver_registered_watchers{resource=\"poolleases\"} 1") !=
              std::string::npos);
+  testing::StreamRead read = testing::ReadStream(*watch.stream, std::chrono::seconds(5));
+  BOOST_TEST(read.body == "{}\n");
+  watch.stream.reset();
   BOOST_TEST(metrics.Render().find("apiserver_registered_watchers{resource=\"poolleases\"} 0") !=
              std::string::npos);
 }

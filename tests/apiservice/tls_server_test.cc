@@ -23,6 +23,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "apiservice/pki.h"
 #include "apiservice/tls_server.h"
 
@@ -202,11 +203,89 @@ class Conn {
   std::vector<std::string> chunks_;
 };
 
+// "chunk-1\n" .. "chunk-N\n", one per Poll, then the end.
+class CountedChunks final : public handlers::StreamSource {
+ public:
+  explicit CountedChunks(int n) : n_(n) {}
+  Step Poll(std::string* out, const std::function<void()>&, Clock::time_point*) override {
+    out->append(absl::StrCat("chunk-", ++sent_, "\n"));
+    return sent_ < n_ ? Step::kData : Step::kEnd;
+  }
+
+ private:
+  const int n_;
+  int sent_ = 0;
+};
+
+// "tick\n" every 20 ms, woken by the transport's timer only; `ended` turns true
+// when the transport lets go of it.
+class Ticker final : public handlers::StreamSource {
+ public:
+  explicit Ticker(std::atomic<bool>* ended) : ended_(ended) {}
+  ~Ticker() override { *ended_ = true; }
+  Step Poll(std::string* out, const std::function<void()>&, Clock::time_point* wake_at) override {
+    const Clock::time_point now = Clock::now();
+    if (now < next_) {
+      *wake_at = next_;
+      return Step::kWait;
+    }
+    next_ = now + std::chrono::milliseconds(20);
+    out->append("tick\n");
+    return Step::kData;
+  }
+
+ private:
+  std::atomic<bool>* ended_;
+  Clock::time_point next_{};
+};
+
+// Lines pushed from a test thread, delivered through the wake-up call alone
+// (no deadline), as a store watcher wakes a watch.
+class PushedLines final : public handlers::StreamSource {
+ public:
+  void Push(std::string line) {
+    std::function<void()> wake;
+    {
+      absl::MutexLock lock(&mu_);
+      lines_ += line;
+      wake = std::move(wake_);
+      wake_ = nullptr;
+    }
+    if (wake) wake();
+  }
+  void Finish() {
+    std::function<void()> wake;
+    {
+      absl::MutexLock lock(&mu_);
+      finished_ = true;
+      wake = std::move(wake_);
+      wake_ = nullptr;
+    }
+    if (wake) wake();
+  }
+  Step Poll(std::string* out, const std::function<void()>& wake, Clock::time_point*) override {
+    absl::MutexLock lock(&mu_);
+    out->swap(lines_);
+    lines_.clear();
+    if (finished_) return Step::kEnd;
+    if (!out->empty()) return Step::kData;
+    wake_ = wake;
+    return Step::kWait;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::string lines_ ABSL_GUARDED_BY(mu_);
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  std::function<void()> wake_ ABSL_GUARDED_BY(mu_);
+};
+
 // A server with a trivial handler on 127.0.0.1:0:
 //   /echo    the request as text: method, path, query, x-group lines, body
 //   /peer    the client certificate's subject, or "none"
 //   /stream  three chunks
-//   /forever a chunk every 20 ms while Alive()
+//   /forever a chunk every 20 ms until cancelled
+//   /pushed  a line whenever the test calls Push on its source (Fixture::pushed)
 struct Fixture {
   Fixture(int io_threads = 2, std::chrono::milliseconds idle = std::chrono::seconds(120)) {
     std::string tmpl = (fs::temp_directory_path() / "tls_test.XXXXXX").string();
@@ -246,21 +325,20 @@ struct Fixture {
     handlers::Response resp;
     resp.SetHeader("Content-Type", "text/plain");
     if (r.path == "/stream") {
-      resp.stream = [](handlers::ChunkWriter& w) {
-        for (int i = 1; i <= 3; ++i) {
-          if (!w.Write(absl::StrCat("chunk-", i, "\n"))) return;
-        }
-      };
+      resp.stream = std::make_shared<CountedChunks>(3);
       return resp;
     }
     if (r.path == "/forever") {
-      resp.stream = [this](handlers::ChunkWriter& w) {
-        while (w.Alive()) {
-          if (!w.Write("tick\n")) break;
-          std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        }
-        stream_ended = true;
-      };
+      resp.stream = std::make_shared<Ticker>(&stream_ended);
+      return resp;
+    }
+    if (r.path == "/pushed") {
+      auto source = std::make_shared<PushedLines>();
+      {
+        absl::MutexLock lock(&pushed_mu);
+        pushed.push_back(source);
+      }
+      resp.stream = source;
       return resp;
     }
     if (r.path == "/peer") {
@@ -299,6 +377,8 @@ struct Fixture {
   CertKeyPem ca;
   std::unique_ptr<TlsServer> server;
   std::atomic<bool> stream_ended{false};
+  absl::Mutex pushed_mu;
+  std::vector<std::shared_ptr<PushedLines>> pushed ABSL_GUARDED_BY(pushed_mu);
 };
 
 std::string Get(const std::string& target, const std::string& extra = "") {
@@ -402,6 +482,45 @@ BOOST_AUTO_TEST_CASE(StreamedResponseDeliversChunksThenKeepsTheConnection) {
   HttpResponse next = c.Read();
   BOOST_TEST(next.status == 200);
   BOOST_TEST(Lines(next.body)[2] == "after=stream");
+}
+
+// Streams are driven by the I/O threads: a source woken from another thread
+// delivers at once, and a few hundred open streams add no thread.
+BOOST_AUTO_TEST_CASE(WokenStreamsDeliverWithoutAThreadEach) {
+  auto threads = [] {
+    return std::distance(fs::directory_iterator("/proc/self/task"), fs::directory_iterator{});
+  };
+  const auto threads_before = threads();
+  constexpr int kStreams = 200;
+  std::vector<std::unique_ptr<Conn>> conns;
+  for (int i = 0; i < kStreams; ++i) {
+    conns.push_back(std::make_unique<Conn>(server->port()));
+    BOOST_REQUIRE(conns.back()->Send(Get("/pushed")));
+    BOOST_REQUIRE(conns.back()->ReadHead().status == 200);
+  }
+  std::vector<std::shared_ptr<PushedLines>> sources;
+  {
+    absl::MutexLock lock(&pushed_mu);
+    sources = pushed;
+  }
+  BOOST_REQUIRE(sources.size() == static_cast<size_t>(kStreams));
+  BOOST_TEST(threads() == threads_before);
+  for (int i = 0; i < kStreams; ++i) sources[i]->Push(absl::StrCat("event-", i, "\n"));
+  for (int i = 0; i < kStreams; ++i) {
+    std::string chunk;
+    BOOST_REQUIRE(conns[i]->ReadChunk(&chunk));
+    BOOST_TEST(chunk == absl::StrCat("event-", i, "\n"));
+  }
+  // Two pushes before the transport polls again leave in one or two chunks, in order.
+  sources[0]->Push("a\n");
+  sources[0]->Push("b\n");
+  sources[0]->Finish();
+  std::string all, chunk;
+  while (conns[0]->ReadChunk(&chunk) && !chunk.empty()) all += chunk;
+  BOOST_TEST(all == "a\nb\n");
+  // The connection serves the next request after the stream's end.
+  BOOST_REQUIRE(conns[0]->Send(Get("/echo?after=pushed")));
+  BOOST_TEST(Lines(conns[0]->Read().body)[2] == "after=pushed");
 }
 
 BOOST_AUTO_TEST_CASE(OversizedBodiesGet413) {

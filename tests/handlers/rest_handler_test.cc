@@ -13,6 +13,7 @@
 #include "handlers/url.h"
 #include "rapidjson/document.h"
 #include "store/memory_store.h"
+#include "tests/stream_reader.h"
 
 namespace poolcoord::handlers {
 namespace {
@@ -318,36 +319,21 @@ BOOST_AUTO_TEST_CASE(table_and_partial_metadata) {
   BOOST_TEST(std::string(Json(p)["kind"].GetString()) == "PartialObjectMetadata");
 }
 
-// Collects a streamed response.
-class StringWriter : public ChunkWriter {
- public:
-  bool Write(std::string_view data) override {
-    out.append(data);
-    return true;
-  }
-  bool Alive() const override { return true; }
-  std::string out;
-};
-
 BOOST_AUTO_TEST_CASE(watch_streams_from_resource_version_and_ends_at_timeout) {
   auto created = Json(Call("POST", kBase, Lease("w1")));
   std::string rv = created["metadata"]["resourceVersion"].GetString();
   Call("POST", kBase, Lease("w2"));
   Response w = Call("GET", std::string(kBase) + "?watch=true&timeoutSeconds=1&resourceVersion=" + rv);
   BOOST_REQUIRE(w.stream);
-  StringWriter out;
-  w.stream(out);
-  BOOST_TEST(out.out.find("\"w2\"") != std::string::npos);
-  BOOST_TEST(out.out.find("\"w1\"") == std::string::npos);
+  testing::StreamRead out = testing::ReadStream(*w.stream, std::chrono::seconds(10));
+  BOOST_TEST(out.ended);  // at timeoutSeconds, well before the reader's limit
+  BOOST_TEST(out.body.find("\"w2\"") != std::string::npos);
+  BOOST_TEST(out.body.find("\"w1\"") == std::string::npos);
   // Too old: more writes than the history keeps.
   for (int i = 0; i < 30; ++i) Call("POST", kBase, Lease("h" + std::to_string(i)));
   Response old = Call("GET", std::string(kBase) + "?watch=true&resourceVersion=" + rv);
   std::string body = old.body;
-  if (old.stream) {
-    StringWriter o;
-    old.stream(o);
-    body = o.out;
-  }
+  if (old.stream) body = testing::ReadStream(*old.stream, std::chrono::seconds(5)).body;
   BOOST_TEST(body.find("\"ERROR\"") != std::string::npos);
   BOOST_TEST(body.find("410") != std::string::npos);
 }
