@@ -29,6 +29,10 @@ def rate(x):
     return "–" if x is None else f"{x:,.0f}/s"
 
 
+def cpu(us):
+    return f"{us:.1f} µs" if us is not None else "–"
+
+
 def met(ok):
     return "**met**" if ok else "**not met**"
 
@@ -57,8 +61,8 @@ if rounds:
     w(f"### 1. DelegatedLease renewals vs. peers — closed loop (wrk, {s.get('connections')} connections, "
       f"{s.get('threads')} threads, {s.get('seconds')} s per run, {len(rounds)} rounds alternating)")
     w("")
-    w("| run | round | rate | p50 | p99 | p99.9 | max | non-2xx | socket errors |")
-    w("|---|---|---|---|---|---|---|---|---|")
+    w("| run | round | rate | p50 | p99 | p99.9 | max | non-2xx | socket errors | server CPU per request |")
+    w("|---|---|---|---|---|---|---|---|---|---|")
     sums = {k: 0.0 for k, _ in peers}
     for r in rounds:
         for k, label in peers:
@@ -66,7 +70,7 @@ if rounds:
             sums[k] += j.get("rps", 0.0)
             w(f"| {label} | {r} | {rate(j.get('rps'))} | {ms(j.get('p50_us'))} | {ms(j.get('p99_us'))} | "
               f"{ms(j.get('p999_us'))} | {ms(j.get('max_us'))} | {j.get('non2xx3xx', '–')} | "
-              f"{j.get('socket_errors', '–')} |")
+              f"{j.get('socket_errors', '–')} | {cpu(j.get('server_cpu_us_per_req'))} |")
     w("")
     w("Ratios (each round's renewal rate over the peer's rate in the same round; 'all' = sum over sum):")
     w("")
@@ -92,6 +96,23 @@ if rounds:
     if sums["nginx"]:
         w("| (for scale) Beast hello / nginx | " + " | ".join(f"{x:.2f}" for x in hn) +
           f" | {sums['hello'] / sums['nginx']:.2f} |")
+
+    def cpu_ratio_row(peer, label):
+        # Server CPU per request, the peer's over ours: independent of the client's share.
+        cells, a_all, b_all = [], [], []
+        for r in rounds:
+            a = (load(f"r{r}-renewals.json", {}) or {}).get("server_cpu_us_per_req")
+            b = (load(f"r{r}-{peer}.json", {}) or {}).get("server_cpu_us_per_req")
+            cells.append(f"{b / a:.2f}" if a and b else "–")
+            if a and b:
+                a_all.append(a)
+                b_all.append(b)
+        allr = sum(b_all) / sum(a_all) if a_all else None
+        w(f"| {label} | " + " | ".join(cells) + (f" | {allr:.2f} |" if allr else " | – |"))
+
+    cpu_ratio_row("etcd-https", "server CPU per request: etcd put (HTTPS) / renewal")
+    cpu_ratio_row("nginx", "server CPU per request: nginx TLS 200 / renewal")
+    cpu_ratio_row("hello", "server CPU per request: Beast hello TLS / renewal")
     w("")
     worst_etcd = min(x for x in (r_etcd_tls, r_etcd) if x is not None) if (r_etcd_tls or r_etcd) else None
     if worst_etcd is not None:
@@ -130,16 +151,22 @@ if wh:
     w(f"### 2. Webhook reviews at a fixed {wh['target_rate']:,.0f}/s (open loop, {wh['connections']} connections; "
       "bodies " + ", ".join(f"{k.replace('webhook_', '')} {v:,} B" for k, v in sizes.items()) + ", rotated)")
     w("")
-    w("| achieved | p50 | p90 | p99 | p99.9 | max | allowed | measured requests unfinished | statuses |")
-    w("|---|---|---|---|---|---|---|---|---|")
+    w("| achieved | p50 | p90 | p99 | p99.9 | max | allowed | measured requests unfinished | statuses | "
+      "server CPU per review |")
+    w("|---|---|---|---|---|---|---|---|---|---|")
     w(f"| {rate(wh['achieved_rate'])} | {ms(wh['p50_us'])} | {ms(wh['p90_us'])} | {ms(wh['p99_us'])} | "
       f"{ms(wh['p999_us'])} | {ms(wh['max_us'])} | {wh['matched']:,} of {wh['completed']:,} | {wh['unfinished']} | "
-      f"`{json.dumps(wh['status'])}` |")
+      f"`{json.dumps(wh['status'])}` | {cpu(wh.get('server_cpu_us_per_req'))} |")
     ctl = load("webhook-hello.json")
     if ctl:
         w(f"| control: same client, bodies and rate against the Beast hello-world: {rate(ctl['achieved_rate'])} | "
           f"{ms(ctl['p50_us'])} | {ms(ctl['p90_us'])} | {ms(ctl['p99_us'])} | {ms(ctl['p999_us'])} | "
-          f"{ms(ctl['max_us'])} | – | {ctl['unfinished']:,} | `{json.dumps(ctl['status'])}` |")
+          f"{ms(ctl['max_us'])} | – | {ctl['unfinished']:,} | `{json.dumps(ctl['status'])}` | "
+          f"{cpu(ctl.get('server_cpu_us_per_req'))} |")
+    w("")
+    w("Server CPU per review: user + system CPU of the server process over the whole load-generator run "
+      "(warm-up included), divided by the reviews it answered; it does not depend on the client's share "
+      "of the cores, unlike the latencies.")
     w("")
     targets.append((f"webhook p99 ≤ 500 µs at {wh['target_rate']:,.0f}/s", f"p99 {wh['p99_us']} µs",
                     wh["p99_us"] <= 500 and wh["unfinished"] == 0))

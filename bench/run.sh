@@ -136,10 +136,35 @@ populate() {  # populate FIXTURE_DIR CONNECTIONS OUT_JSON: every PoolLease, then
   "$LOADGEN" closed --port="$SERVER_PORT" --connections="$2" --threads=2 --keys="$1/pools.tsv" \
     "${tmpls[@]}" --max-seconds=600 >"$3" 2>>"$OUT/loadgen.log"
 }
-wrk_run() {  # wrk_run NAME URL SCRIPT: one closed-loop run, JSON to $OUT/NAME.json
+# CPU time (ms, user + system) of a process and its children (nginx's workers).
+cpu_ms() {  # cpu_ms PID
+  local tick total=0 p
+  tick=$(getconf CLK_TCK)
+  for p in "$1" $(pgrep -P "$1" 2>/dev/null); do
+    total=$((total + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0)))
+  done
+  echo $((total * 1000 / tick))
+}
+wrk_run() {  # wrk_run NAME URL SCRIPT [SERVER_PID]: one closed-loop run, JSON to $OUT/NAME.json
+  local before=0 after=0
+  [ -n "${4:-}" ] && before=$(cpu_ms "$4")
   wrk -t"$BENCH_THREADS" -c"$BENCH_CONNECTIONS" -d"${BENCH_SECONDS}s" --timeout 10s -s "$3" "$2" \
     >"$OUT/$1.txt" 2>&1 || true
+  [ -n "${4:-}" ] && after=$(cpu_ms "$4")
   last_json "$OUT/$1.txt" >"$OUT/$1.json" || echo '{}' >"$OUT/$1.json"
+  if [ -n "${4:-}" ]; then
+    # The server's own CPU per answered request: unlike the rate, it does not
+    # depend on how much of the 2 cores the client (wrk) took.
+    python3 - "$OUT/$1.json" "$((after - before))" <<'PY'
+import json, sys
+path, cpu_ms = sys.argv[1], int(sys.argv[2])
+j = json.load(open(path))
+if j.get("requests"):
+    j["server_cpu_ms"] = cpu_ms
+    j["server_cpu_us_per_req"] = round(cpu_ms * 1000.0 / j["requests"], 1)
+json.dump(j, open(path, "w"))
+PY
+  fi
   log "$1: $(cat "$OUT/$1.json")"
 }
 
@@ -199,11 +224,11 @@ if wants renewals; then
     log "round $round of $BENCH_ROUNDS (closed loop, $BENCH_CONNECTIONS connections, ${BENCH_SECONDS}s each)"
     renew_poolleases "$RENEW"
     BENCH_RENEW_BASE=$(( $(date -u +%s) + 2 )) wrk_run "r$round-renewals" "https://127.0.0.1:$SERVER_PORT" \
-      "$BENCH_LUA_DIR/renew.lua"
-    wrk_run "r$round-etcd-https" "https://127.0.0.1:$ETCD_TLS_PORT" "$BENCH_LUA_DIR/etcd_put.lua"
-    wrk_run "r$round-nginx" "https://127.0.0.1:$NGINX_PORT" "$BENCH_LUA_DIR/get.lua"
-    wrk_run "r$round-etcd-http" "http://127.0.0.1:$ETCD_PORT" "$BENCH_LUA_DIR/etcd_put.lua"
-    wrk_run "r$round-hello" "https://127.0.0.1:$HELLO_PORT" "$BENCH_LUA_DIR/get.lua"
+      "$BENCH_LUA_DIR/renew.lua" "$SERVER_PID"
+    wrk_run "r$round-etcd-https" "https://127.0.0.1:$ETCD_TLS_PORT" "$BENCH_LUA_DIR/etcd_put.lua" "$ETCD_PID"
+    wrk_run "r$round-nginx" "https://127.0.0.1:$NGINX_PORT" "$BENCH_LUA_DIR/get.lua" "$NGINX_PID"
+    wrk_run "r$round-etcd-http" "http://127.0.0.1:$ETCD_PORT" "$BENCH_LUA_DIR/etcd_put.lua" "$ETCD_PID"
+    wrk_run "r$round-hello" "https://127.0.0.1:$HELLO_PORT" "$BENCH_LUA_DIR/get.lua" "$HELLO_PID"
   done
   stop_pid "$NGINX_PID"; stop_pid "$ETCD_PID"
 
@@ -224,22 +249,41 @@ if wants renewals; then
 fi
 
 # ---------------------------------------------------------------- 2. webhook
+wh_add_cpu() {  # wh_add_cpu JSON CPU_MS: the server's CPU (user + system) per review answered
+  # Warm-up included on both sides (the CPU is read around the whole loadgen run).
+  # Unlike the latencies, it does not depend on the client's share of the 2 cores.
+  python3 - "$1" "$2" <<'PY' || true
+import json, sys
+path, cpu_ms = sys.argv[1], int(sys.argv[2])
+j = json.load(open(path))
+n = j.get("completed_with_warmup") or j.get("completed")
+if n:
+    j["server_cpu_ms"] = cpu_ms
+    j["server_cpu_us_per_req"] = round(cpu_ms * 1000.0 / n, 1)
+json.dump(j, open(path, "w"))
+PY
+}
 if wants webhook; then
   log "webhook reviews at a fixed ${BENCH_WEBHOOK_RATE}/s (4-8 KB bodies)"
   renew_poolleases "$RENEW"
   # The DelegatedLeases were written at set-up (or renewed above), 300 s leases: all live.
+  wh_cpu_before=$(cpu_ms "$SERVER_PID")
   "$LOADGEN" open --port="$SERVER_PORT" --rate="$BENCH_WEBHOOK_RATE" --duration="$BENCH_SECONDS" \
     --warmup="$BENCH_WARMUP" --connections=8 --keys="$RENEW/keys.tsv" \
     --template="$RENEW/webhook_forwarder_6k.tmpl" --template="$RENEW/webhook_kubelet_4k.tmpl" \
     --template="$RENEW/webhook_forwarder_8k.tmpl" --count-substring='"allowed":true' \
     >"$OUT/webhook.json" 2>>"$OUT/loadgen.log" || true
+  wh_cpu_after=$(cpu_ms "$SERVER_PID")
+  wh_add_cpu "$OUT/webhook.json" "$((wh_cpu_after - wh_cpu_before))"
   cp "$RENEW/webhook_sizes.json" "$OUT/webhook-sizes.json"
   log "webhook: $(cat "$OUT/webhook.json")"
   if [ -n "${HELLO_PID:-}" ]; then  # control: the same reviews, rate and client against the hello-world
+    wh_cpu_before=$(cpu_ms "$HELLO_PID")
     "$LOADGEN" open --port="$HELLO_PORT" --rate="$BENCH_WEBHOOK_RATE" --duration="$BENCH_SECONDS" \
       --warmup="$BENCH_WARMUP" --connections=8 --keys="$RENEW/keys.tsv" \
       --template="$RENEW/webhook_forwarder_6k.tmpl" --template="$RENEW/webhook_kubelet_4k.tmpl" \
       --template="$RENEW/webhook_forwarder_8k.tmpl" >"$OUT/webhook-hello.json" 2>>"$OUT/loadgen.log" || true
+    wh_add_cpu "$OUT/webhook-hello.json" "$(($(cpu_ms "$HELLO_PID") - wh_cpu_before))"
     log "webhook, hello-world control: $(cat "$OUT/webhook-hello.json")"
   fi
 fi

@@ -14,6 +14,7 @@
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
 #include "store/api_error.h"
+#include "store/microtime.h"
 
 namespace poolcoord::handlers {
 namespace {
@@ -386,6 +387,41 @@ absl::Status ApplyJsonPatch(rapidjson::Document& doc, const Value& ops) {
   }
   doc.Swap(work);
   return absl::OkStatus();
+}
+
+store::MutableObjectPtr TryApplySpecMergePatch(const store::Object& current,
+                                               const rapidjson::Value& patch) {
+  if (!patch.IsObject() || patch.MemberCount() != 1) return nullptr;
+  const auto& only = *patch.MemberBegin();
+  if (std::string_view(only.name.GetString(), only.name.GetStringLength()) != "spec" ||
+      !only.value.IsObject() || only.value.MemberCount() == 0) {
+    return nullptr;
+  }
+  const bool pool_lease = current.kind == store::Kind::kPoolLease;
+  store::LeaseSpec spec = current.spec;
+  for (const auto& m : only.value.GetObject()) {
+    std::string_view key(m.name.GetString(), m.name.GetStringLength());
+    const rapidjson::Value& v = m.value;
+    if (key == "renewTime" || (pool_lease && key == "acquireTime")) {
+      if (!v.IsString()) return nullptr;
+      absl::StatusOr<int64_t> us =
+          store::ParseMicroTime(std::string_view(v.GetString(), v.GetStringLength()));
+      if (!us.ok()) return nullptr;
+      (key == "renewTime" ? spec.renew_time_us : spec.acquire_time_us) = *us;
+    } else if (key == "holderIdentity") {
+      if (!v.IsString()) return nullptr;
+      spec.holder_identity.emplace(v.GetString(), v.GetStringLength());
+    } else if (key == "leaseDurationSeconds" || (pool_lease && key == "leaseTransitions")) {
+      if (!v.IsInt()) return nullptr;  // int32 range; 15.0 or 2^40 take the general path
+      (key == "leaseDurationSeconds" ? spec.lease_duration_seconds : spec.lease_transitions) =
+          v.GetInt();
+    } else {
+      return nullptr;
+    }
+  }
+  auto next = std::make_shared<store::Object>(current);
+  next->spec = std::move(spec);
+  return next;
 }
 
 }  // namespace poolcoord::handlers

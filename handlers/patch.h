@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "rapidjson/document.h"
+#include "store/object.h"
 
 namespace poolcoord::handlers {
 
@@ -41,5 +42,16 @@ absl::Status ApplyMergePatch(rapidjson::Value& target, const rapidjson::Value& p
 //   own child, and a failed test, reported as
 //   `test operation failed: path "/spec/x": found 33, expected 1`.
 absl::Status ApplyJsonPatch(rapidjson::Document& doc, const rapidjson::Value& ops);
+
+// The renewal fast path: a merge patch whose only member is "spec" setting
+// holderIdentity (string), leaseDurationSeconds (int32), renewTime (a valid
+// MicroTime) and, for a PoolLease, acquireTime and leaseTransitions, is applied
+// straight onto a copy of `current`, without encoding the object to JSON,
+// merging and decoding it back (~20% of a renewal's CPU, issue 6). Returns
+// nullptr for any other patch (metadata, status, null members, other fields,
+// wrong types, a time that does not parse): the caller then takes the general
+// path, which also reports the errors, so both paths give the same object.
+store::MutableObjectPtr TryApplySpecMergePatch(const store::Object& current,
+                                               const rapidjson::Value& patch);
 
 }  // namespace poolcoord::handlers

@@ -490,6 +490,13 @@ Response Patch(const RestContext& ctx, const ResourcePath& path, Request& reques
       path.kind, path.name,
       [&](const ObjectPtr& current, store::TxnReader& reader) -> absl::StatusOr<MutableObjectPtr> {
         if (!current) return store::NotFoundError(Plural(path.kind), path.name);
+        if (merge_patch && !status_only) {
+          if (MutableObjectPtr fast = TryApplySpecMergePatch(*current, *patch)) {
+            warnings.clear();
+            return PrepareUpdate(ctx, request, path.kind, current, std::move(fast), status_only,
+                                 reader);
+          }
+        }
         // The patch applies to the stored JSON form, inside the atomic update, so a
         // concurrent writer can never slip between read and write.
         std::string encoded = EncodeOne(*current);

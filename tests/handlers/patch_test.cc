@@ -8,6 +8,7 @@
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
 #include "store/api_error.h"
+#include "store/object_codec.h"
 
 namespace poolcoord::handlers {
 namespace {
@@ -262,6 +263,98 @@ BOOST_AUTO_TEST_CASE(too_many_operations_are_413) {
   ops += "]";
   BOOST_TEST(Json(R"({"a":1})", ops).code == 413);
   BOOST_TEST(Json(R"({"a":1})", R"([])").code == 200);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(spec_merge_patch_fast_path)
+
+constexpr char kDelegated[] = R"({"apiVersion":"coordination.pool/v1alpha1","kind":"DelegatedLease",
+  "metadata":{"name":"n1","uid":"u-1","resourceVersion":"7","labels":{"apps.openyurt.io/nodepool":"p"},
+  "annotations":{"a":"b"},"managedFields":[{"manager":"kubectl","operation":"Update"}]},
+  "spec":{"holderIdentity":"n0","leaseDurationSeconds":40,"renewTime":"2026-11-30T05:00:00.000000Z",
+  "poolName":"p","delegate":"n0"},
+  "status":{"observedTime":"2026-11-30T05:00:00.100000Z"}})";
+constexpr char kPool[] = R"({"apiVersion":"coordination.pool/v1alpha1","kind":"PoolLease",
+  "metadata":{"name":"p","uid":"u-2","resourceVersion":"9"},
+  "spec":{"holderIdentity":"n0","leaseDurationSeconds":15,"acquireTime":"2026-11-30T04:00:00.000000Z",
+  "renewTime":"2026-11-30T05:00:00.000000Z","leaseTransitions":3}})";
+
+store::ObjectPtr Stored(const char* json, store::Kind kind) {
+  auto obj = store::DecodeObjectJson(json, kind, nullptr);
+  BOOST_REQUIRE_MESSAGE(obj.ok(), obj.status().ToString());
+  (*obj)->observed_monotonic_us = 12345;
+  return *obj;
+}
+
+// What the general path makes of the patch: encode, merge, decode, with the
+// server-owned parts carried over as PrepareUpdate does.
+std::string GeneralPath(const store::Object& current, const std::string& patch) {
+  rapidjson::Document doc = Parse(store::EncodeObject(current));
+  rapidjson::Document p = Parse(patch);
+  BOOST_REQUIRE(ApplyMergePatch(doc, p, doc.GetAllocator()).ok());
+  auto decoded = store::DecodeObject(doc, current.kind, nullptr);
+  BOOST_REQUIRE_MESSAGE(decoded.ok(), decoded.status().ToString());
+  (*decoded)->status = current.status;
+  (*decoded)->observed_monotonic_us = current.observed_monotonic_us;
+  return store::EncodeForStorage(**decoded);
+}
+
+BOOST_AUTO_TEST_CASE(renewal_patches_match_the_general_path) {
+  struct Case {
+    const char* object;
+    store::Kind kind;
+    const char* patch;
+  };
+  const Case cases[] = {
+      {kDelegated, store::Kind::kDelegatedLease, R"({"spec":{"renewTime":"2026-11-30T05:00:10.123456Z"}})"},
+      {kDelegated, store::Kind::kDelegatedLease,
+       R"({"spec":{"holderIdentity":"n3","leaseDurationSeconds":20,"renewTime":"2026-11-30T05:00:10.000001Z"}})"},
+      // Repeated keys: the last one wins on both paths.
+      {kDelegated, store::Kind::kDelegatedLease,
+       R"({"spec":{"renewTime":"2026-11-30T05:00:01.000000Z","renewTime":"2026-11-30T05:00:02.000000Z"}})"},
+      {kDelegated, store::Kind::kDelegatedLease, R"({"spec":{"holderIdentity":""}})"},
+      {kPool, store::Kind::kPoolLease,
+       R"({"spec":{"holderIdentity":"n1","acquireTime":"2026-11-30T05:01:00.000000Z","renewTime":"2026-11-30T05:01:00.000000Z","leaseTransitions":4}})"},
+      {kPool, store::Kind::kPoolLease, R"({"spec":{"leaseDurationSeconds":-1}})"},
+  };
+  for (const Case& c : cases) {
+    store::ObjectPtr current = Stored(c.object, c.kind);
+    rapidjson::Document patch = Parse(c.patch);
+    store::MutableObjectPtr fast = TryApplySpecMergePatch(*current, patch);
+    BOOST_REQUIRE_MESSAGE(fast != nullptr, std::string("no fast path for ") + c.patch);
+    BOOST_TEST(store::EncodeForStorage(*fast) == GeneralPath(*current, c.patch), c.patch);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(other_patches_take_the_general_path) {
+  store::ObjectPtr delegated = Stored(kDelegated, store::Kind::kDelegatedLease);
+  store::ObjectPtr pool = Stored(kPool, store::Kind::kPoolLease);
+  const char* general_only[] = {
+      R"({})",
+      R"({"spec":{}})",
+      R"({"spec":null})",
+      R"({"spec":{"renewTime":null}})",                                 // deletes the field
+      R"({"spec":{"renewTime":"2026-11-30T05:00:10Z"}})",               // not a MicroTime: 422 there
+      R"({"spec":{"renewTime":5}})",                                    // wrong type: 400 there
+      R"({"spec":{"leaseDurationSeconds":15.0}})",
+      R"({"spec":{"leaseDurationSeconds":1099511627776}})",             // out of int32: 400 there
+      R"({"spec":{"holderIdentity":7}})",
+      R"({"spec":{"poolName":"q"}})",
+      R"({"spec":{"acquireTime":"2026-11-30T05:01:00.000000Z"}})",      // not a DelegatedLease field
+      R"({"spec":{"leaseTransitions":1}})",
+      R"({"spec":{"renewTime":"2026-11-30T05:00:10.000000Z","foo":1}})",
+      R"({"metadata":{"labels":{"x":"y"}}})",
+      R"({"spec":{"renewTime":"2026-11-30T05:00:10.000000Z"},"metadata":{"resourceVersion":"7"}})",
+      R"({"status":{"expired":true}})",
+      R"([])",
+  };
+  for (const char* p : general_only) {
+    rapidjson::Document patch = Parse(p);
+    BOOST_TEST(TryApplySpecMergePatch(*delegated, patch) == nullptr, p);
+  }
+  rapidjson::Document pool_field = Parse(R"({"spec":{"poolName":"q"}})");
+  BOOST_TEST(TryApplySpecMergePatch(*pool, pool_field) == nullptr);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
