@@ -259,6 +259,11 @@ absl::Status Validate(const ServerOptions& o) {
     return absl::InvalidArgumentError(
         "--tls-cert-file and --tls-private-key-file must be given together");
   }
+  if (o.etcd_certfile.empty() != o.etcd_keyfile.empty()) {
+    return absl::InvalidArgumentError(
+        "--etcd-certfile and --etcd-keyfile must be given together (the client certificate "
+        "for TLS to etcd and its key)");
+  }
   return absl::OkStatus();
 }
 

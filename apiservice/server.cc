@@ -273,7 +273,10 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ServerOptions&
                           absl::StrCat("--etcd-servers: ", etcd_store.status().message()));
     }
     p->store = *std::move(etcd_store);
-    LogInfo("storage: etcd3 at ", absl::StrJoin(options.etcd_servers, ","), options.etcd_prefix);
+    LogInfo("storage: etcd3 at ", absl::StrJoin(options.etcd_servers, ","), ", key prefix ",
+            options.etcd_prefix,
+            options.etcd_certfile.empty() ? "" : ", TLS client certificate ",
+            options.etcd_certfile);
   } else {
     store::MemoryStoreOptions store_options;
     store_options.watch_history_size = options.watch_history_size;

@@ -62,11 +62,101 @@ absl::Status StatusFromErrorBody(long http_status, const std::string& body,
         msg_it->value.IsString()) {
       int code = code_it->value.GetInt();
       if (code <= 0 || code > 16) code = static_cast<int>(absl::StatusCode::kUnknown);
-      return absl::Status(static_cast<absl::StatusCode>(code), msg_it->value.GetString());
+      const absl::string_view message = msg_it->value.GetString();
+      if (code == static_cast<int>(absl::StatusCode::kUnavailable) &&
+          absl::StartsWith(url, "https://") && !absl::StartsWith(message, "etcdserver:")) {
+        // Not etcd's own Unavailable ("etcdserver: no leader") but the gateway's
+        // gRPC connection to etcd: the gateway dials etcd's own gRPC port with
+        // etcd's serving certificate as its client certificate (etcd 3.4,
+        // embed/serve.go), and with --client-cert-auth=true a certificate
+        // without clientAuth is refused: every call then answers "connection
+        // closed" or "connection error: ... connection reset by peer".
+        // kube-apiserver speaks gRPC and never meets this.
+        return absl::UnavailableError(absl::StrCat(
+            "etcd ", url, ": ", message,
+            ": etcd's JSON gateway could not reach etcd's own gRPC service; if this persists, "
+            "TLS inside etcd fails: etcd 3.4 with --client-cert-auth=true presents its "
+            "--cert-file to itself as a client certificate, so that certificate needs "
+            "extendedKeyUsage clientAuth as well as serverAuth"));
+      }
+      return absl::Status(static_cast<absl::StatusCode>(code), message);
     }
   }
   return absl::UnknownError(
       absl::StrCat("etcd ", url, ": HTTP ", http_status, ": ", body.substr(0, 300)));
+}
+
+// What a failed transfer most likely means when TLS is the cause, in the terms
+// of the flags that set TLS up (--etcd-cafile, --etcd-certfile, --etcd-keyfile),
+// or "" when TLS is not the matter. `fresh`: the transfer opened its connection
+// itself, so a drop before any HTTP answer happened at connection set-up, not
+// mid-call on a kept-alive connection. etcd with --client-cert-auth=true ends
+// the connection of a client without an acceptable certificate: before the
+// handshake completes in TLS 1.2 (an "alert bad certificate"), after it in
+// TLS 1.3, where curl then reports a send or receive error, varying with timing.
+std::string TlsHint(CURLcode rc, const std::string& url, bool fresh, long http_status,
+                    const char* errbuf, const Etcd3ClientOptions& o) {
+  const bool https = absl::StartsWith(url, "https://");
+  const absl::string_view detail(errbuf);
+  auto client_cert = [&] {
+    return absl::StrCat(
+        "TLS: etcd closed the new connection without an answer, as etcd with "
+        "--client-cert-auth=true does when the client certificate is missing or not signed "
+        "by its --trusted-ca-file: ",
+        o.cert_file.empty() ? "no client certificate was given (--etcd-certfile, --etcd-keyfile)"
+                            : absl::StrCat("check that --etcd-certfile=", o.cert_file,
+                                           " is signed by etcd's --trusted-ca-file"));
+  };
+  switch (rc) {
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_ISSUER_ERROR:
+      return absl::StrCat(
+          "TLS: etcd's serving certificate was not accepted: it must be signed by ",
+          o.ca_file.empty() ? "a CA of the system trust store (no --etcd-cafile was given)"
+                            : absl::StrCat("the CA in --etcd-cafile=", o.ca_file),
+          " and name the host of the --etcd-servers URL");
+    case CURLE_SSL_CACERT_BADFILE:
+      return absl::StrCat("TLS: cannot load the CA bundle --etcd-cafile=", o.ca_file);
+    case CURLE_SSL_CERTPROBLEM:
+      return absl::StrCat("TLS: cannot load the client certificate --etcd-certfile=", o.cert_file,
+                          " with its key --etcd-keyfile=", o.key_file,
+                          " (PEM files; the key must belong to the certificate)");
+    case CURLE_SSL_CLIENTCERT:
+      return client_cert();
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_GOT_NOTHING:
+      if (!fresh || http_status != 0) return "";
+      if (!https) {
+        return rc == CURLE_SEND_ERROR || rc == CURLE_SSL_CONNECT_ERROR
+                   ? ""
+                   : "etcd closed the connection without an answer: if it serves TLS on this "
+                     "port, use an https:// URL with --etcd-cafile, --etcd-certfile and "
+                     "--etcd-keyfile";
+      }
+      if (rc == CURLE_SSL_CONNECT_ERROR && !absl::StrContains(detail, "certificate") &&
+          !absl::StrContains(detail, "unknown ca")) {
+        return "TLS: the handshake with etcd failed: is etcd serving TLS on this port (if not, "
+               "use an http:// URL)?";
+      }
+      return client_cert();
+    default:
+      return "";
+  }
+}
+
+// "<url>: <hint> (curl: <error>)", or "<url>: <error>" when there is no hint.
+std::string DescribeFailure(CURLcode rc, CURL* curl, const std::string& endpoint,
+                            const std::string& url, long http_status, const char* errbuf,
+                            const Etcd3ClientOptions& o) {
+  long connects = 0;
+  curl_easy_getinfo(curl, CURLINFO_NUM_CONNECTS, &connects);
+  const std::string error = absl::StrCat(curl_easy_strerror(rc),
+                                         errbuf[0] ? absl::StrCat(" (", errbuf, ")") : "");
+  const std::string hint = TlsHint(rc, url, connects > 0, http_status, errbuf, o);
+  if (hint.empty()) return absl::StrCat(endpoint, ": ", error);
+  return absl::StrCat(endpoint, ": ", hint, " (curl: ", error, ")");
 }
 
 bool NotSent(CURLcode rc) {
@@ -188,10 +278,11 @@ absl::StatusOr<rapidjson::Document> Etcd3Client::Call(std::string_view path, std
     curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &http_status);
     curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, nullptr);
     if (rc != CURLE_OK) {
+      absl::StrAppend(&failures, failures.empty() ? "" : "; ",
+                      DescribeFailure(rc, curl, endpoints_[index], url, http_status, errbuf,
+                                      options_));
       // A half-used connection must not be reused.
       curl_easy_cleanup(curl);
-      absl::StrAppend(&failures, failures.empty() ? "" : "; ", endpoints_[index], ": ",
-                      curl_easy_strerror(rc), errbuf[0] ? absl::StrCat(" (", errbuf, ")") : "");
       if (NotSent(rc) || idempotent) continue;
       return absl::UnavailableError(absl::StrCat("etcd call ", AV(path),
                                                  " failed after it was sent (it may have been "
@@ -259,16 +350,16 @@ absl::Status Etcd3Client::Stream(std::string_view path, std::string_view body,
   }
   long http_status = 0;
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &http_status);
+  const std::string failure =
+      done && result != CURLE_OK
+          ? DescribeFailure(result, curl, url, url, http_status, errbuf, options_)
+          : std::string();
   curl_multi_remove_handle(multi, curl);
   curl_easy_cleanup(curl);
   curl_multi_cleanup(multi);
 
   if (control->stopped() || sink.stopped_by_callback) return absl::OkStatus();
-  if (done && result != CURLE_OK) {
-    return absl::UnavailableError(absl::StrCat("etcd watch stream ", url, ": ",
-                                               curl_easy_strerror(result),
-                                               errbuf[0] ? absl::StrCat(" (", errbuf, ")") : ""));
-  }
+  if (!failure.empty()) return absl::UnavailableError(absl::StrCat("etcd watch stream ", failure));
   if (http_status != 200) return StatusFromErrorBody(http_status, sink.body, url);
   return absl::OkStatus();
 }

@@ -8,6 +8,23 @@ end — the Python twin of tests/store/etcd_fixture.h.
     etcd.compact(rev)             # compact the key-value history up to rev
     etcd.stop()
 
+TLS mode, as kube-apiserver's etcd is usually run (client certificates required):
+
+    etcd = EtcdFixture(tls=True)  # a throwaway CA, server and client certificate
+    etcd.endpoint                 # "https://127.0.0.1:<port>"
+    etcd.tls.ca, etcd.tls.client_cert, etcd.tls.client_key   # for the server's
+                                  # --etcd-cafile, --etcd-certfile, --etcd-keyfile
+
+etcd runs with --cert-file/--key-file/--trusted-ca-file/--client-cert-auth=true
+and the fixture's own calls present the client certificate. `tls=` also takes a
+TlsFiles from make_tls_files(dir) (made with the `openssl` CLI), and
+make_ca/issue_cert make more certificates (another CA, a stranger's client
+certificate) for negative cases. wait_for_gateway=False counts etcd as started
+once its own /health answers, for an etcd whose JSON gateway is broken on
+purpose (make_tls_files(dir, server_client_auth=False)). The peer port stays
+plain HTTP (one member, on loopback). Default (tls=False): plain HTTP, exactly
+as before.
+
 $POOLCOORD_ETCD names another binary. Nothing is skipped: without an etcd binary
 the constructor fails with the reason. etcd never outlives the test: it gets
 SIGKILL when the Python process (the thread that started it) dies
@@ -30,6 +47,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import tempfile
 import threading
@@ -67,18 +85,90 @@ def b64(s):
     return base64.b64encode(s.encode() if isinstance(s, str) else s).decode()
 
 
+def _openssl(*args, cwd):
+    r = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"openssl {' '.join(args[:2])} failed ({r.returncode}): {r.stderr[-1000:]}")
+
+
+def make_ca(directory, name):
+    """A self-signed CA (EC P-256, valid for a day) as <name>.crt/<name>.key in
+    `directory`; returns (cert path, key path)."""
+    cnf = os.path.join(directory, f"{name}.cnf")
+    with open(cnf, "w") as f:
+        f.write("[req]\ndistinguished_name = dn\n[dn]\n[ca]\nbasicConstraints = critical,CA:TRUE\n"
+                "keyUsage = critical,keyCertSign,cRLSign\nsubjectKeyIdentifier = hash\n")
+    crt, key = os.path.join(directory, f"{name}.crt"), os.path.join(directory, f"{name}.key")
+    _openssl("req", "-x509", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+             "-nodes", "-days", "1", "-subj", f"/CN={name}", "-config", cnf, "-extensions", "ca",
+             "-keyout", key, "-out", crt, cwd=directory)
+    return crt, key
+
+
+def issue_cert(directory, name, ca, usages, san=None):
+    """A leaf certificate for CN=<name> signed by `ca` (cert, key), with
+    extendedKeyUsage `usages` ("serverAuth", "clientAuth") and an optional
+    subjectAltName ("IP:127.0.0.1"); returns (cert path, key path)."""
+    crt, key = os.path.join(directory, f"{name}.crt"), os.path.join(directory, f"{name}.key")
+    csr, ext = os.path.join(directory, f"{name}.csr"), os.path.join(directory, f"{name}.ext")
+    with open(ext, "w") as f:
+        f.write("basicConstraints = critical,CA:FALSE\n"
+                "keyUsage = critical,digitalSignature,keyEncipherment\n"
+                f"extendedKeyUsage = {','.join(usages)}\n" + (f"subjectAltName = {san}\n" if san else ""))
+    _openssl("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+             "-subj", f"/CN={name}", "-keyout", key, "-out", csr, cwd=directory)
+    _openssl("x509", "-req", "-in", csr, "-CA", ca[0], "-CAkey", ca[1], "-set_serial",
+             str(int.from_bytes(os.urandom(8), "big")), "-days", "1", "-extfile", ext, "-out", crt,
+             cwd=directory)
+    return crt, key
+
+
+class TlsFiles:
+    """PEM paths: ca (ca_key), server_cert/server_key, client_cert/client_key."""
+
+    def __init__(self, **paths):
+        self.__dict__.update(paths)
+
+
+def make_tls_files(directory, server_client_auth=True):
+    """A throwaway CA, an etcd serving certificate for IP:127.0.0.1 and a client
+    certificate (CN=poolcoord) in `directory`. etcd 3.4's JSON gateway dials
+    etcd's own gRPC port presenting the serving certificate as a client
+    certificate, so with --client-cert-auth=true that certificate needs
+    clientAuth too; server_client_auth=False leaves it out (a broken etcd)."""
+    ca = make_ca(directory, "etcd-ca")
+    server = issue_cert(directory, "etcd-server", ca,
+                        ["serverAuth", "clientAuth"] if server_client_auth else ["serverAuth"],
+                        san="IP:127.0.0.1")
+    client = issue_cert(directory, "poolcoord-etcd-client", ca, ["clientAuth"])
+    return TlsFiles(ca=ca[0], ca_key=ca[1], server_cert=server[0], server_key=server[1],
+                    client_cert=client[0], client_key=client[1])
+
+
 class EtcdFixture:
-    def __init__(self, name="e2e", startup_timeout=20):
+    def __init__(self, name="e2e", startup_timeout=20, tls=False, wait_for_gateway=True):
         binary = find_binary()
         if not binary:
             raise RuntimeError("etcd binary not found (PATH, or $POOLCOORD_ETCD when set): install "
                                "Debian's etcd-server (scripts/install-deps.sh --test)")
         self.dir = tempfile.mkdtemp(prefix="poolcoord-etcd-", dir="/dev/shm")
+        if tls is True:
+            tls_dir = os.path.join(self.dir, "tls")
+            os.mkdir(tls_dir)
+            tls = make_tls_files(tls_dir)
+        self.tls = tls or None
+        self.ssl_context = None
+        tls_args = []
+        if self.tls:
+            self.ssl_context = ssl.create_default_context(cafile=self.tls.ca)
+            self.ssl_context.load_cert_chain(self.tls.client_cert, self.tls.client_key)
+            tls_args = [f"--cert-file={self.tls.server_cert}", f"--key-file={self.tls.server_key}",
+                        f"--trusted-ca-file={self.tls.ca}", "--client-cert-auth=true"]
         client_port = _free_port()
         peer_port = _free_port()
         while peer_port == client_port:
             peer_port = _free_port()
-        self.endpoint = f"http://127.0.0.1:{client_port}"
+        self.endpoint = f"{'https' if self.tls else 'http'}://127.0.0.1:{client_port}"
         peer = f"http://127.0.0.1:{peer_port}"
         self.log_path = os.path.join(self.dir, "etcd.log")
         self._log = open(self.log_path, "w")
@@ -86,7 +176,8 @@ class EtcdFixture:
             [binary, f"--name={name}", f"--data-dir={self.dir}/data",
              f"--listen-client-urls={self.endpoint}", f"--advertise-client-urls={self.endpoint}",
              f"--listen-peer-urls={peer}", f"--initial-advertise-peer-urls={peer}",
-             f"--initial-cluster={name}={peer}", "--initial-cluster-state=new", "--log-level=warn"],
+             f"--initial-cluster={name}={peer}", "--initial-cluster-state=new", "--log-level=warn",
+             *tls_args],
             stdout=self._log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
         _live.add(self)
         deadline = time.time() + startup_timeout
@@ -96,19 +187,33 @@ class EtcdFixture:
                 self.stop()
                 raise RuntimeError(f"etcd exited at startup ({self.proc.returncode}): {tail}")
             try:
-                self.call("/v3/maintenance/status", {}, timeout=1)
-                return
+                if self._ready(wait_for_gateway):
+                    return
             except (OSError, ValueError):
-                time.sleep(0.05)
+                pass
+            time.sleep(0.05)
         tail = self.log_tail()
         self.stop()
         raise RuntimeError(f"etcd did not become healthy within {startup_timeout} s: {tail}")
 
+    def _ready(self, wait_for_gateway):
+        if self.tls:
+            # etcd's own /health handler, not the gateway's: it answers even
+            # when the gateway is broken on purpose (wait_for_gateway=False).
+            with urllib.request.urlopen(self.endpoint + "/health", timeout=1,
+                                        context=self.ssl_context) as r:
+                if json.loads(r.read()).get("health") != "true":
+                    return False
+        if wait_for_gateway:
+            self.call("/v3/maintenance/status", {}, timeout=1)
+        return True
+
     def call(self, path, body, timeout=10):
-        """POSTs JSON to etcd's v3 gateway; returns the decoded answer."""
+        """POSTs JSON to etcd's v3 gateway (with the client certificate in TLS
+        mode); returns the decoded answer."""
         req = urllib.request.Request(self.endpoint + path, data=json.dumps(body).encode(),
                                      headers={"Content-Type": "application/json"}, method="POST")
-        with urllib.request.urlopen(req, timeout=timeout) as r:
+        with urllib.request.urlopen(req, timeout=timeout, context=self.ssl_context) as r:
             return json.loads(r.read())
 
     def revision(self):
@@ -170,7 +275,7 @@ class Compactor:
         while not self.stopping:
             try:
                 req = urllib.request.Request(self.etcd.endpoint + "/v3/watch", data=body, method="POST")
-                with urllib.request.urlopen(req, timeout=3600) as r:
+                with urllib.request.urlopen(req, timeout=3600, context=self.etcd.ssl_context) as r:
                     for line in r:
                         if self.stopping:
                             return
