@@ -1,6 +1,8 @@
 #include "election/membership.h"
 
+#include <algorithm>
 #include <exception>
+#include <limits>
 #include <set>
 #include <utility>
 
@@ -15,22 +17,76 @@ bool MembershipIndex::Loaded() const {
   return loaded_;
 }
 
+const std::string* MembershipIndex::SourceIndex::PoolOf(std::string_view node) const {
+  auto it = std::lower_bound(nodes.begin(), nodes.end(), node,
+                             [this](const Entry& e, std::string_view n) { return Name(e) < n; });
+  if (it == nodes.end() || Name(*it) != node) return nullptr;
+  return &pools[it->pool];
+}
+
+const std::string* MembershipIndex::PoolOfLocked(std::string_view node) const {
+  const std::string* best = nullptr;
+  for (const auto& [source, index] : by_source_) {
+    const std::string* pool = index.PoolOf(node);
+    if (pool != nullptr && (best == nullptr || *pool < *best)) best = pool;
+  }
+  return best;
+}
+
 std::optional<std::string> MembershipIndex::PoolOf(const std::string& node) const {
   absl::MutexLock lock(&mu_);
-  auto it = pool_of_.find(node);
-  if (it == pool_of_.end()) return std::nullopt;
-  return it->second;
+  const std::string* pool = PoolOfLocked(node);
+  if (pool == nullptr) return std::nullopt;
+  return *pool;
 }
 
 bool MembershipIndex::IsMember(const std::string& node, const std::string& pool) const {
   absl::MutexLock lock(&mu_);
-  auto it = pool_of_.find(node);
-  return it != pool_of_.end() && it->second == pool;
+  const std::string* found = PoolOfLocked(node);
+  return found != nullptr && *found == pool;
+}
+
+absl::StatusOr<MembershipIndex::SourceIndex> MembershipIndex::BuildSource(const PoolMap& pools) {
+  SourceIndex out;
+  size_t node_count = 0;
+  size_t chars = 0;
+  for (const auto& [pool, nodes] : pools) {
+    node_count += nodes.size();
+    for (const auto& node : nodes) chars += node.size();
+  }
+  constexpr size_t kMax = std::numeric_limits<uint32_t>::max();
+  if (chars > kMax || node_count > kMax || pools.size() > kMax) {
+    return absl::InvalidArgumentError("membership: too large (over 4 GiB of node names)");
+  }
+  out.pools.reserve(pools.size());
+  out.names.reserve(chars);
+  out.nodes.reserve(node_count);
+  for (const auto& [pool, nodes] : pools) {  // std::map: sorted, unique
+    const auto index = static_cast<uint32_t>(out.pools.size());
+    out.pools.push_back(pool);
+    for (const auto& node : nodes) {
+      out.nodes.push_back({static_cast<uint32_t>(out.names.size()),
+                           static_cast<uint32_t>(node.size()), index});
+      out.names += node;
+    }
+  }
+  auto key = [&out](const SourceIndex::Entry& e) { return std::make_pair(out.Name(e), e.pool); };
+  std::sort(out.nodes.begin(), out.nodes.end(),
+            [&key](const auto& a, const auto& b) { return key(a) < key(b); });
+  // A node listed twice in one pool counts once (its characters stay in `names`).
+  out.nodes.erase(std::unique(out.nodes.begin(), out.nodes.end(),
+                              [&key](const auto& a, const auto& b) { return key(a) == key(b); }),
+                  out.nodes.end());
+  out.nodes.shrink_to_fit();
+  return out;
 }
 
 absl::Status MembershipIndex::Replace(const std::string& source, const PoolMap& pools) {
+  // Built outside the lock: lookups go on while a 100,000-node file is indexed.
+  absl::StatusOr<SourceIndex> built = BuildSource(pools);
+  if (!built.ok()) return built.status();
   absl::MutexLock lock(&mu_);
-  by_source_[source] = pools;
+  by_source_[source] = *std::move(built);
   loaded_ = true;
   ++generation_;
   RebuildLocked();
@@ -42,14 +98,50 @@ absl::Status MembershipIndex::Replace(const std::string& source, const PoolMap& 
   return absl::OkStatus();
 }
 
+template <typename Fn>
+void MembershipIndex::ForEachNodeLocked(Fn fn) const {
+  // A merge of the sources' sorted node lists (there are one or two sources).
+  std::vector<std::pair<const SourceIndex*, size_t>> cursors;
+  for (const auto& [source, index] : by_source_) {
+    if (!index.nodes.empty()) cursors.emplace_back(&index, 0);
+  }
+  std::vector<std::string_view> node_pools;
+  while (true) {
+    std::string_view node;
+    bool any = false;
+    for (const auto& [index, i] : cursors) {
+      if (i == index->nodes.size()) continue;
+      const std::string_view name = index->Name(index->nodes[i]);
+      if (!any || name < node) {
+        node = name;
+        any = true;
+      }
+    }
+    if (!any) return;
+    node_pools.clear();
+    for (auto& [index, i] : cursors) {
+      for (; i < index->nodes.size() && index->Name(index->nodes[i]) == node; ++i) {
+        node_pools.push_back(index->pools[index->nodes[i].pool]);
+      }
+    }
+    if (cursors.size() > 1) {
+      std::sort(node_pools.begin(), node_pools.end());
+      node_pools.erase(std::unique(node_pools.begin(), node_pools.end()), node_pools.end());
+    }
+    fn(node, node_pools);
+  }
+}
+
 MembershipIndex::PoolMap MembershipIndex::Snapshot() const {
   absl::MutexLock lock(&mu_);
   PoolMap merged;
-  for (const auto& [node, pool] : pool_of_) merged[pool].push_back(node);
   // Pools listed without nodes still exist for status pages.
-  for (const auto& [source, pools] : by_source_) {
-    for (const auto& [pool, nodes] : pools) merged.try_emplace(pool);
+  for (const auto& [source, index] : by_source_) {
+    for (const auto& pool : index.pools) merged.try_emplace(pool);
   }
+  ForEachNodeLocked([&merged](std::string_view node, const std::vector<std::string_view>& pools) {
+    merged[std::string(pools.front())].emplace_back(node);
+  });
   return merged;
 }
 
@@ -59,22 +151,17 @@ int64_t MembershipIndex::Generation() const {
 }
 
 void MembershipIndex::RebuildLocked() {
-  // node -> every pool naming it, over all sources; std::set keeps name order so
-  // the first pool by name wins deterministically.
-  std::map<std::string, std::set<std::string>> pools_of;
-  for (const auto& [source, pools] : by_source_) {
-    for (const auto& [pool, nodes] : pools) {
-      for (const auto& node : nodes) pools_of[node].insert(pool);
-    }
-  }
-  pool_of_.clear();
   conflicts_.clear();
-  for (auto& [node, pools] : pools_of) {
-    pool_of_.emplace(node, *pools.begin());
-    if (pools.size() > 1) {
-      conflicts_.push_back(absl::StrCat(node, " in ", absl::StrJoin(pools, ", ")));
+  ForEachNodeLocked([this](std::string_view node, const std::vector<std::string_view>& pools) {
+    if (pools.size() < 2) return;
+    std::string line(node);
+    line += " in ";
+    for (size_t i = 0; i < pools.size(); ++i) {
+      if (i > 0) line += ", ";
+      line += pools[i];
     }
-  }
+    conflicts_.push_back(std::move(line));
+  });
 }
 
 namespace {

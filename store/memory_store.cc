@@ -3,12 +3,13 @@
 
 #include <algorithm>
 #include <deque>
-#include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/btree_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -20,6 +21,21 @@ namespace {
 constexpr int kKinds = 2;
 
 int Index(Kind kind) { return static_cast<int>(kind); }
+
+// The objects of one kind, ordered by name. A B-tree of the shared pointers
+// themselves, keyed by the name inside the (immutable) object: ~20 bytes per
+// object, where std::map<std::string, ObjectPtr> spent a 96-byte node and a
+// second copy of the name (issue 6).
+struct ByName {
+  using is_transparent = void;
+  static std::string_view Name(const ObjectPtr& o) { return o->metadata.name; }
+  static std::string_view Name(std::string_view name) { return name; }
+  template <typename A, typename B>
+  bool operator()(const A& a, const B& b) const {
+    return Name(a) < Name(b);
+  }
+};
+using ObjectSet = absl::btree_set<ObjectPtr, ByName>;
 
 
 class MemoryWatcher final : public Watcher {
@@ -61,15 +77,15 @@ class MemoryStore final : public Store {
     ListResult result;
     result.revision = revision_;
     auto it = options.after_name.empty() ? objects.begin()
-                                         : objects.upper_bound(options.after_name);
+                                         : objects.upper_bound(std::string_view(options.after_name));
     for (; it != objects.end(); ++it) {
-      if (options.predicate && !options.predicate(*it->second)) continue;
+      if (options.predicate && !options.predicate(**it)) continue;
       if (options.limit > 0 && static_cast<int64_t>(result.items.size()) >= options.limit) {
-        if (result.next_name.empty()) result.next_name = it->first;
+        if (result.next_name.empty()) result.next_name = (*it)->metadata.name;
         ++result.remaining;
         continue;
       }
-      result.items.push_back(it->second);
+      result.items.push_back(*it);
     }
     return result;
   }
@@ -79,7 +95,7 @@ class MemoryStore final : public Store {
     absl::MutexLock lock(&mu_);
     auto& state = kinds_[Index(kind)];
     auto it = state.objects.find(name);
-    ObjectPtr current = it == state.objects.end() ? nullptr : it->second;
+    ObjectPtr current = it == state.objects.end() ? nullptr : *it;
 
     LockedReader reader(this);
     absl::StatusOr<MutableObjectPtr> proposed = fn(current, reader);
@@ -116,9 +132,11 @@ class MemoryStore final : public Store {
     next->metadata.resource_version = revision;
     ObjectPtr stored = std::move(next);
     if (current) {
-      it->second = stored;
+      // Same name, so the set's order holds; the element is not a const object,
+      // only the set's iterators are const.
+      const_cast<ObjectPtr&>(*it) = stored;
     } else {
-      state.objects.emplace(std::string(name), stored);
+      state.objects.insert(stored);
     }
     result.object = stored;
     RecordLocked(kind, current ? EventType::kModified : EventType::kAdded, stored, current,
@@ -178,7 +196,7 @@ class MemoryStore final : public Store {
 
  private:
   struct KindState {
-    std::map<std::string, ObjectPtr, std::less<>> objects;
+    ObjectSet objects;
     std::vector<std::shared_ptr<WatchChannel>> watchers;
   };
 
@@ -199,7 +217,7 @@ class MemoryStore final : public Store {
       ABSL_SHARED_LOCKS_REQUIRED(mu_) {
     const auto& objects = kinds_[Index(kind)].objects;
     auto it = objects.find(name);
-    return it == objects.end() ? nullptr : it->second;
+    return it == objects.end() ? nullptr : *it;
   }
 
   // Appends the event to the history window and fans it out. The one Event is

@@ -6,11 +6,16 @@
 // they are integers: microseconds or seconds since the Unix epoch.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <initializer_list>
+#include <iosfwd>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 namespace poolcoord::store {
@@ -33,6 +38,147 @@ inline constexpr char kGroup[] = "coordination.pool";
 inline constexpr char kVersion[] = "v1alpha1";
 inline constexpr char kGroupVersion[] = "coordination.pool/v1alpha1";
 
+// The key of a StringMap entry, 16 bytes. The keys every DelegatedLease carries
+// (the pool label and the delegate annotation, listed in object.cc) point to one
+// static copy; any other key owns a heap copy of its characters. It reads as a
+// std::string_view; str() makes a std::string.
+class MapKey {
+ public:
+  MapKey() noexcept : data_(""), size_(0), owned_(false) {}
+  MapKey(std::string_view s);                                      // NOLINT: implicit
+  MapKey(const std::string& s) : MapKey(std::string_view(s)) {}  // NOLINT: implicit
+  MapKey(const char* s) : MapKey(std::string_view(s)) {}         // NOLINT: implicit
+  MapKey(const MapKey& other) : MapKey(other.view()) {}
+  MapKey(MapKey&& other) noexcept : data_(other.data_), size_(other.size_), owned_(other.owned_) {
+    other.Release();
+  }
+  MapKey& operator=(const MapKey& other) {
+    if (this != &other) *this = MapKey(other);
+    return *this;
+  }
+  MapKey& operator=(MapKey&& other) noexcept {
+    if (this != &other) {
+      Free();
+      data_ = other.data_;
+      size_ = other.size_;
+      owned_ = other.owned_;
+      other.Release();
+    }
+    return *this;
+  }
+  ~MapKey() { Free(); }
+
+  std::string_view view() const noexcept { return std::string_view(data_, size_); }
+  operator std::string_view() const noexcept { return view(); }  // NOLINT: implicit
+  std::string str() const { return std::string(view()); }
+  const char* data() const noexcept { return data_; }
+  std::size_t size() const noexcept { return size_; }
+  std::size_t length() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+  // True when the characters are the shared static copy (for tests).
+  bool interned() const noexcept { return !owned_ && size_ != 0; }
+
+  friend bool operator==(const MapKey& a, const MapKey& b) noexcept { return a.view() == b.view(); }
+  friend bool operator==(const MapKey& a, std::string_view b) noexcept { return a.view() == b; }
+  friend bool operator==(const MapKey& a, const std::string& b) noexcept { return a.view() == b; }
+  friend bool operator==(const MapKey& a, const char* b) noexcept { return a.view() == b; }
+  friend auto operator<=>(const MapKey& a, const MapKey& b) noexcept { return a.view() <=> b.view(); }
+  friend auto operator<=>(const MapKey& a, std::string_view b) noexcept { return a.view() <=> b; }
+  friend auto operator<=>(const MapKey& a, const std::string& b) noexcept {
+    return a.view() <=> std::string_view(b);
+  }
+  friend auto operator<=>(const MapKey& a, const char* b) noexcept {
+    return a.view() <=> std::string_view(b);
+  }
+  friend std::ostream& operator<<(std::ostream& os, const MapKey& key);
+
+ private:
+  void Free() noexcept {
+    if (owned_) delete[] data_;
+  }
+  void Release() noexcept {
+    data_ = "";
+    size_ = 0;
+    owned_ = false;
+  }
+  const char* data_;
+  uint32_t size_;
+  bool owned_;
+};
+
+// A map of strings (labels, annotations) kept as one sorted vector of
+// (MapKey, std::string) pairs. An object carries one or two entries, for which
+// std::map spent a 96-byte tree node and a heap copy of the key each, on top of
+// a 48-byte header (issue 6: ~400 B per stored DelegatedLease, now ~180).
+// The interface is the part of std::map that callers use: key-ordered iteration
+// over pairs (`for (const auto& [k, v] : m)`, `it->second`), find/count/at,
+// operator[], insert/emplace, erase, ==; keys read as std::string_view. Unlike
+// std::map, inserting or erasing invalidates iterators, and a key must not be
+// changed through an iterator. Callers that take a
+// `const std::map<std::string, std::string>&` get a copy through the implicit
+// conversion.
+class StringMap {
+ public:
+  using key_type = MapKey;
+  using mapped_type = std::string;
+  using value_type = std::pair<MapKey, std::string>;
+  using size_type = std::size_t;
+  using iterator = std::vector<value_type>::iterator;
+  using const_iterator = std::vector<value_type>::const_iterator;
+
+  StringMap() = default;
+  StringMap(std::initializer_list<value_type> init);
+  StringMap(const std::map<std::string, std::string>& m);  // NOLINT: implicit on purpose
+  StringMap& operator=(std::initializer_list<value_type> init);
+  operator std::map<std::string, std::string>() const;  // NOLINT: implicit on purpose
+
+  // Takes pairs in any order; for equal keys the last one wins (as repeated
+  // `m[k] = v` would). Capacity is exactly the number of distinct keys.
+  static StringMap FromUnsorted(std::vector<value_type> items);
+
+  iterator begin() { return items_.begin(); }
+  iterator end() { return items_.end(); }
+  const_iterator begin() const { return items_.begin(); }
+  const_iterator end() const { return items_.end(); }
+  const_iterator cbegin() const { return items_.cbegin(); }
+  const_iterator cend() const { return items_.cend(); }
+  bool empty() const { return items_.empty(); }
+  size_type size() const { return items_.size(); }
+  void clear() { items_.clear(); }
+
+  iterator lower_bound(std::string_view key);
+  const_iterator lower_bound(std::string_view key) const;
+  iterator upper_bound(std::string_view key);
+  const_iterator upper_bound(std::string_view key) const;
+  iterator find(std::string_view key);
+  const_iterator find(std::string_view key) const;
+  size_type count(std::string_view key) const { return find(key) == end() ? 0 : 1; }
+  bool contains(std::string_view key) const { return find(key) != end(); }
+  // std::out_of_range when absent, as std::map::at.
+  std::string& at(std::string_view key);
+  const std::string& at(std::string_view key) const;
+  std::string& operator[](std::string_view key);
+
+  std::pair<iterator, bool> insert(value_type item);
+  template <typename It>
+  void insert(It first, It last) {
+    for (; first != last; ++first) insert(value_type(MapKey(first->first), first->second));
+  }
+  template <typename K, typename V>
+  std::pair<iterator, bool> emplace(K&& key, V&& value) {
+    return insert(value_type(std::forward<K>(key), std::forward<V>(value)));
+  }
+  std::pair<iterator, bool> try_emplace(std::string_view key, std::string value = {});
+  std::pair<iterator, bool> insert_or_assign(std::string_view key, std::string value);
+  size_type erase(std::string_view key);
+  iterator erase(const_iterator pos) { return items_.erase(pos); }
+
+  friend bool operator==(const StringMap&, const StringMap&) = default;
+
+ private:
+  std::vector<value_type> items_;  // sorted by key, keys unique
+};
+
 // metav1.ObjectMeta, the fields we keep. owner_references and managed_fields are
 // kept verbatim as JSON arrays ("" when absent): we store them, never interpret them.
 struct ObjectMeta {
@@ -44,8 +190,8 @@ struct ObjectMeta {
   int64_t creation_timestamp = 0;    // seconds since the epoch
   std::optional<int64_t> deletion_timestamp;  // seconds since the epoch
   std::optional<int64_t> deletion_grace_period_seconds;
-  std::map<std::string, std::string> labels;
-  std::map<std::string, std::string> annotations;
+  StringMap labels;
+  StringMap annotations;
   std::vector<std::string> finalizers;
   std::string owner_references_json;
   std::string managed_fields_json;
@@ -71,18 +217,22 @@ struct LeaderTerm {
 };
 
 // Server-written status. Clients cannot set it through the main resource.
+// (`expired` last: Object places `kind` in the padding after it.)
 struct LeaseStatus {
   std::optional<int64_t> observed_time_us;      // server wall time of the last accepted write
   std::optional<int64_t> last_forward_time_us;  // DelegatedLease: last forward to the cloud Lease
-  bool expired = false;                         // DelegatedLease: marked by the GC sweep
   std::optional<LeaderTerm> leader_term;        // DelegatedLease: term it was written in
+  bool expired = false;                         // DelegatedLease: marked by the GC sweep
 };
 
+// Every stored object is one make_shared block of Object plus its control
+// block; the field order keeps it at 576 bytes of malloc chunk (issue 6).
 struct Object {
-  Kind kind = Kind::kPoolLease;
   ObjectMeta metadata;
   LeaseSpec spec;
-  LeaseStatus status;
+  // [[no_unique_address]] lets `kind` take the tail padding after status.expired.
+  [[no_unique_address]] LeaseStatus status;
+  Kind kind = Kind::kPoolLease;
   // Server-internal, never serialized to clients: this process's monotonic clock
   // (microseconds) when it accepted the last renewal. Expiry is judged from it,
   // never from the client's renewTime (DESIGN.md "The rules").

@@ -41,8 +41,7 @@ void KeyStr(JsonWriter& w, std::string_view key, std::string_view value) {
   Str(w, value);
 }
 
-void WriteStringMap(JsonWriter& w, std::string_view key,
-                    const std::map<std::string, std::string>& m) {
+void WriteStringMap(JsonWriter& w, std::string_view key, const StringMap& m) {
   if (m.empty()) return;
   Str(w, key);
   w.StartObject();
@@ -297,20 +296,24 @@ class Decoder {
     return absl::OkStatus();
   }
 
-  static absl::Status StringMap(const rapidjson::Value& v, const FieldPos& pos,
-                                std::map<std::string, std::string>* out) {
+  // Repeated keys: the last one wins, as with encoding/json.
+  static absl::Status DecodeStringMap(const rapidjson::Value& v, const FieldPos& pos,
+                                      StringMap* out) {
     out->clear();
     if (v.IsNull()) return absl::OkStatus();
     if (!v.IsObject()) return TypeError(JsonKind(v), pos, "map[string]string");
+    std::vector<StringMap::value_type> items;
+    items.reserve(v.MemberCount());
     for (const auto& m : v.GetObject()) {
       if (m.value.IsNull()) {
-        (*out)[std::string(Key(m.name))] = "";
+        items.emplace_back(MapKey(Key(m.name)), std::string());
         continue;
       }
       if (!m.value.IsString()) return TypeError(JsonKind(m.value), pos, "string");
-      (*out)[std::string(Key(m.name))] =
-          std::string(m.value.GetString(), m.value.GetStringLength());
+      items.emplace_back(MapKey(Key(m.name)),
+                         std::string(m.value.GetString(), m.value.GetStringLength()));
     }
+    *out = StringMap::FromUnsorted(std::move(items));
     return absl::OkStatus();
   }
 
@@ -383,9 +386,9 @@ class Decoder {
       } else if (key == "deletionGracePeriodSeconds") {
         CODEC_RETURN_IF_ERROR(Integer(val, at(key), &meta.deletion_grace_period_seconds));
       } else if (key == "labels") {
-        CODEC_RETURN_IF_ERROR(StringMap(val, at(key), &meta.labels));
+        CODEC_RETURN_IF_ERROR(DecodeStringMap(val, at(key), &meta.labels));
       } else if (key == "annotations") {
-        CODEC_RETURN_IF_ERROR(StringMap(val, at(key), &meta.annotations));
+        CODEC_RETURN_IF_ERROR(DecodeStringMap(val, at(key), &meta.annotations));
       } else if (key == "finalizers") {
         CODEC_RETURN_IF_ERROR(StringList(val, at(key), &meta.finalizers));
       } else if (key == "ownerReferences") {

@@ -142,6 +142,52 @@ BOOST_AUTO_TEST_CASE(sources_union_and_conflict_first_pool_wins) {
   BOOST_TEST(index.PoolOf("n-1").value() == "zeta");
 }
 
+BOOST_AUTO_TEST_CASE(one_source_naming_a_node_twice_first_pool_wins) {
+  pe::MembershipIndex index;
+  absl::Status s = index.Replace("nodes", {{"zeta", {"n-1", "n-2"}}, {"beta", {"n-1"}},
+                                           {"alpha", {"n-3", "n-3"}}});
+  BOOST_TEST(s.code() == absl::StatusCode::kInvalidArgument);
+  BOOST_TEST(std::string(s.message()).find("n-1 in beta, zeta") != std::string::npos,
+             s.message());
+  BOOST_TEST(std::string(s.message()).find("n-3") == std::string::npos);  // same pool twice
+  BOOST_TEST(index.PoolOf("n-1").value() == "beta");
+  BOOST_TEST(index.IsMember("n-1", "beta"));
+  BOOST_TEST(!index.IsMember("n-1", "zeta"));
+  BOOST_TEST(index.PoolOf("n-3").value() == "alpha");
+  auto snap = index.Snapshot();
+  BOOST_TEST((snap == pe::MembershipIndex::PoolMap{
+                          {"alpha", {"n-3"}}, {"beta", {"n-1"}}, {"zeta", {"n-2"}}}));
+}
+
+BOOST_AUTO_TEST_CASE(snapshot_merges_sources_in_name_order) {
+  pe::MembershipIndex index;
+  BOOST_REQUIRE(index.Replace("file", {{"a", {"n-5", "n-1"}}, {"empty", {}}}).ok());
+  BOOST_REQUIRE(index.Replace("nodes", {{"a", {"n-3", "n-1"}}, {"b", {"n-2"}}}).ok());
+  BOOST_TEST((index.Snapshot() == pe::MembershipIndex::PoolMap{
+                                      {"a", {"n-1", "n-3", "n-5"}}, {"b", {"n-2"}}, {"empty", {}}}));
+  BOOST_TEST(index.PoolOf("n-1").value() == "a");  // in two sources, one pool: no conflict
+  BOOST_TEST(!index.PoolOf("").has_value());
+  BOOST_TEST(!index.PoolOf("n-").has_value());
+  BOOST_TEST(!index.PoolOf("n-50").has_value());
+}
+
+BOOST_AUTO_TEST_CASE(large_membership_lookups) {
+  pe::MembershipIndex::PoolMap pools;
+  for (int p = 0; p < 2000; ++p) {
+    auto& nodes = pools["pool-" + std::to_string(p)];
+    for (int n = 0; n < 10; ++n) {
+      nodes.push_back("pool-" + std::to_string(p) + "-node-" + std::to_string(n));
+    }
+  }
+  pe::MembershipIndex index;
+  BOOST_REQUIRE(index.Replace("file", pools).ok());
+  for (const auto& [pool, nodes] : pools) {
+    for (const auto& node : nodes) BOOST_REQUIRE(index.PoolOf(node).value() == pool);
+  }
+  BOOST_TEST(!index.PoolOf("pool-1-node-10").has_value());
+  BOOST_TEST((index.Snapshot() == pools));
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(file_source)

@@ -284,6 +284,30 @@ BOOST_AUTO_TEST_CASE(UnknownFieldsCollected) {
   BOOST_TEST(unknown2[0] == "spec.acquireTime");
 }
 
+BOOST_AUTO_TEST_CASE(LabelsAndAnnotationsSortedLastDuplicateWinsKeysShared) {
+  auto r = DecodeText(
+      R"({"metadata":{"labels":{"z":"1","coordination.pool/pool":"hz","a":null,"z":"2"},)"
+      R"("annotations":{"openyurt.io/delegate-heartbeat":"true"}}})",
+      Kind::kDelegatedLease);
+  BOOST_REQUIRE(r.ok());
+  const StringMap& labels = (*r)->metadata.labels;
+  BOOST_REQUIRE(labels.size() == 3u);
+  auto it = labels.begin();
+  BOOST_TEST(it->first == "a");
+  BOOST_TEST(it->second == "");
+  ++it;
+  BOOST_TEST(it->first == "coordination.pool/pool");
+  BOOST_TEST(it->first.interned());
+  ++it;
+  BOOST_TEST(it->first == "z");
+  BOOST_TEST(it->second == "2");
+  BOOST_TEST((*r)->metadata.annotations.begin()->first.interned());
+  BOOST_TEST(EncodeObject(**r).find(
+                 R"("labels":{"a":"","coordination.pool/pool":"hz","z":"2"},)"
+                 R"("annotations":{"openyurt.io/delegate-heartbeat":"true"})") !=
+             std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(LargeAnnotationKept) {
   std::string big(300 * 1024, 'x');
   auto r = DecodeText(R"({"metadata":{"annotations":{"note":")" + big + R"("}}})",
