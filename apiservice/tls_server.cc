@@ -486,6 +486,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void EndStream(bool clean) {
     StopWaiting();
     stream_wake_ = nullptr;
+    // Released when this handler returns: the write below holds the session.
+    std::shared_ptr<Session> self = std::move(self_while_streaming_);
     if (source_) {
       source_->Cancel();
       source_.reset();
@@ -526,7 +528,16 @@ class Session : public std::enable_shared_from_this<Session> {
       return;
     }
     buffer_.commit(n);
-    if (state_ == State::kStreaming) return StartBackgroundRead();
+    // A client that sent its next request while the stream ran is still
+    // there; reading on would leave that request unparsed in buffer_ while
+    // OnFinalChunk waits for more bytes (the request hung until its timeout).
+    if (state_ == State::kStreaming) {
+      if (buffer_.size() == 0) return StartBackgroundRead();
+      // No read is pending now, and a waiting stream has nothing else in
+      // flight: the session holds itself until the stream ends.
+      self_while_streaming_ = shared_from_this();
+      return;
+    }
     if (state_ == State::kIdleAfterStream) {
       idle_timer_.cancel();
       DoRead();
@@ -607,6 +618,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::function<void()> stream_wake_;  // handed to every Poll of the stream
   bool stream_waiting_ = false;
   bool stream_timer_armed_ = false;
+  std::shared_ptr<Session> self_while_streaming_;  // see OnBackgroundRead
   bool stream_failed_ = false;  // peer gone or a write failed
   bool bg_read_pending_ = false;
 

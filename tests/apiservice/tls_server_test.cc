@@ -523,6 +523,31 @@ BOOST_AUTO_TEST_CASE(WokenStreamsDeliverWithoutAThreadEach) {
   BOOST_TEST(Lines(conns[0]->Read().body)[2] == "after=pushed");
 }
 
+// The input that showed a hang: the next request arrives while the stream is
+// still open (a client that pipelines, or one quicker than the final chunk).
+// It must be answered after the stream ends, not left unparsed in the buffer.
+BOOST_AUTO_TEST_CASE(RequestSentDuringAStreamIsServedAfterIt) {
+  Conn c(server->port());
+  BOOST_REQUIRE(c.Send(Get("/pushed")));
+  BOOST_REQUIRE(c.ReadHead().status == 200);
+  std::shared_ptr<PushedLines> source;
+  {
+    absl::MutexLock lock(&pushed_mu);
+    BOOST_REQUIRE(pushed.size() == 1u);
+    source = pushed[0];
+  }
+  BOOST_REQUIRE(c.Send(Get("/echo?after=early")));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the server reads it meanwhile
+  source->Push("last\n");
+  source->Finish();
+  std::string all, chunk;
+  while (c.ReadChunk(&chunk) && !chunk.empty()) all += chunk;
+  BOOST_TEST(all == "last\n");
+  HttpResponse next = c.Read();
+  BOOST_TEST(next.status == 200);
+  BOOST_TEST(Lines(next.body)[2] == "after=early");
+}
+
 BOOST_AUTO_TEST_CASE(OversizedBodiesGet413) {
   {
     Conn c(server->port());
