@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "store/microtime.h"
@@ -11,6 +12,16 @@ namespace poolcoord::election {
 namespace {
 
 std::string Quoted(const std::string& s) { return absl::StrCat("\"", s, "\""); }
+
+// "annotation openyurt.io/delegate-heartbeat", for messages (built only on denial).
+std::string Ann() { return absl::StrCat("annotation ", kDelegateAnnotation); }
+
+// username == "system:node:" + node, without building the string.
+bool IsNodeUser(std::string_view username, std::string_view node) {
+  constexpr std::string_view kPrefix = "system:node:";
+  return username.size() == kPrefix.size() + node.size() && username.starts_with(kPrefix) &&
+         username.substr(kPrefix.size()) == node;
+}
 
 AdmissionDecision Allow() { return AdmissionDecision{}; }
 
@@ -36,9 +47,9 @@ AdmissionDecision DecideDelegatedHeartbeat(const AdmissionAttributes& attrs,
   if (!obj.present || !obj.delegate_annotation) return Allow();
 
   const std::string& node = attrs.name;
-  const std::string ann = absl::StrCat("annotation ", kDelegateAnnotation);
+  const bool node_itself = IsNodeUser(attrs.user.username, node);
   const AdmissionLease& previous = attrs.old_object;
-  if (attrs.operation == "UPDATE" && attrs.user.username == absl::StrCat("system:node:", node) &&
+  if (attrs.operation == "UPDATE" && node_itself &&
       previous.present && previous.delegate_annotation &&
       *previous.delegate_annotation == *obj.delegate_annotation) {
     // The kubelet writes back the Lease it read, annotation included. Checked
@@ -51,24 +62,24 @@ AdmissionDecision DecideDelegatedHeartbeat(const AdmissionAttributes& attrs,
   }
   const MembershipIndex& membership = *rules.membership();
   if (!membership.Loaded()) {
-    return Deny(absl::StrCat("pool membership is not loaded yet, so the ", ann,
+    return Deny(absl::StrCat("pool membership is not loaded yet, so the ", Ann(),
                              " cannot be checked; retry in a few seconds"));
   }
 
   // Validity: applies to every requester, system:masters included.
   if (*obj.delegate_annotation != "true") {
-    return Deny(absl::StrCat(ann, " has the value ", Quoted(*obj.delegate_annotation),
+    return Deny(absl::StrCat(Ann(), " has the value ", Quoted(*obj.delegate_annotation),
                              "; it must be exactly \"true\" (or be removed)"));
   }
   if (obj.holder_identity.value_or("") != node) {
     return Deny(absl::StrCat("spec.holderIdentity ", Quoted(obj.holder_identity.value_or("")),
-                             " must equal the Lease's name ", Quoted(node), " when the ", ann,
+                             " must equal the Lease's name ", Quoted(node), " when the ", Ann(),
                              " is set"));
   }
   const std::optional<std::string> pool = membership.PoolOf(node);
   if (!pool) {
     return Deny(absl::StrCat("node ", Quoted(node), " belongs to no pool, so its heartbeat "
-                             "cannot be delegated; add it to a pool or remove the ", ann));
+                             "cannot be delegated; add it to a pool or remove the ", Ann()));
   }
   if (obj.renew_time_invalid) {
     return Deny("spec.renewTime is not a MicroTime (RFC 3339 with 6 fractional digits)");
@@ -85,15 +96,15 @@ AdmissionDecision DecideDelegatedHeartbeat(const AdmissionAttributes& attrs,
   const UserInfo& user = attrs.user;
   if (user.IsMaster()) return Allow();
 
-  if (user.username == absl::StrCat("system:node:", node)) {
+  if (node_itself) {
     const bool existed = attrs.operation == "UPDATE" && old.present && old.delegate_annotation;
     if (!existed) {
-      return Deny(absl::StrCat("node ", Quoted(node), " may not add the ", ann,
+      return Deny(absl::StrCat("node ", Quoted(node), " may not add the ", Ann(),
                                " to its own Lease: only poolcoord's forwarder marks a "
                                "delegated heartbeat; renew without the annotation"));
     }
     if (*old.delegate_annotation != *obj.delegate_annotation) {
-      return Deny(absl::StrCat("node ", Quoted(node), " may not change the ", ann,
+      return Deny(absl::StrCat("node ", Quoted(node), " may not change the ", Ann(),
                                " on its own Lease; keep it unchanged or remove it"));
     }
     return Allow();
@@ -143,7 +154,7 @@ AdmissionDecision DecideDelegatedHeartbeat(const AdmissionAttributes& attrs,
   }
 
   return Deny(absl::StrCat(
-      "user ", Quoted(user.username), " may not set the ", ann, " on the Lease of node ",
+      "user ", Quoted(user.username), " may not set the ", Ann(), " on the Lease of node ",
       Quoted(node), ": only poolcoord's forwarder (--forwarder-user), a lease-proxy user for "
       "pools poolcoord does not govern (--lease-proxy-users) or system:masters may"));
 }

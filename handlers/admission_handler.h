@@ -14,6 +14,9 @@
 //   operation other than CREATE/UPDATE: allowed, with a warning that nothing was
 //   checked;
 // - bodies up to 3 MiB (kMaxAdmissionReviewBytes); larger ones get 413.
+// The body is read in one pass that keeps only the fields the rules read (no DOM;
+// admission_handler.cc, "decoding"), with the grammar, first-member-wins reading
+// and error messages (RapidJSON's, with offsets) of the full parse it replaced.
 // Decisions come from memory (election::DecideDelegatedHeartbeat). Thread-safe;
 // never throws.
 #pragma once

@@ -254,6 +254,25 @@ BOOST_AUTO_TEST_CASE(forwarder_denied_once_the_delegated_lease_expires) {
   ExpectDenied(Review("hz-3", User(kForwarder)), "expired");
 }
 
+// "The node itself" is exactly system:node:<the Lease's name>: a longer or
+// shorter node name, or another prefix, is someone else.
+BOOST_AUTO_TEST_CASE(node_itself_is_the_exact_node_identity) {
+  BOOST_TEST(Decide(Review("hz-3", Node("hz-3"), "true", "true")).allowed);
+  for (const char* username : {"system:node:hz-33", "system:node:hz-", "system:node:", "system:nodehz-3",
+                               "xsystem:node:hz-3", "hz-3"}) {
+    BOOST_TEST_CONTEXT(username) {
+      pe::UserInfo u = Node("hz-3");
+      u.username = username;
+      ExpectDenied(Review("hz-3", u, "true", "true"), "may not set");
+      ExpectDenied(Review("hz-3", u), "may not set");
+    }
+  }
+  // Every denial still names the annotation.
+  ExpectDenied(Review("hz-3", Node("hz-3")), "may not add the annotation openyurt.io/delegate-heartbeat");
+  ExpectDenied(Review("hz-3", User(kProxy), "yes"),
+               "annotation openyurt.io/delegate-heartbeat has the value \"yes\"");
+}
+
 BOOST_AUTO_TEST_CASE(anyone_else_denied_naming_who_may) {
   ExpectDenied(Review("bj-2", User("mallory")), "--forwarder-user");
   ExpectDenied(Review("bj-2", User("mallory")), "--lease-proxy-users");

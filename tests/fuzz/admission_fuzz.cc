@@ -3,9 +3,12 @@
 // governed pool with a live leader and a DelegatedLease, one ungoverned pool).
 // Invariants checked on every input: no crash or sanitizer report; the answer is
 // 200, 400 or 413; a 200 is an AdmissionReview echoing apiVersion and uid
-// without a patch; a 400 is a metav1.Status.
+// without a patch; a 400 is a metav1.Status; and the answer is byte for byte the
+// one of the previous decoder (a full rapidjson DOM, admission_reference.h), so
+// the single-pass reader accepts, rejects and reads exactly what the DOM did.
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -16,6 +19,7 @@
 #include "handlers/admission_handler.h"
 #include "rapidjson/document.h"
 #include "store/memory_store.h"
+#include "tests/fuzz/admission_reference.h"
 
 namespace pe = poolcoord::election;
 namespace ph = poolcoord::handlers;
@@ -88,6 +92,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   req.body.assign(reinterpret_cast<const char*>(data), size);
   ph::Response resp = ph::ServeAdmissionReview(req, {w.store.get(), &w.rules});
   Check(resp.status == 200 || resp.status == 400 || resp.status == 413);
+  ph::Response ref = ph::reference::ServeAdmissionReview(req, {w.store.get(), &w.rules});
+  if (resp.status != ref.status || resp.body != ref.body || resp.headers != ref.headers) {
+    std::fprintf(stderr, "differs from the DOM decoder:\n  new %d %s\n  ref %d %s\n", resp.status,
+                 resp.body.c_str(), ref.status, ref.body.c_str());
+    std::abort();
+  }
   rapidjson::Document out;
   out.Parse(resp.body.c_str(), resp.body.size());
   Check(!out.HasParseError() && out.IsObject());

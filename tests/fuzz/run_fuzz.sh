@@ -52,5 +52,6 @@ cd "$ROOT"
 
 # New inputs go to a scratch corpus; the checked-in seeds stay read-only.
 "$BIN" -runs="$RUNS" -max_total_time="$MAX_TIME" -max_len=65536 -timeout=10 \
+  -dict="$ROOT/tests/fuzz/admission.dict" \
   -rss_limit_mb=2048 -artifact_prefix="$OUT_DIR/" -print_final_stats=1 \
   "$OUT_DIR/corpus" "$ROOT/tests/fuzz/corpus" 2>&1 | tail -n 25
