@@ -69,7 +69,7 @@ perf_report() {  # perf_report NAME
   # Self time per function, then inclusive time (children) per function, then by library.
   { perf report -i "$OUT/$1.perf.data" --no-children --stdio --percent-limit 0.5 -g none -F overhead,sym \
       2>/dev/null | grep -v '^#' | grep -v '^$' | cut -c1-220 | head -80 || true; } >"$OUT/$1-self.txt"
-  { perf report -i "$OUT/$1.perf.data" --children --stdio --percent-limit 2 -g none -F children,overhead,sym \
+  { perf report -i "$OUT/$1.perf.data" --children --stdio --percent-limit 2 -g none -F overhead_children,overhead,sym \
       2>/dev/null | grep -v '^#' | grep -v '^$' | cut -c1-220 | head -150 || true; } >"$OUT/$1-children.txt"
   { perf report -i "$OUT/$1.perf.data" --no-children --stdio -g none --sort dso \
       2>/dev/null | grep -v '^#' | grep -v '^$' | head -20 || true; } >"$OUT/$1-dso.txt"

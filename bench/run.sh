@@ -145,6 +145,20 @@ cpu_ms() {  # cpu_ms PID
   done
   echo $((total * 1000 / tick))
 }
+# Adds the server's CPU per answered request to a run's JSON: unlike rates and
+# latencies, it does not depend on how much of the 2 cores the client took.
+add_cpu_per_req() {  # add_cpu_per_req JSON CPU_MS COUNT_KEY...: the first count key present divides
+  python3 - "$@" <<'PY' || true
+import json, sys
+path, cpu_ms, keys = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+j = json.load(open(path))
+n = next((j[k] for k in keys if j.get(k)), None)
+if n:
+    j["server_cpu_ms"] = cpu_ms
+    j["server_cpu_us_per_req"] = round(cpu_ms * 1000.0 / n, 1)
+json.dump(j, open(path, "w"))
+PY
+}
 wrk_run() {  # wrk_run NAME URL SCRIPT [SERVER_PID]: one closed-loop run, JSON to $OUT/NAME.json
   local before=0 after=0
   [ -n "${4:-}" ] && before=$(cpu_ms "$4")
@@ -152,19 +166,7 @@ wrk_run() {  # wrk_run NAME URL SCRIPT [SERVER_PID]: one closed-loop run, JSON t
     >"$OUT/$1.txt" 2>&1 || true
   [ -n "${4:-}" ] && after=$(cpu_ms "$4")
   last_json "$OUT/$1.txt" >"$OUT/$1.json" || echo '{}' >"$OUT/$1.json"
-  if [ -n "${4:-}" ]; then
-    # The server's own CPU per answered request: unlike the rate, it does not
-    # depend on how much of the 2 cores the client (wrk) took.
-    python3 - "$OUT/$1.json" "$((after - before))" <<'PY'
-import json, sys
-path, cpu_ms = sys.argv[1], int(sys.argv[2])
-j = json.load(open(path))
-if j.get("requests"):
-    j["server_cpu_ms"] = cpu_ms
-    j["server_cpu_us_per_req"] = round(cpu_ms * 1000.0 / j["requests"], 1)
-json.dump(j, open(path, "w"))
-PY
-  fi
+  [ -n "${4:-}" ] && add_cpu_per_req "$OUT/$1.json" "$((after - before))" requests
   log "$1: $(cat "$OUT/$1.json")"
 }
 
@@ -249,20 +251,6 @@ if wants renewals; then
 fi
 
 # ---------------------------------------------------------------- 2. webhook
-wh_add_cpu() {  # wh_add_cpu JSON CPU_MS: the server's CPU (user + system) per review answered
-  # Warm-up included on both sides (the CPU is read around the whole loadgen run).
-  # Unlike the latencies, it does not depend on the client's share of the 2 cores.
-  python3 - "$1" "$2" <<'PY' || true
-import json, sys
-path, cpu_ms = sys.argv[1], int(sys.argv[2])
-j = json.load(open(path))
-n = j.get("completed_with_warmup") or j.get("completed")
-if n:
-    j["server_cpu_ms"] = cpu_ms
-    j["server_cpu_us_per_req"] = round(cpu_ms * 1000.0 / n, 1)
-json.dump(j, open(path, "w"))
-PY
-}
 if wants webhook; then
   log "webhook reviews at a fixed ${BENCH_WEBHOOK_RATE}/s (4-8 KB bodies)"
   renew_poolleases "$RENEW"
@@ -274,7 +262,7 @@ if wants webhook; then
     --template="$RENEW/webhook_forwarder_8k.tmpl" --count-substring='"allowed":true' \
     >"$OUT/webhook.json" 2>>"$OUT/loadgen.log" || true
   wh_cpu_after=$(cpu_ms "$SERVER_PID")
-  wh_add_cpu "$OUT/webhook.json" "$((wh_cpu_after - wh_cpu_before))"
+  add_cpu_per_req "$OUT/webhook.json" "$((wh_cpu_after - wh_cpu_before))" completed_with_warmup completed
   cp "$RENEW/webhook_sizes.json" "$OUT/webhook-sizes.json"
   log "webhook: $(cat "$OUT/webhook.json")"
   if [ -n "${HELLO_PID:-}" ]; then  # control: the same reviews, rate and client against the hello-world
@@ -283,7 +271,8 @@ if wants webhook; then
       --warmup="$BENCH_WARMUP" --connections=8 --keys="$RENEW/keys.tsv" \
       --template="$RENEW/webhook_forwarder_6k.tmpl" --template="$RENEW/webhook_kubelet_4k.tmpl" \
       --template="$RENEW/webhook_forwarder_8k.tmpl" >"$OUT/webhook-hello.json" 2>>"$OUT/loadgen.log" || true
-    wh_add_cpu "$OUT/webhook-hello.json" "$(($(cpu_ms "$HELLO_PID") - wh_cpu_before))"
+    add_cpu_per_req "$OUT/webhook-hello.json" "$(($(cpu_ms "$HELLO_PID") - wh_cpu_before))" \
+      completed_with_warmup completed
     log "webhook, hello-world control: $(cat "$OUT/webhook-hello.json")"
   fi
 fi
