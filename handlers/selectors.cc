@@ -281,7 +281,7 @@ class Parser {
   size_t pos_ = 0;
 };
 
-bool RequirementMatches(const Requirement& r, const std::map<std::string, std::string>& labels) {
+bool RequirementMatches(const Requirement& r, const store::StringMap& labels) {
   auto it = labels.find(r.key);
   bool has = it != labels.end();
   auto contains = [&r](const std::string& v) {
@@ -397,7 +397,7 @@ absl::StatusOr<LabelSelector> LabelSelector::Parse(std::string_view text) {
   return selector;
 }
 
-bool LabelSelector::Matches(const std::map<std::string, std::string>& labels) const {
+bool LabelSelector::Matches(const store::StringMap& labels) const {
   return std::all_of(requirements_.begin(), requirements_.end(),
                      [&labels](const Requirement& r) { return RequirementMatches(r, labels); });
 }

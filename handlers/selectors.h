@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "store/object.h"
 
 namespace poolcoord::handlers {
 
@@ -50,7 +51,8 @@ class LabelSelector {
 
   // True when every requirement holds. As Kubernetes: != and notin also match
   // objects without the key; =, in, gt and lt require it.
-  bool Matches(const std::map<std::string, std::string>& labels) const;
+  // Takes the object's labels as stored: no copy per object or watch event.
+  bool Matches(const store::StringMap& labels) const;
 
   bool Empty() const { return requirements_.empty(); }
   const std::vector<Requirement>& requirements() const { return requirements_; }
