@@ -19,9 +19,10 @@ int main(int argc, char** argv) {
   using poolcoord::apiservice::LogError;
   using poolcoord::apiservice::LogInfo;
 
-  // glibc gives threads arenas of their own; with a thread per watch stream the
-  // resident set grew to 1.7x the live heap in the memory benchmark. Two arenas
-  // keep it near the heap for a server that mostly waits on two I/O threads.
+  // glibc gives threads arenas of their own; with many threads (once a thread per
+  // watch stream, still one per etcd3 watch) the resident set grew to 1.7x the
+  // live heap in the memory benchmark. Two arenas keep it near the heap for a
+  // server whose work runs on two I/O threads.
   mallopt(M_ARENA_MAX, 2);
   // Keep blocks of 128 KiB and more in mmap, as glibc starts out: by default the
   // first such block freed raises the threshold (up to 32 MiB, the trim threshold
