@@ -1,5 +1,5 @@
-"""The acceptance script ../shared/checks/conformance.py (beside the repository)
-against a server on the etcd3 store: a fresh etcd (tests/e2e/etcd_fixture.py), the
+"""Runs a conformance script (CI passes the shared acceptance checks' path with
+--script) against a server on the etcd3 store: a fresh etcd (tests/e2e/etcd_fixture.py), the
 server started by the script with --storage-backend=etcd3 --etcd-servers=<it>.
 Passes when the script passes, and when its writes reached that etcd (so the
 run really used etcd, not the memory store). Prints the script's output, its
@@ -12,21 +12,19 @@ import sys
 import time
 import uuid
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
 from etcd_fixture import EtcdFixture  # noqa: E402
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SCRIPT = os.path.join(os.path.dirname(REPO), "shared", "checks", "conformance.py")
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--binary", required=True)
-    ap.add_argument("--script", default=os.environ.get("POOLCOORD_CONFORMANCE", SCRIPT))
+    ap.add_argument("--script", required=True, help="the conformance script to run")
     a = ap.parse_args()
     passed = failed = 0
     if not os.path.exists(a.script):
-        print(f"FAIL conformance_on_etcd3: {a.script} not found (shared/ beside the repository)")
+        print(f"FAIL conformance_on_etcd3: {a.script} not found ")
         print("0 passed, 1 failed")
         return 1
     prefix = f"/conformance/{uuid.uuid4().hex[:8]}"
