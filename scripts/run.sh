@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-scripts/build.sh
+scripts/build.sh poolcoord-apiserver
 mkdir -p .poolcoord
 [ -f .poolcoord/membership.yaml ] || cp scripts/example-membership.yaml .poolcoord/membership.yaml
 exec build/poolcoord-apiserver \

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <string_view>
 #include <thread>
 
 #include "absl/strings/numbers.h"
@@ -229,8 +230,8 @@ namespace {
 
 using poolcoord::sim::Options;
 
-void Usage() {
-  std::cerr <<
+void Usage(std::ostream& out = std::cerr) {
+  out <<
       R"(usage: poolcoord-sim [flags]
   --scenario=fleet|elector|term-selftest
                              fleet (default), the real-server elector checks, or
@@ -343,6 +344,13 @@ int main(int argc, char** argv) {
   using namespace poolcoord;
   signal(SIGPIPE, SIG_IGN);
   Options o;
+  for (int i = 1; i < argc; ++i) {
+    // --help is an answer, not an error: usage on stdout, exit 0 (as kube-apiserver).
+    if (std::string_view(argv[i]) == "--help" || std::string_view(argv[i]) == "-h") {
+      Usage(std::cout);
+      return 0;
+    }
+  }
   if (!ParseFlags(argc, argv, &o)) {
     Usage();
     return 2;

@@ -1,0 +1,46 @@
+"""Every program we ship answers --help with its usage on stdout and exit status 0,
+and an unknown flag with a message on stderr and exit status 2 (as kube-apiserver
+and kubectl do). Programs are found beside the --binary given (the build folder);
+one that is not built is a failure, not a skip: ctest builds them all.
+"""
+import argparse
+import os
+import subprocess
+import sys
+
+# Programs of the build folder, by their path relative to it.
+PROGRAMS = ["poolcoord-apiserver", "poolcoord-sim"]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--binary", required=True)
+    a = ap.parse_args()
+    build = os.path.dirname(os.path.abspath(a.binary))
+    passed = failed = 0
+    for rel in PROGRAMS:
+        exe = os.path.join(build, rel)
+        name = os.path.basename(rel)
+        try:
+            if not os.access(exe, os.X_OK):
+                raise AssertionError(f"{exe} is not built")
+            r = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=20)
+            if r.returncode != 0:
+                raise AssertionError(f"--help exited {r.returncode}: {r.stderr[:300]}")
+            if "--" not in r.stdout:
+                raise AssertionError(f"--help printed no flags on stdout: {r.stdout[:300]!r}")
+            r = subprocess.run([exe, "--no-such-flag-xyz"], capture_output=True, text=True,
+                               timeout=20)
+            if r.returncode != 2 or "no-such-flag-xyz" not in r.stderr:
+                raise AssertionError(f"unknown flag: exit {r.returncode}, stderr {r.stderr[:300]!r}")
+            passed += 1
+            print(f"PASS {name}", flush=True)
+        except Exception as e:  # any failure of one program is that program's case
+            failed += 1
+            print(f"FAIL {name}: {e}", flush=True)
+    print(f"{passed} passed, {failed} failed")
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
