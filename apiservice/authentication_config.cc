@@ -4,7 +4,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "apiservice/log.h"
+#include "base/log.h"
 #include "rapidjson/document.h"
 
 namespace poolcoord::apiservice {
@@ -172,7 +172,7 @@ void AuthenticationConfigMapWatcher::Run(std::string rv) {
       std::string list_rv;
       absl::StatusOr<AuthenticationConfigMap> listed = List(&list_rv);
       if (!listed.ok()) {
-        LogWarning(where, ": list failed: ", listed.status().message());
+        base::LogWarning(where, ": list failed: ", listed.status().message());
         sleep_backoff();
         continue;
       }
@@ -209,7 +209,7 @@ void AuthenticationConfigMapWatcher::Run(std::string rv) {
           absl::StatusOr<AuthenticationConfigMap> config = FromObject(object->value);
           if (!config.ok()) {
             // kube keeps the last good content when the new one does not parse.
-            LogWarning(where, ": ", config.status().message());
+            base::LogWarning(where, ": ", config.status().message());
             return true;
           }
           Deliver(*config);
@@ -223,7 +223,7 @@ void AuthenticationConfigMapWatcher::Run(std::string rv) {
       continue;
     }
     if (!s.ok()) {
-      LogWarning(where, ": watch failed: ", s.message());
+      base::LogWarning(where, ": watch failed: ", s.message());
       sleep_backoff();
     } else if (std::chrono::steady_clock::now() - watch_started < std::chrono::seconds(1)) {
       sleep_backoff();  // a server that ends every watch at once must not make us spin

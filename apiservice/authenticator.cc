@@ -11,7 +11,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "apiservice/log.h"
+#include "base/log.h"
 #include "apiservice/pki.h"
 #include "store/api_error.h"
 
@@ -115,7 +115,7 @@ std::string CommonName(X509* cert) {
   return cns.empty() ? "" : cns.back();
 }
 
-void AddAuthenticatedGroup(election::UserInfo& user) {
+void AddAuthenticatedGroup(base::UserInfo& user) {
   if (!user.InGroup(kAuthenticatedGroup)) user.groups.push_back(kAuthenticatedGroup);
 }
 
@@ -153,14 +153,14 @@ std::vector<std::string> ParseCsvRecord(std::string_view line) {
 
 }  // namespace
 
-election::UserInfo AnonymousUser() {
-  election::UserInfo user;
+base::UserInfo AnonymousUser() {
+  base::UserInfo user;
   user.username = kAnonymousUser;
   user.groups = {kUnauthenticatedGroup};
   return user;
 }
 
-bool IsAnonymous(const election::UserInfo& user) { return user.username == kAnonymousUser; }
+bool IsAnonymous(const base::UserInfo& user) { return user.username == kAnonymousUser; }
 
 bool AnonymousAllowed(std::string_view method, std::string_view path) {
   for (std::string_view health : {"/healthz", "/livez", "/readyz"}) {
@@ -329,7 +329,7 @@ bool Authenticator::Verify(X509_STORE* store, const PeerCertificates& peer) cons
   return verified;
 }
 
-absl::StatusOr<election::UserInfo> Authenticator::Authenticate(
+absl::StatusOr<base::UserInfo> Authenticator::Authenticate(
     const handlers::HeaderList& headers, const PeerCertificates* peer) const {
   const std::shared_ptr<const State> state = Snapshot();
   bool failed = false;
@@ -346,7 +346,7 @@ absl::StatusOr<election::UserInfo> Authenticator::Authenticate(
         failed = true;
         continue;
       }
-      election::UserInfo user;
+      base::UserInfo user;
       for (const std::string& name : source.username_headers) {
         for (const auto& [key, value] : headers) {
           if (key == name) {
@@ -379,7 +379,7 @@ absl::StatusOr<election::UserInfo> Authenticator::Authenticate(
     if (!Verify(state->client_ca, *peer)) {
       failed = true;
     } else {
-      election::UserInfo user;
+      base::UserInfo user;
       user.username = CommonName(peer->leaf());
       // A verified certificate without a CN names nobody (k8s.io/apiserver's
       // CommonNameUserConversion); the other authenticators still get their turn.
@@ -404,7 +404,7 @@ absl::StatusOr<election::UserInfo> Authenticator::Authenticate(
       }
       const std::string token(parts[1]);
       if (auto it = tokens_.find(token); it != tokens_.end()) {
-        election::UserInfo user = it->second;
+        base::UserInfo user = it->second;
         AddAuthenticatedGroup(user);
         return user;
       }
@@ -414,7 +414,7 @@ absl::StatusOr<election::UserInfo> Authenticator::Authenticate(
       }
       absl::StatusOr<TokenReviewResult> review = options_.token_reviewer->Review(token);
       if (!review.ok()) {
-        LogWarning("token review failed: ", review.status().message());
+        base::LogWarning("token review failed: ", review.status().message());
         failed = true;
         break;
       }
@@ -422,7 +422,7 @@ absl::StatusOr<election::UserInfo> Authenticator::Authenticate(
         failed = true;
         break;
       }
-      election::UserInfo user = review->user;
+      base::UserInfo user = review->user;
       AddAuthenticatedGroup(user);
       return user;
     }

@@ -49,7 +49,7 @@
 #include "apiservice/authentication_config.h"
 #include "apiservice/delegating_authn.h"
 #include "apiservice/peer_certificates.h"
-#include "election/user_info.h"
+#include "base/user_info.h"
 #include "handlers/http_types.h"
 
 namespace poolcoord::apiservice {
@@ -74,7 +74,7 @@ struct AuthenticatorOptions {
 // One line of a token file.
 struct TokenEntry {
   std::string token;
-  election::UserInfo user;  // username, uid, groups as listed
+  base::UserInfo user;  // username, uid, groups as listed
 };
 
 // Parses kube-apiserver's --token-auth-file CSV: token,user,uid[,"group1,group2"];
@@ -95,7 +95,7 @@ class Authenticator {
   // `headers`: lower-case names, in order (handlers::HeaderList). `peer`: the
   // client's chain, nullptr when it sent none. Thread-safe; blocks on TokenReview
   // for an uncached token the file does not know.
-  absl::StatusOr<election::UserInfo> Authenticate(const handlers::HeaderList& headers,
+  absl::StatusOr<base::UserInfo> Authenticate(const handlers::HeaderList& headers,
                                                   const PeerCertificates* peer) const;
 
   // Replaces the delegated part of the configuration with `config` (exists=false
@@ -114,7 +114,7 @@ class Authenticator {
   AuthenticatorOptions options_;
   std::string client_ca_pem_;         // --client-ca-file's content
   std::string requestheader_ca_pem_;  // --requestheader-client-ca-file's content
-  std::map<std::string, election::UserInfo, std::less<>> tokens_;
+  std::map<std::string, base::UserInfo, std::less<>> tokens_;
   mutable absl::Mutex mu_;
   std::shared_ptr<const State> state_ ABSL_GUARDED_BY(mu_);
   // Replaced states stay alive until destruction: PeerCertificates memoizes
@@ -124,8 +124,8 @@ class Authenticator {
 };
 
 // The anonymous user.
-election::UserInfo AnonymousUser();
-bool IsAnonymous(const election::UserInfo& user);
+base::UserInfo AnonymousUser();
+bool IsAnonymous(const base::UserInfo& user);
 
 // Where a request without credentials may go even with --anonymous-auth=false:
 // /healthz, /livez, /readyz and their subpaths, /version, /metrics, and POST of

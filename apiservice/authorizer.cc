@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "apiservice/authenticator.h"
-#include "apiservice/log.h"
+#include "base/log.h"
 #include "store/api_error.h"
 #include "store/object.h"
 
@@ -39,7 +39,7 @@ bool IsOurResource(const RequestInfo& info) {
 
 Authorizer::Authorizer(AuthorizerOptions options) : options_(std::move(options)) {}
 
-std::string ForbiddenMessage(const election::UserInfo& user, const RequestInfo& info,
+std::string ForbiddenMessage(const base::UserInfo& user, const RequestInfo& info,
                              const std::string& reason) {
   const std::string suffix = reason.empty() ? "" : absl::StrCat(": ", reason);
   if (!info.is_resource_request) {
@@ -64,7 +64,7 @@ std::string ForbiddenMessage(const election::UserInfo& user, const RequestInfo& 
   return absl::StrFormat("%s \"%s\" is forbidden: %s", qualified, info.name, message);
 }
 
-bool Authorizer::Allowed(const election::UserInfo& user, const RequestInfo& info) const {
+bool Authorizer::Allowed(const base::UserInfo& user, const RequestInfo& info) const {
   if (user.IsMaster()) return true;
   if (!info.is_resource_request) {
     for (const std::string& allowed : options_.always_allow_paths) {
@@ -101,13 +101,13 @@ bool Authorizer::Allowed(const election::UserInfo& user, const RequestInfo& info
   return false;
 }
 
-absl::Status Authorizer::Authorize(const election::UserInfo& user, const RequestInfo& info) const {
+absl::Status Authorizer::Authorize(const base::UserInfo& user, const RequestInfo& info) const {
   if (Allowed(user, info)) return absl::OkStatus();
   std::string reason;
   if (options_.access_reviewer != nullptr) {
     absl::StatusOr<AccessReviewResult> review = options_.access_reviewer->Review(user, info);
     if (!review.ok()) {
-      LogWarning("subject access review failed: ", review.status().message());
+      base::LogWarning("subject access review failed: ", review.status().message());
       // responsewriters.InternalError's text (kube writes it as text/plain; we
       // keep every error a Status object).
       store::ApiErrorInfo error;

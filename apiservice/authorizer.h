@@ -37,7 +37,7 @@
 #include "absl/status/status.h"
 #include "apiservice/delegating_authz.h"
 #include "apiservice/request_info.h"
-#include "election/user_info.h"
+#include "base/user_info.h"
 
 namespace poolcoord::apiservice {
 
@@ -57,16 +57,16 @@ class Authorizer {
   // {name, group, kind: resource}), or Internal (500) when the delegated review
   // failed. Thread-safe; pure without an AccessReviewer, else it may block on
   // SubjectAccessReview for an uncached question.
-  absl::Status Authorize(const election::UserInfo& user, const RequestInfo& info) const;
+  absl::Status Authorize(const base::UserInfo& user, const RequestInfo& info) const;
 
  private:
-  bool Allowed(const election::UserInfo& user, const RequestInfo& info) const;
+  bool Allowed(const base::UserInfo& user, const RequestInfo& info) const;
   AuthorizerOptions options_;
 };
 
 // The kube-apiserver 403 message for a denied request; a non-empty `reason`
 // (the authorizer's) is appended after ": ".
-std::string ForbiddenMessage(const election::UserInfo& user, const RequestInfo& info,
+std::string ForbiddenMessage(const base::UserInfo& user, const RequestInfo& info,
                              const std::string& reason = "");
 
 }  // namespace poolcoord::apiservice

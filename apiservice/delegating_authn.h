@@ -17,8 +17,8 @@
 
 #include "absl/status/statusor.h"
 #include "apiservice/ttl_cache.h"
-#include "election/clock.h"
-#include "election/user_info.h"
+#include "base/clock.h"
+#include "base/user_info.h"
 #include "store/kube_client.h"
 
 namespace poolcoord::apiservice {
@@ -35,7 +35,7 @@ ReviewPoster KubeClientPoster(store::KubeClient* client);
 
 struct TokenReviewResult {
   bool authenticated = false;
-  election::UserInfo user;  // as the review returned it; no groups added
+  base::UserInfo user;  // as the review returned it; no groups added
   std::string error;        // status.error, when the reviewer gave one
 };
 
@@ -55,7 +55,7 @@ struct WebhookTokenReviewerOptions {
   // status.error and transport errors are not cached (cacheErrs=false).
   std::chrono::microseconds cache_ttl = std::chrono::seconds(10);
   size_t max_cache_entries = 4096;
-  const election::Clock* clock = election::RealClock::Get();  // not owned
+  const base::Clock* clock = base::RealClock::Get();  // not owned
 };
 
 // TokenReview over `post`, with the cache in front. The cache key is an

@@ -23,7 +23,7 @@ void Field(JsonWriter& w, const char* key, const std::string& value) {
 
 }  // namespace
 
-std::string SubjectAccessReviewSpec(const election::UserInfo& user, const RequestInfo& info) {
+std::string SubjectAccessReviewSpec(const base::UserInfo& user, const RequestInfo& info) {
   rapidjson::StringBuffer buffer;
   JsonWriter w(buffer);
   w.StartObject();
@@ -104,7 +104,7 @@ WebhookAccessReviewer::WebhookAccessReviewer(ReviewPoster post,
                                              WebhookAccessReviewerOptions options)
     : post_(std::move(post)), options_(options), cache_(options.clock, options.max_cache_entries) {}
 
-absl::StatusOr<AccessReviewResult> WebhookAccessReviewer::Review(const election::UserInfo& user,
+absl::StatusOr<AccessReviewResult> WebhookAccessReviewer::Review(const base::UserInfo& user,
                                                                  const RequestInfo& info) {
   const std::string spec = SubjectAccessReviewSpec(user, info);
   if (std::optional<AccessReviewResult> cached = cache_.Get(spec)) return *cached;

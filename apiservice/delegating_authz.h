@@ -22,8 +22,8 @@
 #include "apiservice/delegating_authn.h"
 #include "apiservice/request_info.h"
 #include "apiservice/ttl_cache.h"
-#include "election/clock.h"
-#include "election/user_info.h"
+#include "base/clock.h"
+#include "base/user_info.h"
 
 namespace poolcoord::apiservice {
 
@@ -43,18 +43,18 @@ class AccessReviewer {
   // An answer; an error when none could be had (cloud unreachable, a non-2xx
   // status such as 403 for a service account without system:auth-delegator, a
   // body that is not a SubjectAccessReview, or allowed and denied both set).
-  virtual absl::StatusOr<AccessReviewResult> Review(const election::UserInfo& user,
+  virtual absl::StatusOr<AccessReviewResult> Review(const base::UserInfo& user,
                                                     const RequestInfo& info) = 0;
 };
 
 // The review's spec as JSON, fields in Go's declaration order; also the cache key.
-std::string SubjectAccessReviewSpec(const election::UserInfo& user, const RequestInfo& info);
+std::string SubjectAccessReviewSpec(const base::UserInfo& user, const RequestInfo& info);
 
 struct WebhookAccessReviewerOptions {
   std::chrono::microseconds allow_cache_ttl = std::chrono::seconds(10);
   std::chrono::microseconds deny_cache_ttl = std::chrono::seconds(10);
   size_t max_cache_entries = 8192;
-  const election::Clock* clock = election::RealClock::Get();  // not owned
+  const base::Clock* clock = base::RealClock::Get();  // not owned
 };
 
 // SubjectAccessReview over `post`, with the cache in front. Errors are not
@@ -62,7 +62,7 @@ struct WebhookAccessReviewerOptions {
 class WebhookAccessReviewer : public AccessReviewer {
  public:
   WebhookAccessReviewer(ReviewPoster post, WebhookAccessReviewerOptions options);
-  absl::StatusOr<AccessReviewResult> Review(const election::UserInfo& user,
+  absl::StatusOr<AccessReviewResult> Review(const base::UserInfo& user,
                                             const RequestInfo& info) override;
 
   static std::string RequestBody(const std::string& spec_json);

@@ -1,7 +1,7 @@
 #include "apiservice/delegation.h"
 
 #include "absl/strings/str_cat.h"
-#include "apiservice/log.h"
+#include "base/log.h"
 
 namespace poolcoord::apiservice {
 namespace {
@@ -78,9 +78,9 @@ absl::Status Delegation::Start(Authenticator* authenticator) {
       [authenticator, where](const AuthenticationConfigMap& config) {
         absl::Status st = authenticator->ApplyConfigMap(config);
         if (!st.ok()) {
-          LogWarning(where, " changed but is not usable, keeping the previous one: ", st.message());
+          base::LogWarning(where, " changed but is not usable, keeping the previous one: ", st.message());
         } else {
-          LogInfo(where, config.exists ? " changed: authentication configuration reloaded"
+          base::LogInfo(where, config.exists ? " changed: authentication configuration reloaded"
                                        : " deleted: its CAs are no longer trusted");
         }
       },
@@ -98,9 +98,9 @@ absl::Status Delegation::Start(Authenticator* authenticator) {
     return st;
   }
   if (!initial->exists) {
-    LogWarning(where, " not found: no client or front-proxy CA from the cluster yet");
+    base::LogWarning(where, " not found: no client or front-proxy CA from the cluster yet");
   } else {
-    LogInfo("authentication configuration from ", where, " (client CA: ",
+    base::LogInfo("authentication configuration from ", where, " (client CA: ",
             initial->client_ca_pem.empty() ? "no" : "yes", ", front-proxy CA: ",
             initial->requestheader_client_ca_pem.empty() ? "no" : "yes", ")");
   }

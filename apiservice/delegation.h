@@ -26,7 +26,7 @@
 #include "apiservice/authenticator.h"
 #include "apiservice/delegating_authn.h"
 #include "apiservice/delegating_authz.h"
-#include "election/clock.h"
+#include "base/clock.h"
 #include "store/kube_client.h"
 
 namespace poolcoord::apiservice {
@@ -39,7 +39,7 @@ struct DelegationOptions {
   std::chrono::microseconds token_cache_ttl = std::chrono::seconds(10);
   std::chrono::microseconds allow_cache_ttl = std::chrono::seconds(10);
   std::chrono::microseconds deny_cache_ttl = std::chrono::seconds(10);
-  const election::Clock* clock = election::RealClock::Get();  // not owned
+  const base::Clock* clock = base::RealClock::Get();  // not owned
   AuthenticationConfigMapWatcher::Options watch;
 };
 

@@ -11,13 +11,13 @@
 #include <vector>
 
 #include "apiservice/flags.h"
-#include "apiservice/log.h"
+#include "base/log.h"
 #include "apiservice/server.h"
 
 int main(int argc, char** argv) {
   using poolcoord::apiservice::ApiServer;
-  using poolcoord::apiservice::LogError;
-  using poolcoord::apiservice::LogInfo;
+  using poolcoord::base::LogError;
+  using poolcoord::base::LogInfo;
 
   // glibc gives threads arenas of their own; with many threads (once a thread per
   // watch stream, still one per etcd3 watch) the resident set grew to 1.7x the

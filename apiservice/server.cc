@@ -13,9 +13,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "apiservice/delegation.h"
-#include "apiservice/log.h"
+#include "base/log.h"
 #include "apiservice/pki.h"
-#include "election/clock.h"
+#include "base/clock.h"
 #include "election/delegated_lease_gc.h"
 #include "election/lease_rules.h"
 #include "election/membership.h"
@@ -117,8 +117,8 @@ handlers::Response RequestPipeline::Serve(handlers::Request& request,
       metrics->ObserveRequest(verb, info.resource, response.status,
                               std::chrono::duration<double>(elapsed).count(), watch_stream);
     }
-    if (VLogEnabled(2)) {
-      LogInfo("\"HTTP\" verb=\"", verb, "\" URI=\"", request.path, "\" user=\"",
+    if (base::VLogEnabled(2)) {
+      base::LogInfo("\"HTTP\" verb=\"", verb, "\" URI=\"", request.path, "\" user=\"",
               request.user.username, "\" latency=\"", FormatLatency(elapsed), "\" srcIP=\"",
               connection.remote_address, "\" resp=", response.status,
               watch_stream ? " (watch started)" : "");
@@ -131,7 +131,7 @@ handlers::Response RequestPipeline::Serve(handlers::Request& request,
     return response;
   };
 
-  absl::StatusOr<election::UserInfo> user =
+  absl::StatusOr<base::UserInfo> user =
       options_.authenticator->Authenticate(request.headers, connection.peer.get());
   if (!user.ok()) return finish(handlers::ErrorResponse(user.status()));
   if (IsAnonymous(*user) && !options_.anonymous_auth &&
@@ -204,7 +204,7 @@ const std::string& ApiServer::kubeconfig_path() const { return parts_->kubeconfi
 absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ServerOptions& options) {
   auto p = std::make_unique<Parts>();
   p->options = options;
-  SetLogVerbosity(options.verbosity);
+  base::SetLogVerbosity(options.verbosity);
 
   PkiOptions pki_options;
   pki_options.cert_dir = options.cert_dir;
@@ -215,9 +215,9 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ServerOptions&
   absl::StatusOr<PkiResult> pki = EnsureCertificates(pki_options);
   if (!pki.ok()) return pki.status();
   p->pki = *std::move(pki);
-  for (const std::string& file : p->pki.created) LogInfo("generated ", file);
+  for (const std::string& file : p->pki.created) base::LogInfo("generated ", file);
   if (options.tls_cert_file.empty() && p->pki.created.empty()) {
-    LogInfo("reusing the certificates in ", options.cert_dir);
+    base::LogInfo("reusing the certificates in ", options.cert_dir);
   }
 
   AuthenticatorOptions authn;
@@ -240,14 +240,14 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ServerOptions&
   p->authenticator = *std::move(authenticator);
   if (absl::Status st = p->delegation->Start(p->authenticator.get()); !st.ok()) return st;
   if (p->delegation->token_reviewer() != nullptr) {
-    LogInfo("delegated authentication (TokenReview) via ", p->delegation->authentication_server());
+    base::LogInfo("delegated authentication (TokenReview) via ", p->delegation->authentication_server());
   }
   if (p->delegation->access_reviewer() != nullptr) {
-    LogInfo("delegated authorization (SubjectAccessReview) via ",
+    base::LogInfo("delegated authorization (SubjectAccessReview) via ",
             p->delegation->authorization_server());
   }
   if (p->pki.client_ca_file.empty()) {
-    LogWarning("no --client-ca-file: client certificates authenticate nobody");
+    base::LogWarning("no --client-ca-file: client certificates authenticate nobody");
   }
 
   AuthorizerOptions authz;
@@ -266,14 +266,14 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ServerOptions&
     etcd.key_file = options.etcd_keyfile;
     // Each replica times renewals on its own monotonic clock, from when it first
     // saw a version: a renewal made through another replica never expires early.
-    etcd.monotonic_micros = [] { return election::RealClock::Get()->MonotonicMicros(); };
+    etcd.monotonic_micros = [] { return base::RealClock::Get()->MonotonicMicros(); };
     absl::StatusOr<std::unique_ptr<store::Store>> etcd_store = store::NewEtcd3Store(etcd);
     if (!etcd_store.ok()) {
       return absl::Status(etcd_store.status().code(),
                           absl::StrCat("--etcd-servers: ", etcd_store.status().message()));
     }
     p->store = *std::move(etcd_store);
-    LogInfo("storage: etcd3 at ", absl::StrJoin(options.etcd_servers, ","), ", key prefix ",
+    base::LogInfo("storage: etcd3 at ", absl::StrJoin(options.etcd_servers, ","), ", key prefix ",
             options.etcd_prefix,
             options.etcd_certfile.empty() ? "" : ", TLS client certificate ",
             options.etcd_certfile);
@@ -299,7 +299,7 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ServerOptions&
           store::KubeClient::New(*cloud_config);
       if (!cloud.ok()) return cloud.status();
       p->cloud = *std::move(cloud);
-      LogInfo("cloud cluster: ", p->cloud->config().server);
+      base::LogInfo("cloud cluster: ", p->cloud->config().server);
     } else if (!options.kubeconfig.empty()) {
       return absl::Status(cloud_config.status().code(),
                           absl::StrCat("--kubeconfig: ", cloud_config.status().message()));
@@ -317,7 +317,7 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ServerOptions&
     if (absl::Status st = p->membership_source->Start(); !st.ok()) {
       return absl::Status(st.code(), absl::StrCat("--pool-membership-file: ", st.message()));
     }
-    LogInfo("pool membership from ", options.pool_membership_file, ": ",
+    base::LogInfo("pool membership from ", options.pool_membership_file, ": ",
             p->membership->Snapshot().size(), " pools");
   } else if (!p->cloud) {
     // No source at all: membership is known to be empty, not "still loading".
@@ -327,14 +327,14 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ServerOptions&
     p->node_source = std::make_unique<election::NodeMembershipSource>(
         p->cloud.get(), p->membership.get(), options.pool_label);
     p->node_source->Start();
-    LogInfo("pool membership from the Nodes' label ", options.pool_label);
+    base::LogInfo("pool membership from the Nodes' label ", options.pool_label);
   }
 
   election::LeaseRulesOptions rules_options;
   rules_options.max_lease_duration_seconds = options.max_lease_duration;
   rules_options.forwarder_user = options.forwarder_user;
   rules_options.lease_proxy_users = options.lease_proxy_users;
-  p->rules = std::make_unique<election::LeaseRules>(election::RealClock::Get(),
+  p->rules = std::make_unique<election::LeaseRules>(base::RealClock::Get(),
                                                     p->membership.get(), rules_options);
   p->gc = std::make_unique<election::DelegatedLeaseGc>(p->store.get(), p->rules.get(),
                                                        options.delegated_lease_gc_period);
@@ -345,7 +345,7 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ServerOptions&
     fo.taint_after = absl::ToChronoMicroseconds(options.delegation_taint_after);
     fo.resync_period = absl::ToChronoMilliseconds(options.forwarder_resync_period);
     p->forwarder = std::make_unique<election::Forwarder>(
-        p->store.get(), p->rules.get(), p->cloud.get(), election::RealClock::Get(), fo);
+        p->store.get(), p->rules.get(), p->cloud.get(), base::RealClock::Get(), fo);
     if (!options.leader_elect) {
       // One replica (the memory store): it is the only forwarder there is.
       p->forwarder->Start();
@@ -360,7 +360,7 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ServerOptions&
 
   handlers::RouterOptions router;
   router.store = p->store.get();
-  router.clock = election::RealClock::Get();
+  router.clock = base::RealClock::Get();
   router.rules = p->rules.get();
   router.membership = p->membership.get();
   router.lease_proxy_users = options.lease_proxy_users;
@@ -429,7 +429,7 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ServerOptions&
   p->transport = *std::move(server);
 
   const std::string url = ServerUrl(options.bind_address, p->transport->port());
-  LogInfo("serving on ", options.bind_address, ":", p->transport->port(), " (", url, ")");
+  base::LogInfo("serving on ", options.bind_address, ":", p->transport->port(), " (", url, ")");
   if (!p->pki.admin_cert_file.empty() && !options.write_kubeconfig.empty()) {
     bool changed = false;
     absl::Status st = WriteAdminKubeconfig(options.write_kubeconfig, p->pki, url, &changed);
@@ -440,7 +440,7 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ServerOptions&
       return absl::Status(st.code(), absl::StrCat("--write-kubeconfig: ", st.message()));
     }
     p->kubeconfig_path = options.write_kubeconfig;
-    LogInfo(changed ? "wrote" : "kept", " admin kubeconfig ", options.write_kubeconfig);
+    base::LogInfo(changed ? "wrote" : "kept", " admin kubeconfig ", options.write_kubeconfig);
   }
   return std::unique_ptr<ApiServer>(new ApiServer(std::move(p)));
 }
@@ -456,7 +456,7 @@ void ApiServer::Shutdown(std::chrono::milliseconds grace) {
   parts_->transport->BeginShutdown();
   parts_->store->Shutdown();
   if (!parts_->transport->Shutdown(grace)) {
-    LogWarning("shutdown: some requests did not finish within ",
+    base::LogWarning("shutdown: some requests did not finish within ",
                std::chrono::duration_cast<std::chrono::seconds>(grace).count(), "s");
   }
   parts_->stopping = true;
@@ -496,15 +496,15 @@ absl::Status ApiServer::StartReplicaElection(Parts* p) {
   config.name = "poolcoord";
   election::Forwarder* forwarder = p->forwarder.get();
   config.callbacks.on_started_leading = [forwarder, identity] {
-    LogInfo("replica ", identity, " leads: forwarding starts");
+    base::LogInfo("replica ", identity, " leads: forwarding starts");
     forwarder->Start();
   };
   config.callbacks.on_stopped_leading = [forwarder, identity] {
     forwarder->Stop();
-    LogInfo("replica ", identity, " does not lead: forwarding stopped");
+    base::LogInfo("replica ", identity, " does not lead: forwarding stopped");
   };
   config.callbacks.on_new_leader = [](const std::string& leader) {
-    LogInfo("replica leader is ", leader);
+    base::LogInfo("replica leader is ", leader);
   };
   absl::StatusOr<std::unique_ptr<election::LeaderElector>> elector =
       election::LeaderElector::New(config);
@@ -523,7 +523,7 @@ absl::Status ApiServer::StartReplicaElection(Parts* p) {
       e->Restart();
     }
   });
-  LogInfo("replica leader election on ", p->replica_lock->Describe(), " as ", identity);
+  base::LogInfo("replica leader election on ", p->replica_lock->Describe(), " as ", identity);
   return absl::OkStatus();
 }
 

@@ -11,7 +11,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
-#include "election/clock.h"
+#include "base/clock.h"
 
 namespace poolcoord::apiservice {
 
@@ -22,7 +22,7 @@ namespace poolcoord::apiservice {
 template <typename V>
 class TtlCache {
  public:
-  TtlCache(const election::Clock* clock, size_t max_entries)
+  TtlCache(const base::Clock* clock, size_t max_entries)
       : clock_(clock), max_entries_(max_entries) {}
 
   // The value stored for `key` when it has not expired yet.
@@ -60,7 +60,7 @@ class TtlCache {
     V value;
     int64_t expires_us;
   };
-  const election::Clock* clock_;
+  const base::Clock* clock_;
   const size_t max_entries_;
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);

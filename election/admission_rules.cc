@@ -5,7 +5,7 @@
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
-#include "store/microtime.h"
+#include "base/microtime.h"
 
 namespace poolcoord::election {
 
@@ -87,13 +87,13 @@ AdmissionDecision DecideDelegatedHeartbeat(const AdmissionAttributes& attrs,
   const AdmissionLease& old = attrs.old_object;
   if (old.present && old.renew_time_us && obj.renew_time_us &&
       *obj.renew_time_us < *old.renew_time_us) {
-    return Deny(absl::StrCat("spec.renewTime ", store::FormatMicroTime(*obj.renew_time_us),
+    return Deny(absl::StrCat("spec.renewTime ", base::FormatMicroTime(*obj.renew_time_us),
                              " goes backwards from the stored ",
-                             store::FormatMicroTime(*old.renew_time_us),
+                             base::FormatMicroTime(*old.renew_time_us),
                              "; a delegated renewal must not be older than the current one"));
   }
 
-  const UserInfo& user = attrs.user;
+  const base::UserInfo& user = attrs.user;
   if (user.IsMaster()) return Allow();
 
   if (node_itself) {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "election/lease_rules.h"
-#include "election/user_info.h"
+#include "base/user_info.h"
 #include "store/store.h"
 
 namespace poolcoord::election {
@@ -35,7 +35,7 @@ struct AdmissionAttributes {
   std::string namespace_name;
   AdmissionLease object;
   AdmissionLease old_object;  // meaningful for UPDATE
-  UserInfo user;
+  base::UserInfo user;
 };
 
 struct AdmissionDecision {

@@ -6,7 +6,7 @@
 #include "rapidjson/document.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
-#include "store/microtime.h"
+#include "base/microtime.h"
 
 namespace poolcoord::election {
 namespace {
@@ -64,7 +64,7 @@ void RemoveKey(Document& doc, const char* section, const char* key) {
 
 std::optional<int64_t> MicroTimeAt(const std::string& text) {
   if (text.empty()) return std::nullopt;
-  auto t = store::ParseMicroTime(text);
+  auto t = base::ParseMicroTime(text);
   if (!t.ok()) return std::nullopt;
   return *t;
 }
@@ -87,7 +87,7 @@ int64_t LeaseDurationMicros(const Document& lease) {
 }  // namespace
 
 Forwarder::Forwarder(store::Store* store, const LeaseRules* rules, store::KubeClient* cloud,
-                     const Clock* clock, ForwarderOptions options)
+                     const base::Clock* clock, ForwarderOptions options)
     : store_(store), rules_(rules), cloud_(cloud), clock_(clock), options_(std::move(options)) {}
 
 Forwarder::~Forwarder() { Stop(); }
@@ -379,14 +379,14 @@ absl::Status Forwarder::ForwardOnce(const std::string& node, const store::Object
   *started = !since.has_value();
   *since_us = since.value_or(now);
   SetString(ann, kDelegateAnnotation, "true", a);
-  SetString(ann, kDelegatedSinceAnnotation, store::FormatMicroTime(*since_us), a);
-  SetString(ann, kForwardedRenewTimeAnnotation, store::FormatMicroTime(renew), a);
+  SetString(ann, kDelegatedSinceAnnotation, base::FormatMicroTime(*since_us), a);
+  SetString(ann, kForwardedRenewTimeAnnotation, base::FormatMicroTime(renew), a);
   SetString(labels, kDelegatedLabel, "true", a);
   SetString(spec, "holderIdentity", node, a);
   if (!spec.HasMember("leaseDurationSeconds")) {
     spec.AddMember("leaseDurationSeconds", delegated.spec.lease_duration_seconds.value_or(40), a);
   }
-  SetString(spec, "renewTime", store::FormatMicroTime(renew), a);
+  SetString(spec, "renewTime", base::FormatMicroTime(renew), a);
   auto put = exists ? cloud_->Put(absl::StrCat(collection, "/", node), ToJson(doc))
                     : cloud_->Post(collection, ToJson(doc));
   if (!put.ok()) {
@@ -512,8 +512,8 @@ void Forwarder::RecordEvent(const std::string& kind, const std::string& api_vers
                             const std::string& message) {
   Document d(rapidjson::kObjectType);
   auto& a = d.GetAllocator();
-  const std::string now = store::FormatTime(clock_->NowMicros() / 1'000'000);
-  const std::string micro = store::FormatMicroTime(clock_->NowMicros());
+  const std::string now = base::FormatTime(clock_->NowMicros() / 1'000'000);
+  const std::string micro = base::FormatMicroTime(clock_->NowMicros());
   Value md(rapidjson::kObjectType);
   md.AddMember("generateName", Value(absl::StrCat(name, ".").c_str(), a), a);
   md.AddMember("namespace", Value(options_.events_namespace.c_str(), a), a);

@@ -37,7 +37,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "rapidjson/document.h"
-#include "election/clock.h"
+#include "base/clock.h"
 #include "election/lease_rules.h"
 #include "store/kube_client.h"
 #include "store/store.h"
@@ -80,7 +80,7 @@ class Forwarder {
  public:
   // None owned; all must outlive the Forwarder.
   Forwarder(store::Store* store, const LeaseRules* rules, store::KubeClient* cloud,
-            const Clock* clock, ForwarderOptions options = {});
+            const base::Clock* clock, ForwarderOptions options = {});
   ~Forwarder();
 
   // Starts the watch of DelegatedLeases and PoolLeases and the resync loop.
@@ -123,7 +123,7 @@ class Forwarder {
   store::Store* store_;
   const LeaseRules* rules_;
   store::KubeClient* cloud_;
-  const Clock* clock_;
+  const base::Clock* clock_;
   ForwarderOptions options_;
   ForwarderStats stats_;
 

@@ -48,7 +48,7 @@ absl::StatusOr<std::unique_ptr<LeaderElector>> LeaderElector::New(LeaderElection
 
 LeaderElector::LeaderElector(LeaderElectionConfig config)
     : config_(std::move(config)),
-      clock_(config_.clock != nullptr ? config_.clock : RealClock::Get()),
+      clock_(config_.clock != nullptr ? config_.clock : base::RealClock::Get()),
       identity_(config_.lock->Identity()),
       lease_us_(Micros(config_.lease_duration)),
       renew_deadline_us_(Micros(config_.renew_deadline)),

@@ -46,7 +46,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "election/clock.h"
+#include "base/clock.h"
 #include "election/lease_lock.h"
 
 namespace poolcoord::election {
@@ -73,7 +73,7 @@ struct LeaderElectionConfig {
   bool release_on_cancel = false;
   std::string name;  // for logs and metrics labels
   LeaderCallbacks callbacks;
-  const Clock* clock = nullptr;  // nullptr: RealClock
+  const base::Clock* clock = nullptr;  // nullptr: RealClock
   // Seed of the jitter source; 0 draws one from std::random_device.
   uint64_t jitter_seed = 0;
   // A deliberate departure from client-go, for a faster handover; off keeps
@@ -168,7 +168,7 @@ class LeaderElector {
   int64_t Now() const { return clock_->MonotonicMicros(); }
 
   const LeaderElectionConfig config_;
-  const Clock* const clock_;
+  const base::Clock* const clock_;
   const std::string identity_;
   const int64_t lease_us_, renew_deadline_us_, retry_us_;
 

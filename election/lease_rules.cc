@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "store/api_error.h"
-#include "store/microtime.h"
+#include "base/microtime.h"
 
 namespace poolcoord::election {
 
@@ -36,7 +36,7 @@ std::string HolderOf(const Object& lease) { return lease.spec.holder_identity.va
 int32_t TransitionsOf(const Object& lease) { return lease.spec.lease_transitions.value_or(0); }
 
 std::string MicroOrUnset(const std::optional<int64_t>& us) {
-  return us ? store::FormatMicroTime(*us) : std::string("<unset>");
+  return us ? base::FormatMicroTime(*us) : std::string("<unset>");
 }
 
 const char* PluralOf(const Object& o) { return store::InfoFor(o.kind).plural; }
@@ -76,14 +76,14 @@ void ValidateCommon(const Object& o, int32_t max_duration, bool duration_require
   }
 }
 
-void Stamp(const Clock& clock, Object& proposed) {
+void Stamp(const base::Clock& clock, Object& proposed) {
   proposed.status.observed_time_us = clock.NowMicros();
   proposed.observed_monotonic_us = clock.MonotonicMicros();
 }
 
 }  // namespace
 
-LeaseRules::LeaseRules(const Clock* clock, const MembershipIndex* membership,
+LeaseRules::LeaseRules(const base::Clock* clock, const MembershipIndex* membership,
                        LeaseRulesOptions options)
     : clock_(clock), membership_(membership), options_(std::move(options)) {}
 
@@ -113,13 +113,13 @@ bool LeaseRules::DelegationCurrent(const store::Object& delegated,
   return *delegated.status.leader_term == term && RemainingMicros(delegated) > 0;
 }
 
-absl::Status LeaseRules::AdmitWrite(const UserInfo& user, const store::ObjectPtr& current,
+absl::Status LeaseRules::AdmitWrite(const base::UserInfo& user, const store::ObjectPtr& current,
                                     store::Object& proposed, store::TxnReader& reader) const {
   if (proposed.kind == Kind::kPoolLease) return AdmitPoolLeaseWrite(user, current, proposed);
   return AdmitDelegatedLeaseWrite(user, current, proposed, reader);
 }
 
-absl::Status LeaseRules::AdmitPoolLeaseWrite(const UserInfo& user, const store::ObjectPtr& current,
+absl::Status LeaseRules::AdmitPoolLeaseWrite(const base::UserInfo& user, const store::ObjectPtr& current,
                                              store::Object& proposed) const {
   const std::string& pool = proposed.metadata.name;
   const std::string new_holder = HolderOf(proposed);
@@ -220,7 +220,7 @@ absl::Status LeaseRules::AdmitPoolLeaseWrite(const UserInfo& user, const store::
   return absl::OkStatus();
 }
 
-absl::Status LeaseRules::AdmitDelegatedLeaseWrite(const UserInfo& user,
+absl::Status LeaseRules::AdmitDelegatedLeaseWrite(const base::UserInfo& user,
                                                   const store::ObjectPtr& current,
                                                   store::Object& proposed,
                                                   store::TxnReader& reader) const {
@@ -333,8 +333,8 @@ absl::Status LeaseRules::AdmitDelegatedLeaseWrite(const UserInfo& user,
         *spec.renew_time_us < *current->spec.renew_time_us) {
       return store::ConflictError(
           PluralOf(proposed), name,
-          absl::StrCat("renewTime ", store::FormatMicroTime(*spec.renew_time_us),
-                       " is older than ", store::FormatMicroTime(*current->spec.renew_time_us),
+          absl::StrCat("renewTime ", base::FormatMicroTime(*spec.renew_time_us),
+                       " is older than ", base::FormatMicroTime(*current->spec.renew_time_us),
                        " written in this term (pool lease ", *pool, ", leaseTransitions ",
                        term->lease_transitions,
                        "); renewTime must not go backwards within one leader term"));
@@ -348,7 +348,7 @@ absl::Status LeaseRules::AdmitDelegatedLeaseWrite(const UserInfo& user,
   return absl::OkStatus();
 }
 
-absl::Status LeaseRules::AdmitStatusWrite(const UserInfo& user, const store::Object& current,
+absl::Status LeaseRules::AdmitStatusWrite(const base::UserInfo& user, const store::Object& current,
                                           store::Object& proposed) const {
   // Server-internal: never writable through any API.
   proposed.observed_monotonic_us = current.observed_monotonic_us;
@@ -379,7 +379,7 @@ absl::Status LeaseRules::AdmitStatusWrite(const UserInfo& user, const store::Obj
   return absl::OkStatus();
 }
 
-absl::Status LeaseRules::AdmitDelete(const UserInfo& user, const store::Object& current,
+absl::Status LeaseRules::AdmitDelete(const base::UserInfo& user, const store::Object& current,
                                      store::TxnReader& reader) const {
   if (user.IsMaster()) return absl::OkStatus();
   const std::string node = user.NodeName();

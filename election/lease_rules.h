@@ -9,9 +9,9 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "election/clock.h"
+#include "base/clock.h"
 #include "election/membership.h"
-#include "election/user_info.h"
+#include "base/user_info.h"
 #include "store/object.h"
 #include "store/store.h"
 
@@ -28,7 +28,7 @@ struct LeaseRulesOptions {
 
 class LeaseRules {
  public:
-  LeaseRules(const Clock* clock, const MembershipIndex* membership, LeaseRulesOptions options);
+  LeaseRules(const base::Clock* clock, const MembershipIndex* membership, LeaseRulesOptions options);
 
   // Checks a write of the main resource (create: current == nullptr) by `user`
   // and stamps the server-owned fields on `proposed`: status.observedTime,
@@ -36,15 +36,15 @@ class LeaseRules {
   // carries server metadata (uid, creationTimestamp, ...) and the current status.
   // Errors: PermissionDenied (403), Aborted (409 Conflict), InvalidArgument (422
   // Invalid with causes), each with a message a person can act on.
-  absl::Status AdmitWrite(const UserInfo& user, const store::ObjectPtr& current,
+  absl::Status AdmitWrite(const base::UserInfo& user, const store::ObjectPtr& current,
                           store::Object& proposed, store::TxnReader& reader) const;
 
   // Checks a write of the status subresource (only status may change).
-  absl::Status AdmitStatusWrite(const UserInfo& user, const store::Object& current,
+  absl::Status AdmitStatusWrite(const base::UserInfo& user, const store::Object& current,
                                 store::Object& proposed) const;
 
   // Checks a delete: for a DelegatedLease, its pool's leader or the node itself.
-  absl::Status AdmitDelete(const UserInfo& user, const store::Object& current,
+  absl::Status AdmitDelete(const base::UserInfo& user, const store::Object& current,
                            store::TxnReader& reader) const;
 
   // True when the PoolLease is held (non-empty holder) and not expired on the
@@ -57,16 +57,16 @@ class LeaseRules {
   bool DelegationCurrent(const store::Object& delegated, const store::Object* pool_lease) const;
 
   const LeaseRulesOptions& options() const { return options_; }
-  const Clock* clock() const { return clock_; }
+  const base::Clock* clock() const { return clock_; }
   const MembershipIndex* membership() const { return membership_; }
 
  private:
-  absl::Status AdmitPoolLeaseWrite(const UserInfo& user, const store::ObjectPtr& current,
+  absl::Status AdmitPoolLeaseWrite(const base::UserInfo& user, const store::ObjectPtr& current,
                                    store::Object& proposed) const;
-  absl::Status AdmitDelegatedLeaseWrite(const UserInfo& user, const store::ObjectPtr& current,
+  absl::Status AdmitDelegatedLeaseWrite(const base::UserInfo& user, const store::ObjectPtr& current,
                                         store::Object& proposed, store::TxnReader& reader) const;
 
-  const Clock* clock_;
+  const base::Clock* clock_;
   const MembershipIndex* membership_;
   LeaseRulesOptions options_;
 };

@@ -6,7 +6,7 @@
 #include "rapidjson/document.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
-#include "store/microtime.h"
+#include "base/microtime.h"
 
 namespace poolcoord::election {
 namespace {
@@ -22,7 +22,7 @@ absl::Status ParseMicro(const rapidjson::Value& spec, const char* field, int64_t
   const rapidjson::Value* v = Member(spec, field);
   if (v == nullptr) return absl::OkStatus();
   if (!v->IsString()) return absl::InvalidArgumentError(absl::StrCat("spec.", field, " not a string"));
-  absl::StatusOr<int64_t> us = store::ParseMicroTime(std::string_view(v->GetString(), v->GetStringLength()));
+  absl::StatusOr<int64_t> us = base::ParseMicroTime(std::string_view(v->GetString(), v->GetStringLength()));
   if (!us.ok()) return us.status();
   *out = *us;
   return absl::OkStatus();
@@ -100,8 +100,8 @@ std::string EncodeLease(const LeaseResource& resource, std::string_view base_jso
   rapidjson::Value spec(rapidjson::kObjectType);
   spec.AddMember("holderIdentity", rapidjson::Value(record.holder_identity.c_str(), a), a);
   spec.AddMember("leaseDurationSeconds", record.lease_duration_seconds, a);
-  const std::string acquire = store::FormatMicroTime(record.acquire_time_us);
-  const std::string renew = store::FormatMicroTime(record.renew_time_us);
+  const std::string acquire = base::FormatMicroTime(record.acquire_time_us);
+  const std::string renew = base::FormatMicroTime(record.renew_time_us);
   spec.AddMember("acquireTime", rapidjson::Value(acquire.c_str(), a), a);
   spec.AddMember("renewTime", rapidjson::Value(renew.c_str(), a), a);
   spec.AddMember("leaseTransitions", record.lease_transitions, a);

@@ -19,7 +19,7 @@
 #include "rapidjson/error/en.h"
 #include "rapidjson/reader.h"
 #include "store/api_error.h"
-#include "store/microtime.h"
+#include "base/microtime.h"
 #include "store/object_codec.h"
 
 namespace poolcoord::handlers {
@@ -511,7 +511,7 @@ std::optional<std::string> DecodeLease(const LeaseFields& l, const char* where,
   }
   if (!l.renew_time.NullOrAbsent()) {
     if (l.renew_time.type == Type::kString) {
-      auto us = store::ParseMicroTime(l.renew_time.str);
+      auto us = base::ParseMicroTime(l.renew_time.str);
       if (us.ok()) {
         out.renew_time_us = *us;
       } else {

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "election/user_info.h"
+#include "base/user_info.h"
 
 namespace poolcoord::handlers {
 
@@ -26,7 +26,7 @@ struct Request {
   std::vector<std::pair<std::string, std::string>> query;
   HeaderList headers;
   std::string body;  // the whole body (chunked bodies already joined)
-  election::UserInfo user;  // set by authentication before any handler runs
+  base::UserInfo user;  // set by authentication before any handler runs
 
   // First header with this (lower-case) name, or "".
   std::string_view Header(std::string_view lower_name) const;

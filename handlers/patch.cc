@@ -14,7 +14,7 @@
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
 #include "store/api_error.h"
-#include "store/microtime.h"
+#include "base/microtime.h"
 
 namespace poolcoord::handlers {
 namespace {
@@ -405,7 +405,7 @@ store::MutableObjectPtr TryApplySpecMergePatch(const store::Object& current,
     if (key == "renewTime" || (pool_lease && key == "acquireTime")) {
       if (!v.IsString()) return nullptr;
       absl::StatusOr<int64_t> us =
-          store::ParseMicroTime(std::string_view(v.GetString(), v.GetStringLength()));
+          base::ParseMicroTime(std::string_view(v.GetString(), v.GetStringLength()));
       if (!us.ok()) return nullptr;
       (key == "renewTime" ? spec.renew_time_us : spec.acquire_time_us) = *us;
     } else if (key == "holderIdentity") {

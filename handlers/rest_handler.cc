@@ -8,7 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "election/clock.h"
+#include "base/clock.h"
 #include "election/lease_rules.h"
 #include "handlers/list_options.h"
 #include "handlers/media_types.h"
@@ -219,10 +219,10 @@ absl::StatusOr<Format> NegotiateFormat(const Request& request, bool list) {
 }
 
 int64_t NowSeconds(const RestContext& ctx) {
-  return (ctx.clock ? ctx.clock->NowMicros() : election::RealClock::Get()->NowMicros()) / 1000000;
+  return (ctx.clock ? ctx.clock->NowMicros() : base::RealClock::Get()->NowMicros()) / 1000000;
 }
 int64_t NowMicros(const RestContext& ctx) {
-  return ctx.clock ? ctx.clock->NowMicros() : election::RealClock::Get()->NowMicros();
+  return ctx.clock ? ctx.clock->NowMicros() : base::RealClock::Get()->NowMicros();
 }
 
 const char* Plural(Kind kind) { return store::InfoFor(kind).plural; }
@@ -419,7 +419,7 @@ Response Create(const RestContext& ctx, const ResourcePath& path, Request& reque
   obj->status = store::LeaseStatus{};
   obj->observed_monotonic_us = 0;
   const std::string name = obj->metadata.name;
-  const election::UserInfo& user = request.user;
+  const base::UserInfo& user = request.user;
   auto result = ctx.store->Update(
       path.kind, name,
       [&](const ObjectPtr& current, store::TxnReader& reader) -> absl::StatusOr<MutableObjectPtr> {
@@ -670,7 +670,7 @@ absl::StatusOr<DeleteOptions> ParseDeleteOptions(const Request& request) {
 // One delete through the store: preconditions, rules, finalizers.
 absl::StatusOr<store::WriteResult> DeleteOne(const RestContext& ctx, Kind kind,
                                              const std::string& name, const DeleteOptions& opts,
-                                             const election::UserInfo& user) {
+                                             const base::UserInfo& user) {
   return ctx.store->Update(
       kind, name,
       [&](const ObjectPtr& current, store::TxnReader& reader) -> absl::StatusOr<MutableObjectPtr> {

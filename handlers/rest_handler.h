@@ -11,8 +11,11 @@
 #include "store/object.h"
 #include "store/store.h"
 
-namespace poolcoord::election {
+namespace poolcoord::base {
 class Clock;
+}  // namespace poolcoord::base
+
+namespace poolcoord::election {
 class LeaseRules;
 }  // namespace poolcoord::election
 
@@ -20,7 +23,7 @@ namespace poolcoord::handlers {
 
 struct RestContext {
   store::Store* store = nullptr;
-  const election::Clock* clock = nullptr;
+  const base::Clock* clock = nullptr;
   const election::LeaseRules* rules = nullptr;  // nullptr: no lease rules (tests)
 };
 

@@ -11,8 +11,11 @@
 #include "handlers/http_types.h"
 #include "store/store.h"
 
-namespace poolcoord::election {
+namespace poolcoord::base {
 class Clock;
+}  // namespace poolcoord::base
+
+namespace poolcoord::election {
 class LeaseRules;
 class MembershipIndex;
 }  // namespace poolcoord::election
@@ -20,8 +23,8 @@ class MembershipIndex;
 namespace poolcoord::handlers {
 
 struct RouterOptions {
-  store::Store* store = nullptr;                  // not owned
-  const election::Clock* clock = nullptr;         // not owned
+  store::Store* store = nullptr;           // not owned
+  const base::Clock* clock = nullptr;         // not owned
   election::LeaseRules* rules = nullptr;          // not owned; nullptr: no lease rules
   const election::MembershipIndex* membership = nullptr;  // not owned
   std::vector<std::string> lease_proxy_users;

@@ -66,7 +66,7 @@ struct Etcd3StoreOptions {
   int64_t list_page_size = 500;
   // The monotonic clock (microseconds) stamped into observed_monotonic_us; must
   // be the one the lease rules judge expiry with. Default: std::steady_clock,
-  // as election::RealClock::MonotonicMicros.
+  // as base::RealClock::MonotonicMicros.
   std::function<int64_t()> monotonic_micros;
 };
 

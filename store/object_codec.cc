@@ -11,7 +11,7 @@
 #include "absl/strings/string_view.h"
 #include "rapidjson/error/en.h"
 #include "store/api_error.h"
-#include "store/microtime.h"
+#include "base/microtime.h"
 
 namespace poolcoord::store {
 namespace {
@@ -75,9 +75,9 @@ void WriteSpec(JsonWriter& w, const Object& o, bool storage) {
     w.Int(*s.lease_duration_seconds);
   }
   if (s.acquire_time_us && allowed("acquireTime")) {
-    KeyStr(w, "acquireTime", FormatMicroTime(*s.acquire_time_us));
+    KeyStr(w, "acquireTime", base::FormatMicroTime(*s.acquire_time_us));
   }
-  if (s.renew_time_us) KeyStr(w, "renewTime", FormatMicroTime(*s.renew_time_us));
+  if (s.renew_time_us) KeyStr(w, "renewTime", base::FormatMicroTime(*s.renew_time_us));
   if (s.lease_transitions && allowed("leaseTransitions")) {
     Str(w, "leaseTransitions");
     w.Int(*s.lease_transitions);
@@ -91,9 +91,9 @@ void WriteStatus(JsonWriter& w, const LeaseStatus& s) {
   if (!s.observed_time_us && !s.last_forward_time_us && !s.expired && !s.leader_term) return;
   Str(w, "status");
   w.StartObject();
-  if (s.observed_time_us) KeyStr(w, "observedTime", FormatMicroTime(*s.observed_time_us));
+  if (s.observed_time_us) KeyStr(w, "observedTime", base::FormatMicroTime(*s.observed_time_us));
   if (s.last_forward_time_us) {
-    KeyStr(w, "lastForwardTime", FormatMicroTime(*s.last_forward_time_us));
+    KeyStr(w, "lastForwardTime", base::FormatMicroTime(*s.last_forward_time_us));
   }
   if (s.expired) {
     Str(w, "expired");
@@ -283,7 +283,7 @@ class Decoder {
     }
     if (!v.IsString()) return TypeError(JsonKind(v), pos, "string");
     std::string_view text(v.GetString(), v.GetStringLength());
-    auto parsed = micro ? ParseMicroTime(text) : ParseTime(text);
+    auto parsed = micro ? base::ParseMicroTime(text) : base::ParseTime(text);
     if (!parsed.ok()) {
       causes_.push_back(FieldInvalid(
           pos.path, Quote(text),
@@ -534,9 +534,9 @@ void WriteObjectMeta(JsonWriter& w, const ObjectMeta& m) {
     w.Int64(m.generation);
   }
   if (m.creation_timestamp != 0) {
-    KeyStr(w, "creationTimestamp", FormatTime(m.creation_timestamp));
+    KeyStr(w, "creationTimestamp", base::FormatTime(m.creation_timestamp));
   }
-  if (m.deletion_timestamp) KeyStr(w, "deletionTimestamp", FormatTime(*m.deletion_timestamp));
+  if (m.deletion_timestamp) KeyStr(w, "deletionTimestamp", base::FormatTime(*m.deletion_timestamp));
   if (m.deletion_grace_period_seconds) {
     Str(w, "deletionGracePeriodSeconds");
     w.Int64(*m.deletion_grace_period_seconds);

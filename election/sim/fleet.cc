@@ -27,7 +27,7 @@
 #include "election/pool_lease_lock.h"
 #include "election/sim/sim.h"
 #include "rapidjson/document.h"
-#include "store/microtime.h"
+#include "base/microtime.h"
 
 namespace poolcoord::sim {
 namespace {
@@ -97,7 +97,7 @@ absl::StatusOr<Stored> ParseStored(std::string_view body) {
     s.leader_term.transitions = integer(lt, "leaseTransitions", 0);
   }
   if (std::string t = str(status, "observedTime"); !t.empty()) {
-    if (auto w = store::ParseMicroTime(t); w.ok()) s.observed_wall = *w;
+    if (auto w = base::ParseMicroTime(t); w.ok()) s.observed_wall = *w;
   }
   return s;
 }
@@ -524,7 +524,7 @@ struct Fleet {
 
   absl::Status WriteDelegated(Agent& a, int member, int64_t hb) {
     const Agent& m = *agents[pools[a.pool]->agents[member]];
-    const std::string renew = store::FormatMicroTime(hb + wall_minus_mono + a.skew_us);
+    const std::string renew = base::FormatMicroTime(hb + wall_minus_mono + a.skew_us);
     auto body = [&](const std::string& rv) {
       return absl::StrCat(
           R"({"apiVersion":"coordination.pool/v1alpha1","kind":"DelegatedLease","metadata":{"name":")",
@@ -707,7 +707,7 @@ struct Fleet {
     auto it = agent_by_node.find(name);
     if (it == agent_by_node.end() || !obj.HasMember("status")) return;
     const std::string observed = str(obj["status"], "observedTime");
-    auto wall = store::ParseMicroTime(observed);
+    auto wall = base::ParseMicroTime(observed);
     if (!wall.ok()) return;
     const int id = it->second;
     const int64_t seen = *wall - wall_minus_mono;

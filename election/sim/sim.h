@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "election/clock.h"
+#include "base/clock.h"
 #include "store/kube_client.h"
 
 namespace poolcoord::sim {
@@ -84,7 +84,7 @@ int64_t MonoMicros();
 
 // A node's clock: a constant offset on the wall clock (what ends up in
 // renewTime); the monotonic clock is the machine's.
-class SkewedClock : public election::Clock {
+class SkewedClock : public base::Clock {
  public:
   explicit SkewedClock(int64_t offset_us) : offset_us_(offset_us) {}
   int64_t NowMicros() const override { return WallMicros() + offset_us_; }

@@ -75,7 +75,7 @@ BOOST_FIXTURE_TEST_SUITE(X509Authentication, Fixture)
 BOOST_AUTO_TEST_CASE(ValidClientCertGivesUserAndGroups) {
   auto authn = Make();
   auto peer = Peer(MakeClient(client_ca, "system:node:hz-1", {"system:nodes", "edge"}));
-  absl::StatusOr<election::UserInfo> u = authn->Authenticate({}, peer.get());
+  absl::StatusOr<base::UserInfo> u = authn->Authenticate({}, peer.get());
   BOOST_REQUIRE(u.ok());
   BOOST_TEST(u->username == "system:node:hz-1");
   BOOST_TEST(u->groups == (Groups{"system:nodes", "edge", "system:authenticated"}));
@@ -88,7 +88,7 @@ BOOST_AUTO_TEST_CASE(CertFromAnotherCaIs401NotAnonymous) {
   auto authn = Make();
   CertKeyPem rogue = MakeCa("rogue");
   auto peer = Peer(MakeClient(rogue, "intruder", {"system:masters"}));
-  absl::StatusOr<election::UserInfo> u = authn->Authenticate({}, peer.get());
+  absl::StatusOr<base::UserInfo> u = authn->Authenticate({}, peer.get());
   BOOST_REQUIRE(!u.ok());
   BOOST_TEST(HttpCode(u.status()) == 401);
   BOOST_TEST(store::ApiErrorFromStatus(u.status()).reason == "Unauthorized");
@@ -115,7 +115,7 @@ BOOST_AUTO_TEST_CASE(IntermediatesComeFromThePeerChain) {
 
 BOOST_AUTO_TEST_CASE(NoCredentialsIsAnonymous) {
   auto authn = Make();
-  absl::StatusOr<election::UserInfo> u = authn->Authenticate({}, nullptr);
+  absl::StatusOr<base::UserInfo> u = authn->Authenticate({}, nullptr);
   BOOST_REQUIRE(u.ok());
   BOOST_TEST(IsAnonymous(*u));
   BOOST_TEST(u->groups == Groups{"system:unauthenticated"});
@@ -147,14 +147,14 @@ BOOST_AUTO_TEST_CASE(ParsesKubeCsv) {
 
 BOOST_AUTO_TEST_CASE(BearerTokens) {
   auto authn = Make();
-  absl::StatusOr<election::UserInfo> u =
+  absl::StatusOr<base::UserInfo> u =
       authn->Authenticate({{"authorization", "Bearer tok-multi"}}, nullptr);
   BOOST_REQUIRE(u.ok());
   BOOST_TEST(u->username == "bob");
   BOOST_TEST(u->uid == "uid-2");
   BOOST_TEST(u->groups == (Groups{"team-a", "team-b", "system:authenticated"}));
   BOOST_TEST(authn->Authenticate({{"authorization", "bearer tok-admin"}}, nullptr)->IsMaster());
-  absl::StatusOr<election::UserInfo> bad =
+  absl::StatusOr<base::UserInfo> bad =
       authn->Authenticate({{"authorization", "Bearer nope"}}, nullptr);
   BOOST_TEST(HttpCode(bad.status()) == 401);
   // Not a bearer credential at all: anonymous, as kube-apiserver's token authenticator.
@@ -176,7 +176,7 @@ BOOST_AUTO_TEST_CASE(HeadersIgnoredWithoutFrontProxyCert) {
                                   {"x-remote-group", "system:masters"}};
   // A client certificate of the client CA: the headers are ignored.
   auto node = Peer(MakeClient(client_ca, "system:node:hz-1", {"system:nodes"}));
-  absl::StatusOr<election::UserInfo> u = authn->Authenticate(headers, node.get());
+  absl::StatusOr<base::UserInfo> u = authn->Authenticate(headers, node.get());
   BOOST_REQUIRE(u.ok());
   BOOST_TEST(u->username == "system:node:hz-1");
   BOOST_TEST(!u->IsMaster());
@@ -200,7 +200,7 @@ BOOST_AUTO_TEST_CASE(UserGroupsAndExtra) {
       // Lower-cased first (the transport does), then decoded: %41 stays "A".
       {"x-remote-extra-key%41", "v"},
   };
-  absl::StatusOr<election::UserInfo> u = authn->Authenticate(headers, proxy.get());
+  absl::StatusOr<base::UserInfo> u = authn->Authenticate(headers, proxy.get());
   BOOST_REQUIRE_MESSAGE(u.ok(), u.status().ToString());
   BOOST_TEST(u->extra.at("keyA") == Groups{"v"});
   BOOST_TEST(u->username == "system:node:bj-1");
@@ -217,7 +217,7 @@ BOOST_AUTO_TEST_CASE(DisallowedCommonNameIsRejected) {
   options.requestheader_allowed_names = {"front-proxy-client"};
   auto authn = Make();
   auto other = Peer(MakeClient(proxy_ca, "someone-else"));
-  absl::StatusOr<election::UserInfo> u =
+  absl::StatusOr<base::UserInfo> u =
       authn->Authenticate({{"x-remote-user", "admin"}, {"x-remote-group", "system:masters"}},
                           other.get());
   BOOST_REQUIRE(!u.ok());
@@ -227,7 +227,7 @@ BOOST_AUTO_TEST_CASE(DisallowedCommonNameIsRejected) {
 BOOST_AUTO_TEST_CASE(EmptyAllowedNamesAcceptsAnyCn) {
   auto authn = Make();
   auto proxy = Peer(MakeClient(proxy_ca, "anything"));
-  absl::StatusOr<election::UserInfo> u =
+  absl::StatusOr<base::UserInfo> u =
       authn->Authenticate({{"x-remote-user", "system:kube-aggregator"}}, proxy.get());
   BOOST_REQUIRE(u.ok());
   BOOST_TEST(u->username == "system:kube-aggregator");
@@ -268,7 +268,7 @@ BOOST_AUTO_TEST_CASE(UnknownTokensGoToTokenReview) {
   FakeTokenReviewer reviewer;
   options.token_reviewer = &reviewer;
   auto authn = Make();
-  absl::StatusOr<election::UserInfo> u =
+  absl::StatusOr<base::UserInfo> u =
       authn->Authenticate({{"authorization", "Bearer cloud-token"}}, nullptr);
   BOOST_REQUIRE(u.ok());
   BOOST_TEST(u->username == "system:serviceaccount:edge:agent");
@@ -331,7 +331,7 @@ BOOST_AUTO_TEST_CASE(TheConfigMapsFrontProxyCaIsHonoured) {
                                   {"x-remote-group", "g2"}};
   BOOST_TEST(HttpCode(authn->Authenticate(headers, proxy.get()).status()) == 401);
   BOOST_REQUIRE(authn->ApplyConfigMap(config).ok());
-  absl::StatusOr<election::UserInfo> u = authn->Authenticate(headers, proxy.get());
+  absl::StatusOr<base::UserInfo> u = authn->Authenticate(headers, proxy.get());
   BOOST_REQUIRE_MESSAGE(u.ok(), u.status().ToString());
   BOOST_TEST(u->username == "carol");
   BOOST_TEST(u->groups == (Groups{"g1", "g2", "system:authenticated"}));

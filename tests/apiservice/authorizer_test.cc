@@ -8,8 +8,8 @@
 namespace poolcoord::apiservice {
 namespace {
 
-election::UserInfo User(std::string name, std::vector<std::string> groups) {
-  election::UserInfo u;
+base::UserInfo User(std::string name, std::vector<std::string> groups) {
+  base::UserInfo u;
   u.username = std::move(name);
   u.groups = std::move(groups);
   u.groups.push_back(kAuthenticatedGroup);
@@ -32,7 +32,7 @@ struct Fixture {
       : authz(AuthorizerOptions{{"/healthz", "/readyz", "/livez", "/debug/*"},
                                 "system:serviceaccount:kube-system:poolcoord",
                                 {"openyurt:yurt-coordinator:node-lease-proxy-client"}}) {}
-  bool Allowed(const election::UserInfo& u, const RequestInfo& i) {
+  bool Allowed(const base::UserInfo& u, const RequestInfo& i) {
     return authz.Authorize(u, i).ok();
   }
   Authorizer authz;
@@ -41,7 +41,7 @@ struct Fixture {
 BOOST_FIXTURE_TEST_SUITE(AuthorizerTest, Fixture)
 
 BOOST_AUTO_TEST_CASE(MastersMayDoEverything) {
-  election::UserInfo admin = User("admin", {"system:masters"});
+  base::UserInfo admin = User("admin", {"system:masters"});
   BOOST_TEST(Allowed(admin, Info("DELETE", kBase + "/poolleases")));
   BOOST_TEST(Allowed(admin, Info("PUT", kBase + "/delegatedleases/n/status")));
   BOOST_TEST(Allowed(admin, Info("GET", "/api/v1/pods")));
@@ -49,7 +49,7 @@ BOOST_AUTO_TEST_CASE(MastersMayDoEverything) {
 }
 
 BOOST_AUTO_TEST_CASE(AuthenticatedUsersReadDiscoveryOnly) {
-  election::UserInfo u = User("system:aggregator", {});
+  base::UserInfo u = User("system:aggregator", {});
   for (const std::string& path : {std::string("/apis"), std::string("/apis/coordination.pool"),
                                   kBase, std::string("/api"), std::string("/openapi/v2"),
                                   std::string("/openapi/v3/apis/coordination.pool/v1alpha1"),
@@ -63,7 +63,7 @@ BOOST_AUTO_TEST_CASE(AuthenticatedUsersReadDiscoveryOnly) {
 }
 
 BOOST_AUTO_TEST_CASE(AnonymousReachesPublicPathsOnly) {
-  election::UserInfo anon = AnonymousUser();
+  base::UserInfo anon = AnonymousUser();
   BOOST_TEST(Allowed(anon, Info("GET", "/healthz")));
   BOOST_TEST(Allowed(anon, Info("GET", "/readyz/ping")));
   BOOST_TEST(Allowed(anon, Info("GET", "/version")));
@@ -75,7 +75,7 @@ BOOST_AUTO_TEST_CASE(AnonymousReachesPublicPathsOnly) {
 }
 
 BOOST_AUTO_TEST_CASE(NodesMayUseBothResources) {
-  election::UserInfo node = User("system:node:hz-1", {"system:nodes"});
+  base::UserInfo node = User("system:node:hz-1", {"system:nodes"});
   BOOST_TEST(Allowed(node, Info("POST", kBase + "/poolleases")));
   BOOST_TEST(Allowed(node, Info("PUT", kBase + "/poolleases/hangzhou")));
   BOOST_TEST(Allowed(node, Info("DELETE", kBase + "/delegatedleases/hz-2")));
@@ -85,7 +85,7 @@ BOOST_AUTO_TEST_CASE(NodesMayUseBothResources) {
 }
 
 BOOST_AUTO_TEST_CASE(ForwarderAndLeaseProxy) {
-  election::UserInfo fwd = User("system:serviceaccount:kube-system:poolcoord", {});
+  base::UserInfo fwd = User("system:serviceaccount:kube-system:poolcoord", {});
   BOOST_TEST(Allowed(fwd, Info("GET", kBase + "/delegatedleases")));
   BOOST_TEST(Allowed(fwd, Info("GET", kBase + "/poolleases/p", {})));
   BOOST_TEST(Allowed(fwd, Info("PATCH", kBase + "/delegatedleases/n/status")));
@@ -94,13 +94,13 @@ BOOST_AUTO_TEST_CASE(ForwarderAndLeaseProxy) {
   BOOST_TEST(!Allowed(fwd, Info("PUT", kBase + "/poolleases/p/status")));
   BOOST_TEST(!Allowed(fwd, Info("POST", kBase + "/delegatedleases")));
 
-  election::UserInfo proxy = User("openyurt:yurt-coordinator:node-lease-proxy-client", {});
+  base::UserInfo proxy = User("openyurt:yurt-coordinator:node-lease-proxy-client", {});
   BOOST_TEST(Allowed(proxy, Info("GET", kBase + "/poolleases", {{"watch", "true"}})));
   BOOST_TEST(!Allowed(proxy, Info("PUT", kBase + "/poolleases/p")));
 }
 
 BOOST_AUTO_TEST_CASE(ForbiddenMessagesAreKubeApiservers) {
-  election::UserInfo u = User("u", {});
+  base::UserInfo u = User("u", {});
   absl::Status st = authz.Authorize(u, Info("GET", kBase + "/poolleases"));
   store::ApiErrorInfo e = store::ApiErrorFromStatus(st);
   BOOST_TEST(e.code == 403);

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "apiservice/delegating_authn.h"
-#include "election/clock.h"
+#include "base/clock.h"
 #include "rapidjson/document.h"
 
 namespace poolcoord::apiservice {
@@ -59,7 +59,7 @@ struct Fixture {
     o.clock = &clock;
     reviewer = std::make_unique<WebhookTokenReviewer>(cloud.Poster(), o);
   }
-  election::FakeClock clock;
+  base::FakeClock clock;
   FakeCloud cloud;
   std::unique_ptr<WebhookTokenReviewer> reviewer;
 };

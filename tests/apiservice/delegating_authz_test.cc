@@ -9,7 +9,7 @@
 #include "apiservice/authenticator.h"
 #include "apiservice/authorizer.h"
 #include "apiservice/delegating_authz.h"
-#include "election/clock.h"
+#include "base/clock.h"
 #include "rapidjson/document.h"
 #include "store/api_error.h"
 
@@ -28,8 +28,8 @@ RequestInfo Info(const std::string& method, const std::string& path,
   return ResolveRequestInfo(r);
 }
 
-election::UserInfo Alice() {
-  election::UserInfo u;
+base::UserInfo Alice() {
+  base::UserInfo u;
   u.username = "alice";
   u.uid = "u-1";
   u.groups = {"team-a", kAuthenticatedGroup};
@@ -71,7 +71,7 @@ struct Fixture {
     o.clock = &clock;
     reviewer = std::make_unique<WebhookAccessReviewer>(cloud.Poster(), o);
   }
-  election::FakeClock clock;
+  base::FakeClock clock;
   FakeCloud cloud;
   std::unique_ptr<WebhookAccessReviewer> reviewer;
 };
@@ -117,7 +117,7 @@ BOOST_AUTO_TEST_CASE(ListCarriesNoNameAndNamespacedCarriesNamespace) {
 }
 
 BOOST_AUTO_TEST_CASE(NonResourceRequestCarriesPathAndLowercaseVerb) {
-  election::UserInfo bare;
+  base::UserInfo bare;
   bare.username = "bob";
   rapidjson::Document d = Parse(SubjectAccessReviewSpec(bare, Info("POST", "/debug/flags")));
   BOOST_TEST(!d.HasMember("resourceAttributes"));
@@ -164,7 +164,7 @@ BOOST_AUTO_TEST_CASE(DeniedAnswersAreCachedTenSeconds) {
 BOOST_AUTO_TEST_CASE(DifferentAttributesAreDifferentQuestions) {
   RequestInfo list = Info("GET", kBase + "/poolleases");
   RequestInfo get = Info("GET", kBase + "/poolleases/p");
-  election::UserInfo bob = Alice();
+  base::UserInfo bob = Alice();
   bob.username = "bob";
   (void)reviewer->Review(Alice(), list);
   (void)reviewer->Review(Alice(), get);
@@ -199,10 +199,10 @@ struct AuthorizerFixture : Fixture {
 BOOST_FIXTURE_TEST_SUITE(AuthorizerDelegation, AuthorizerFixture)
 
 BOOST_AUTO_TEST_CASE(BuiltInDecisionsNeverAskTheCloud) {
-  election::UserInfo admin;
+  base::UserInfo admin;
   admin.username = "admin";
   admin.groups = {"system:masters", kAuthenticatedGroup};
-  election::UserInfo node;
+  base::UserInfo node;
   node.username = "system:node:hz-1";
   node.groups = {"system:nodes", kAuthenticatedGroup};
   BOOST_TEST(authz.Authorize(admin, Info("DELETE", kBase + "/poolleases/p")).ok());

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "election/admission_rules.h"
-#include "election/clock.h"
+#include "base/clock.h"
 #include "election/lease_rules.h"
 #include "election/membership.h"
 #include "store/memory_store.h"
@@ -22,11 +22,11 @@ constexpr char kForwarder[] = "system:serviceaccount:kube-system:poolcoord";
 constexpr char kProxy[] = "openyurt:yurt-coordinator:node-lease-proxy-client";
 constexpr int64_t kRenew = 1'767'225'600'000'000;
 
-pe::UserInfo Node(const std::string& name) {
+poolcoord::base::UserInfo Node(const std::string& name) {
   return {"system:node:" + name, "", {"system:nodes", "system:authenticated"}, {}};
 }
-pe::UserInfo User(const std::string& name, const std::string& group = "") {
-  pe::UserInfo u{name, "", {"system:authenticated"}, {}};
+poolcoord::base::UserInfo User(const std::string& name, const std::string& group = "") {
+  poolcoord::base::UserInfo u{name, "", {"system:authenticated"}, {}};
   if (!group.empty()) u.groups.push_back(group);
   return u;
 }
@@ -43,7 +43,7 @@ struct Fixture {
     store = ps::NewMemoryStore({});
   }
 
-  absl::Status Write(const pe::UserInfo& user, const ps::Object& proposed) {
+  absl::Status Write(const poolcoord::base::UserInfo& user, const ps::Object& proposed) {
     auto result = store->Update(
         proposed.kind, proposed.metadata.name,
         [&](const ps::ObjectPtr& current,
@@ -58,7 +58,7 @@ struct Fixture {
   }
 
   absl::Status Lead(const std::string& pool, const std::string& holder, int32_t transitions,
-                    const pe::UserInfo* as = nullptr) {
+                    const poolcoord::base::UserInfo* as = nullptr) {
     ps::Object pl;
     pl.kind = ps::Kind::kPoolLease;
     pl.metadata.name = pool;
@@ -83,7 +83,7 @@ struct Fixture {
   }
 
   // An UPDATE of node `node`'s Lease by `user`, the old object without annotation.
-  static pe::AdmissionAttributes Review(const std::string& node, const pe::UserInfo& user,
+  static pe::AdmissionAttributes Review(const std::string& node, const poolcoord::base::UserInfo& user,
                                         std::optional<std::string> annotation = "true",
                                         std::optional<std::string> old_annotation = std::nullopt) {
     pe::AdmissionAttributes a;
@@ -112,7 +112,7 @@ struct Fixture {
     BOOST_TEST(d.message.find(in_message) != std::string::npos, d.message);
   }
 
-  pe::FakeClock clock;
+  poolcoord::base::FakeClock clock;
   pe::MembershipIndex membership;
   pe::LeaseRules rules;
   std::unique_ptr<ps::Store> store;
@@ -215,7 +215,7 @@ BOOST_AUTO_TEST_CASE(proxy_identity_governed_vs_ungoverned) {
   BOOST_REQUIRE(Lead("beijing", "bj-1", 0).ok());
   ExpectDenied(Review("bj-2", User(kProxy)), "governed by poolcoord");
   // An unheld PoolLease still governs the pool.
-  pe::UserInfo admin = User("admin", "system:masters");
+  poolcoord::base::UserInfo admin = User("admin", "system:masters");
   BOOST_REQUIRE(Lead("hangzhou", "", 0, &admin).ok());
   ExpectDenied(Review("hz-3", User(kProxy)), "governed");
 }
@@ -261,7 +261,7 @@ BOOST_AUTO_TEST_CASE(node_itself_is_the_exact_node_identity) {
   for (const char* username : {"system:node:hz-33", "system:node:hz-", "system:node:", "system:nodehz-3",
                                "xsystem:node:hz-3", "hz-3"}) {
     BOOST_TEST_CONTEXT(username) {
-      pe::UserInfo u = Node("hz-3");
+      poolcoord::base::UserInfo u = Node("hz-3");
       u.username = username;
       ExpectDenied(Review("hz-3", u, "true", "true"), "may not set");
       ExpectDenied(Review("hz-3", u), "may not set");

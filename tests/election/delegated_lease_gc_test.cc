@@ -6,7 +6,7 @@
 #include <string>
 #include <thread>
 
-#include "election/clock.h"
+#include "base/clock.h"
 #include "election/delegated_lease_gc.h"
 #include "election/lease_rules.h"
 #include "election/membership.h"
@@ -19,7 +19,7 @@ using std::chrono::seconds;
 
 namespace {
 
-pe::UserInfo Node(const std::string& name) {
+poolcoord::base::UserInfo Node(const std::string& name) {
   return {"system:node:" + name, "", {"system:nodes", "system:authenticated"}, {}};
 }
 
@@ -71,7 +71,7 @@ struct Fixture {
     return got.ok() ? *got : nullptr;
   }
 
-  pe::FakeClock clock;
+  poolcoord::base::FakeClock clock;
   pe::MembershipIndex membership;
   pe::LeaseRules rules;
   std::unique_ptr<ps::Store> store;

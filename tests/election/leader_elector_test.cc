@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
-#include "election/clock.h"
+#include "base/clock.h"
 #include "election/leader_elector.h"
 #include "election/lease_lock.h"
 
@@ -111,7 +111,7 @@ class FakeLock : public LeaseLock {
   int conflicts_before_update_ = 0;  // another writer slips in before our next updates
   int updates_ = 0;
   std::latch* get_latch_ = nullptr;
-  const Clock* clock_ = nullptr;      // set: every Get's monotonic time goes to get_times_
+  const base::Clock* clock_ = nullptr;      // set: every Get's monotonic time goes to get_times_
   std::vector<int64_t> get_times_;  // a follower's polls (a leader's fast path skips Get)
 
  private:
@@ -231,7 +231,7 @@ class Fleet {
     c.next = Now();
   }
 
-  FakeClock clock;
+  base::FakeClock clock;
   FakeLeaseServer server;
   std::vector<std::unique_ptr<Candidate>> candidates;
 };

@@ -9,7 +9,7 @@
 #include <string>
 #include <utility>
 
-#include "election/clock.h"
+#include "base/clock.h"
 #include "election/lease_rules.h"
 #include "election/membership.h"
 #include "store/api_error.h"
@@ -24,11 +24,11 @@ namespace {
 
 constexpr int64_t kSec = 1'000'000;
 
-pe::UserInfo Node(const std::string& name) {
+poolcoord::base::UserInfo Node(const std::string& name) {
   return {"system:node:" + name, "", {"system:nodes", "system:authenticated"}, {}};
 }
-pe::UserInfo Admin() { return {"admin", "", {"system:masters", "system:authenticated"}, {}}; }
-pe::UserInfo Forwarder() {
+poolcoord::base::UserInfo Admin() { return {"admin", "", {"system:masters", "system:authenticated"}, {}}; }
+poolcoord::base::UserInfo Forwarder() {
   return {"system:serviceaccount:kube-system:poolcoord", "", {"system:serviceaccounts"}, {}};
 }
 
@@ -91,7 +91,7 @@ class World {
     return it == objects_.end() ? nullptr : it->second;
   }
 
-  absl::Status Write(const pe::UserInfo& user, ps::Object proposed) {
+  absl::Status Write(const poolcoord::base::UserInfo& user, ps::Object proposed) {
     ps::ObjectPtr current = Current(proposed.kind, proposed.metadata.name);
     if (current) {
       proposed.metadata.uid = current->metadata.uid;
@@ -106,7 +106,7 @@ class World {
     return s;
   }
 
-  absl::Status Delete(const pe::UserInfo& user, ps::Kind kind, const std::string& name) {
+  absl::Status Delete(const poolcoord::base::UserInfo& user, ps::Kind kind, const std::string& name) {
     ps::ObjectPtr current = Current(kind, name);
     BOOST_REQUIRE(current);
     Reader reader(this);
@@ -124,7 +124,7 @@ class World {
     return *cur;
   }
 
-  pe::FakeClock clock_;
+  poolcoord::base::FakeClock clock_;
   pe::MembershipIndex membership_;
   pe::LeaseRules rules_;
 
@@ -185,7 +185,7 @@ BOOST_AUTO_TEST_CASE(non_member_and_non_node_forbidden) {
                  "belongs to no pool");
   ExpectApiError(w.Write(Forwarder(), PoolLease("hangzhou", "", 15, 0)), 403, "", "not a node");
   // A node name without the system:nodes group is not a node identity.
-  pe::UserInfo fake{"system:node:hz-1", "", {"system:authenticated"}, {}};
+  poolcoord::base::UserInfo fake{"system:node:hz-1", "", {"system:authenticated"}, {}};
   ExpectApiError(w.Write(fake, PoolLease("hangzhou", "hz-1", 15, 0)), 403);
 }
 

@@ -13,7 +13,7 @@
 #include <memory>
 #include <string>
 
-#include "election/clock.h"
+#include "base/clock.h"
 #include "election/lease_rules.h"
 #include "election/membership.h"
 #include "handlers/admission_handler.h"
@@ -28,7 +28,7 @@ namespace ps = poolcoord::store;
 namespace {
 
 struct World {
-  pe::FakeClock clock;
+  poolcoord::base::FakeClock clock;
   pe::MembershipIndex membership;
   pe::LeaseRules rules{&clock, &membership,
                        {300, "system:serviceaccount:kube-system:poolcoord",
@@ -39,7 +39,7 @@ struct World {
     clock.Advance(std::chrono::seconds(100));
     membership.Replace("file", {{"hangzhou", {"hz-1", "hz-2", "hz-3"}}, {"beijing", {"bj-1", "bj-2"}}})
         .IgnoreError();
-    pe::UserInfo leader{"system:node:hz-1", "", {"system:nodes"}, {}};
+    poolcoord::base::UserInfo leader{"system:node:hz-1", "", {"system:nodes"}, {}};
     ps::Object pl;
     pl.kind = ps::Kind::kPoolLease;
     pl.metadata.name = "hangzhou";
@@ -59,7 +59,7 @@ struct World {
     Write(leader, dl);
   }
 
-  void Write(const pe::UserInfo& user, const ps::Object& proposed) {
+  void Write(const poolcoord::base::UserInfo& user, const ps::Object& proposed) {
     auto r = store->Update(proposed.kind, proposed.metadata.name,
                            [&](const ps::ObjectPtr& current, ps::TxnReader& reader)
                                -> absl::StatusOr<ps::MutableObjectPtr> {

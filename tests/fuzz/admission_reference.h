@@ -19,7 +19,7 @@
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
 #include "store/api_error.h"
-#include "store/microtime.h"
+#include "base/microtime.h"
 #include "store/object_codec.h"
 
 namespace poolcoord::handlers::reference {
@@ -78,7 +78,7 @@ std::optional<DecodeError> DecodeLease(const Value* v, const char* where,
     }
     if (const Value* rt = Member(*spec, "renewTime"); rt && !rt->IsNull()) {
       if (rt->IsString()) {
-        auto us = store::ParseMicroTime(std::string_view(rt->GetString(), rt->GetStringLength()));
+        auto us = base::ParseMicroTime(std::string_view(rt->GetString(), rt->GetStringLength()));
         if (us.ok()) {
           out.renew_time_us = *us;
         } else {

@@ -24,7 +24,7 @@ SRCS=(
   election/membership.cc
   store/api_error.cc
   store/memory_store.cc
-  store/microtime.cc
+  base/microtime.cc
   store/object_codec.cc
   store/object.cc
 )

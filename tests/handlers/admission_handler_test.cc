@@ -8,7 +8,7 @@
 #include <tuple>
 #include <utility>
 
-#include "election/clock.h"
+#include "base/clock.h"
 #include "election/lease_rules.h"
 #include "election/membership.h"
 #include "handlers/admission_handler.h"
@@ -82,7 +82,7 @@ struct Fixture {
   }
 
   absl::Status Write(const std::string& writer, const ps::Object& proposed) {
-    pe::UserInfo user{"system:node:" + writer, "", {"system:nodes"}, {}};
+    poolcoord::base::UserInfo user{"system:node:" + writer, "", {"system:nodes"}, {}};
     auto result = store->Update(
         proposed.kind, proposed.metadata.name,
         [&](const ps::ObjectPtr& current,
@@ -147,7 +147,7 @@ struct Fixture {
 
   bool Allowed(const ReviewSpec& r) { return Admit(r)["response"]["allowed"].GetBool(); }
 
-  pe::FakeClock clock;
+  poolcoord::base::FakeClock clock;
   pe::MembershipIndex membership;
   pe::LeaseRules rules;
   std::unique_ptr<ps::Store> store;

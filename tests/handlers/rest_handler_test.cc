@@ -6,7 +6,7 @@
 #include <thread>
 #include <vector>
 
-#include "election/clock.h"
+#include "base/clock.h"
 #include "handlers/list_options.h"
 #include "handlers/rest_handler.h"
 #include "handlers/router.h"
@@ -44,7 +44,7 @@ struct Fixture {
     return router->Handle(r);
   }
 
-  election::FakeClock clock;
+  base::FakeClock clock;
   std::unique_ptr<store::Store> store;
   std::unique_ptr<Router> router;
 };

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace poolcoord::election {
+namespace poolcoord::base {
 
 struct UserInfo {
   std::string username;  // "system:node:hz-1", "system:anonymous"
@@ -27,4 +27,4 @@ struct UserInfo {
   }
 };
 
-}  // namespace poolcoord::election
+}  // namespace poolcoord::base

@@ -5,7 +5,7 @@
 #include <chrono>
 #include <cstdint>
 
-namespace poolcoord::election {
+namespace poolcoord::base {
 
 class Clock {
  public:
@@ -50,4 +50,4 @@ class FakeClock : public Clock {
   std::atomic<int64_t> offset_us_{0};
 };
 
-}  // namespace poolcoord::election
+}  // namespace poolcoord::base

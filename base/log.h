@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace poolcoord::apiservice {
+namespace poolcoord::base {
 
 // The -v / --v verbosity; VLogEnabled(n) is true when n <= it.
 void SetLogVerbosity(int level);
@@ -31,4 +31,4 @@ void LogError(const Args&... args) {
   LogLine('E', absl::StrCat(args...));
 }
 
-}  // namespace poolcoord::apiservice
+}  // namespace poolcoord::base

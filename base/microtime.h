@@ -17,7 +17,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace poolcoord::store {
+namespace poolcoord::base {
 
 // `us`: microseconds since the Unix epoch -> "YYYY-MM-DDTHH:MM:SS.ffffffZ".
 std::string FormatMicroTime(int64_t us);
@@ -38,4 +38,4 @@ std::string FormatTime(int64_t seconds);
 // InvalidArgument otherwise.
 absl::StatusOr<int64_t> ParseTime(std::string_view text);
 
-}  // namespace poolcoord::store
+}  // namespace poolcoord::base

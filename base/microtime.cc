@@ -1,4 +1,4 @@
-#include "store/microtime.h"
+#include "base/microtime.h"
 
 #include <cstdint>
 #include <string>
@@ -8,7 +8,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
-namespace poolcoord::store {
+namespace poolcoord::base {
 namespace {
 
 absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
@@ -240,4 +240,4 @@ absl::StatusOr<int64_t> ParseTime(std::string_view text) {
   return parsed->seconds;
 }
 
-}  // namespace poolcoord::store
+}  // namespace poolcoord::base

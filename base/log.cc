@@ -1,4 +1,4 @@
-#include "apiservice/log.h"
+#include "base/log.h"
 
 #include <unistd.h>
 
@@ -8,7 +8,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
-namespace poolcoord::apiservice {
+namespace poolcoord::base {
 namespace {
 std::atomic<int> g_verbosity{0};
 }  // namespace
@@ -27,4 +27,4 @@ void LogLine(char severity, std::string_view text) {
   (void)ignored;
 }
 
-}  // namespace poolcoord::apiservice
+}  // namespace poolcoord::base

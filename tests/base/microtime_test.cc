@@ -3,14 +3,14 @@
 
 #include <string>
 
-#include "store/microtime.h"
+#include "base/microtime.h"
 
 #include <random>
 #include <vector>
 
 #include "absl/time/time.h"
 
-namespace poolcoord::store {
+namespace poolcoord::base {
 namespace {
 
 constexpr int64_t k2024 = 1704067200;  // 2024-01-01T00:00:00Z
@@ -114,7 +114,7 @@ BOOST_AUTO_TEST_CASE(Rejects) {
 BOOST_AUTO_TEST_SUITE_END()
 
 }  // namespace
-}  // namespace poolcoord::store
+}  // namespace poolcoord::base
 
 // The hand-written formatter against absl's, over dates from 1900 to 2400 (leap
 // years, centuries, the epoch, negative times).
@@ -130,9 +130,9 @@ BOOST_AUTO_TEST_CASE(fast_format_agrees_with_absl) {
     const std::string want = absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", absl::FromUnixMicros(us),
                                               absl::UTCTimeZone());
     BOOST_TEST_CONTEXT(us) {
-      BOOST_TEST(poolcoord::store::FormatMicroTime(us) == want);
+      BOOST_TEST(poolcoord::base::FormatMicroTime(us) == want);
       const int64_t s = us >= 0 ? us / 1'000'000 : -((-us + 999'999) / 1'000'000);
-      BOOST_TEST(poolcoord::store::FormatTime(s) ==
+      BOOST_TEST(poolcoord::base::FormatTime(s) ==
                  absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixSeconds(s), absl::UTCTimeZone()));
     }
   }
