@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "base/log.h"
 #include "apiservice/pki.h"
+#include "base/string_view.h"
 #include "store/api_error.h"
 
 namespace poolcoord::apiservice {
@@ -181,7 +182,7 @@ absl::StatusOr<std::vector<TokenEntry>> ParseTokenFile(const std::string& conten
     ++line_number;
     std::string_view line(raw.data(), raw.size());
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (absl::StripAsciiWhitespace(absl::string_view(line.data(), line.size())).empty()) continue;
+    if (absl::StripAsciiWhitespace(base::Av(line)).empty()) continue;
     std::vector<std::string> fields = ParseCsvRecord(line);
     if (fields.size() < 3) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -11,12 +11,12 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "base/string_view.h"
 
 namespace poolcoord::apiservice {
 namespace {
 
 // absl here is built with its own string_view (reference/cpp-style.md).
-absl::string_view Av(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 enum class FlagType { kString, kBool, kInt, kInt64, kDuration, kStringList };
 
@@ -202,7 +202,7 @@ absl::Status SetFlag(Flag& f, std::string_view value) {
     case FlagType::kInt:
     case FlagType::kInt64: {
       int64_t n = 0;
-      if (!absl::SimpleAtoi(Av(value), &n)) return BadValue(f, value, "not an integer");
+      if (!absl::SimpleAtoi(base::Av(value), &n)) return BadValue(f, value, "not an integer");
       if (n < f.min || n > f.max) {
         return BadValue(f, value,
                         f.max == std::numeric_limits<int64_t>::max()
@@ -215,7 +215,7 @@ absl::Status SetFlag(Flag& f, std::string_view value) {
     }
     case FlagType::kDuration: {
       absl::Duration d;
-      if (!absl::ParseDuration(Av(value), &d) || d == absl::InfiniteDuration() ||
+      if (!absl::ParseDuration(base::Av(value), &d) || d == absl::InfiniteDuration() ||
           d == -absl::InfiniteDuration()) {
         return BadValue(f, value, "not a duration (e.g. 30s, 5m, 1h30m)");
       }
@@ -227,7 +227,7 @@ absl::Status SetFlag(Flag& f, std::string_view value) {
       if (!f.list_seen) f.list->clear();
       f.list_seen = true;
       if (value.empty()) return absl::OkStatus();
-      for (absl::string_view part : absl::StrSplit(Av(value), ',')) {
+      for (absl::string_view part : absl::StrSplit(base::Av(value), ',')) {
         f.list->emplace_back(absl::StripAsciiWhitespace(part));
       }
       return absl::OkStatus();
@@ -295,7 +295,7 @@ absl::StatusOr<ServerOptions> ParseFlags(const std::vector<std::string>& args) {
       }
       if (short_name != "v" && short_name != "h") {
         return absl::InvalidArgumentError(
-            absl::StrCat("unknown shorthand flag: '", Av(short_name.substr(0, 1)), "' in ", arg));
+            absl::StrCat("unknown shorthand flag: '", base::Av(short_name.substr(0, 1)), "' in ", arg));
       }
       if (short_name == "h") body = "help";
     } else if (arg == "--") {
@@ -311,14 +311,14 @@ absl::StatusOr<ServerOptions> ParseFlags(const std::vector<std::string>& args) {
     size_t eq = body.find('=');
     std::string_view name = body.substr(0, eq);
     Flag* f = find(name);
-    if (f == nullptr) return absl::InvalidArgumentError(absl::StrCat("unknown flag: --", Av(name)));
+    if (f == nullptr) return absl::InvalidArgumentError(absl::StrCat("unknown flag: --", base::Av(name)));
     if (eq != std::string_view::npos) {
       if (absl::Status st = SetFlag(*f, body.substr(eq + 1)); !st.ok()) return st;
     } else if (f->type == FlagType::kBool) {
       *f->boolean = true;
     } else {
       if (i + 1 >= args.size()) {
-        return absl::InvalidArgumentError(absl::StrCat("flag needs an argument: --", Av(name)));
+        return absl::InvalidArgumentError(absl::StrCat("flag needs an argument: --", base::Av(name)));
       }
       if (absl::Status st = SetFlag(*f, args[++i]); !st.ok()) return st;
     }

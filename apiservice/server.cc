@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "apiservice/delegation.h"
 #include "base/log.h"
+#include "base/metrics.h"
 #include "apiservice/pki.h"
 #include "base/clock.h"
 #include "election/delegated_lease_gc.h"
@@ -162,6 +163,9 @@ handlers::Response RequestPipeline::Serve(handlers::Request& request,
 
 struct ApiServer::Parts {
   ServerOptions options;
+  // Every module's metrics, rendered at GET /metrics. Declared before what
+  // registers in it, so it outlives them.
+  base::MetricsRegistry registry;
   PkiResult pki;
   std::string kubeconfig_path;
   std::unique_ptr<Authenticator> authenticator;
@@ -345,7 +349,7 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ServerOptions&
     fo.taint_after = absl::ToChronoMicroseconds(options.delegation_taint_after);
     fo.resync_period = absl::ToChronoMilliseconds(options.forwarder_resync_period);
     p->forwarder = std::make_unique<election::Forwarder>(
-        p->store.get(), p->rules.get(), p->cloud.get(), base::RealClock::Get(), fo);
+        p->store.get(), p->rules.get(), p->cloud.get(), base::RealClock::Get(), &p->registry, fo);
     if (!options.leader_elect) {
       // One replica (the memory store): it is the only forwarder there is.
       p->forwarder->Start();
@@ -355,7 +359,7 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ServerOptions&
     }
   }
 
-  p->metrics = std::make_unique<Metrics>();
+  p->metrics = std::make_unique<Metrics>(&p->registry);
   p->limiter = std::make_unique<InflightLimiter>(options.max_requests_inflight);
 
   handlers::RouterOptions router;
@@ -378,21 +382,8 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ServerOptions&
     election::MembershipIndex* index = p->membership.get();
     router.readyz_checks.emplace_back("membership", [index] { return index->Loaded(); });
   }
-  Metrics* metrics = p->metrics.get();
-  election::Forwarder* forwarder = p->forwarder.get();
-  election::LeaderElector* elector = p->elector.get();
-  router.metrics_text = [metrics, forwarder, elector] {
-    std::string text = metrics->Render();
-    if (forwarder) text += forwarder->MetricsText();
-    if (elector) {
-      absl::StrAppend(&text,
-                      "# HELP leader_election_master_status 1 when this replica leads and runs "
-                      "the forwarder.\n# TYPE leader_election_master_status gauge\n"
-                      "leader_election_master_status{name=\"poolcoord\"} ",
-                      elector->IsLeader() ? 1 : 0, "\n");
-    }
-    return text;
-  };
+  base::MetricsRegistry* registry = &p->registry;
+  router.metrics_text = [registry] { return registry->Render(); };
   p->router = handlers::NewRouter(router);
 
   PipelineOptions pipeline;
@@ -495,11 +486,19 @@ absl::Status ApiServer::StartReplicaElection(Parts* p) {
   config.tight_follower_polls = true;
   config.name = "poolcoord";
   election::Forwarder* forwarder = p->forwarder.get();
-  config.callbacks.on_started_leading = [forwarder, identity] {
+  // client-go's leaderelection metric: 1 while this replica leads.
+  base::Gauge* master = &p->registry
+                             .AddGauge("leader_election_master_status",
+                                       "1 when this replica leads and runs the forwarder.", {"name"})
+                             .WithLabels({config.name});
+  master->Set(0);
+  config.callbacks.on_started_leading = [forwarder, identity, master] {
     base::LogInfo("replica ", identity, " leads: forwarding starts");
+    master->Set(1);
     forwarder->Start();
   };
-  config.callbacks.on_stopped_leading = [forwarder, identity] {
+  config.callbacks.on_stopped_leading = [forwarder, identity, master] {
+    master->Set(0);
     forwarder->Stop();
     base::LogInfo("replica ", identity, " does not lead: forwarding stopped");
   };

@@ -7,14 +7,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "base/string_view.h"
 
 namespace poolcoord::base {
 namespace {
 
-absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 absl::Status Bad(std::string_view text, std::string_view why) {
-  return absl::InvalidArgumentError(absl::StrCat("cannot parse \"", Sv(text), "\": ", Sv(why)));
+  return absl::InvalidArgumentError(absl::StrCat("cannot parse \"", Av(text), "\": ", Av(why)));
 }
 
 // Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's

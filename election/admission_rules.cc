@@ -6,12 +6,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/microtime.h"
+#include "base/quote.h"
 
 namespace poolcoord::election {
 
 namespace {
 
-std::string Quoted(const std::string& s) { return absl::StrCat("\"", s, "\""); }
 
 // "annotation openyurt.io/delegate-heartbeat", for messages (built only on denial).
 std::string Ann() { return absl::StrCat("annotation ", kDelegateAnnotation); }
@@ -68,17 +68,17 @@ AdmissionDecision DecideDelegatedHeartbeat(const AdmissionAttributes& attrs,
 
   // Validity: applies to every requester, system:masters included.
   if (*obj.delegate_annotation != "true") {
-    return Deny(absl::StrCat(Ann(), " has the value ", Quoted(*obj.delegate_annotation),
+    return Deny(absl::StrCat(Ann(), " has the value ", base::GoQuote(*obj.delegate_annotation),
                              "; it must be exactly \"true\" (or be removed)"));
   }
   if (obj.holder_identity.value_or("") != node) {
-    return Deny(absl::StrCat("spec.holderIdentity ", Quoted(obj.holder_identity.value_or("")),
-                             " must equal the Lease's name ", Quoted(node), " when the ", Ann(),
+    return Deny(absl::StrCat("spec.holderIdentity ", base::GoQuote(obj.holder_identity.value_or("")),
+                             " must equal the Lease's name ", base::GoQuote(node), " when the ", Ann(),
                              " is set"));
   }
   const std::optional<std::string> pool = membership.PoolOf(node);
   if (!pool) {
-    return Deny(absl::StrCat("node ", Quoted(node), " belongs to no pool, so its heartbeat "
+    return Deny(absl::StrCat("node ", base::GoQuote(node), " belongs to no pool, so its heartbeat "
                              "cannot be delegated; add it to a pool or remove the ", Ann()));
   }
   if (obj.renew_time_invalid) {
@@ -99,12 +99,12 @@ AdmissionDecision DecideDelegatedHeartbeat(const AdmissionAttributes& attrs,
   if (node_itself) {
     const bool existed = attrs.operation == "UPDATE" && old.present && old.delegate_annotation;
     if (!existed) {
-      return Deny(absl::StrCat("node ", Quoted(node), " may not add the ", Ann(),
+      return Deny(absl::StrCat("node ", base::GoQuote(node), " may not add the ", Ann(),
                                " to its own Lease: only poolcoord's forwarder marks a "
                                "delegated heartbeat; renew without the annotation"));
     }
     if (*old.delegate_annotation != *obj.delegate_annotation) {
-      return Deny(absl::StrCat("node ", Quoted(node), " may not change the ", Ann(),
+      return Deny(absl::StrCat("node ", base::GoQuote(node), " may not change the ", Ann(),
                                " on its own Lease; keep it unchanged or remove it"));
     }
     return Allow();
@@ -116,25 +116,25 @@ AdmissionDecision DecideDelegatedHeartbeat(const AdmissionAttributes& attrs,
 
   if (!opts.forwarder_user.empty() && user.username == opts.forwarder_user) {
     if (!governed) {
-      return Deny(absl::StrCat("pool ", Quoted(*pool), " of node ", Quoted(node),
+      return Deny(absl::StrCat("pool ", base::GoQuote(*pool), " of node ", base::GoQuote(node),
                                " is not governed by poolcoord (no poollease ", *pool,
                                "), so the forwarder has no delegation to forward"));
     }
     store::ObjectPtr delegated = Lookup(store, store::Kind::kDelegatedLease, node);
     if (!delegated) {
-      return Deny(absl::StrCat("node ", Quoted(node), " has no DelegatedLease; the forwarder "
+      return Deny(absl::StrCat("node ", base::GoQuote(node), " has no DelegatedLease; the forwarder "
                                "may mark its heartbeat only while the leader of pool ",
-                               Quoted(*pool), " keeps a DelegatedLease for it"));
+                               base::GoQuote(*pool), " keeps a DelegatedLease for it"));
     }
     if (!rules.DelegationCurrent(*delegated, pool_lease.get())) {
       const bool leader_live = rules.PoolLeaseLive(*pool_lease);
       return Deny(absl::StrCat(
-          "the DelegatedLease of node ", Quoted(node), " is ",
+          "the DelegatedLease of node ", base::GoQuote(node), " is ",
           !leader_live ? absl::StrCat("from a pool whose lease has no live holder (pool ",
-                                      Quoted(*pool), ")")
+                                      base::GoQuote(*pool), ")")
           : rules.RemainingMicros(*delegated) <= 0
               ? std::string("expired")
-              : absl::StrCat("from an earlier leader term of pool ", Quoted(*pool)),
+              : absl::StrCat("from an earlier leader term of pool ", base::GoQuote(*pool)),
           "; the forwarder may mark the heartbeat only while a live DelegatedLease written "
           "by the current leader exists"));
     }
@@ -145,8 +145,8 @@ AdmissionDecision DecideDelegatedHeartbeat(const AdmissionAttributes& attrs,
   if (std::find(proxies.begin(), proxies.end(), user.username) != proxies.end()) {
     if (governed) {
       return Deny(absl::StrCat(
-          "pool ", Quoted(*pool), " is governed by poolcoord (poollease ", *pool,
-          " exists): the shared lease-proxy identity ", Quoted(user.username),
+          "pool ", base::GoQuote(*pool), " is governed by poolcoord (poollease ", *pool,
+          " exists): the shared lease-proxy identity ", base::GoQuote(user.username),
           " proves nothing there; delegated heartbeats come from poolcoord's forwarder"));
     }
     AdmissionDecision d = Allow();
@@ -154,8 +154,8 @@ AdmissionDecision DecideDelegatedHeartbeat(const AdmissionAttributes& attrs,
   }
 
   return Deny(absl::StrCat(
-      "user ", Quoted(user.username), " may not set the ", Ann(), " on the Lease of node ",
-      Quoted(node), ": only poolcoord's forwarder (--forwarder-user), a lease-proxy user for "
+      "user ", base::GoQuote(user.username), " may not set the ", Ann(), " on the Lease of node ",
+      base::GoQuote(node), ": only poolcoord's forwarder (--forwarder-user), a lease-proxy user for "
       "pools poolcoord does not govern (--lease-proxy-users) or system:masters may"));
 }
 

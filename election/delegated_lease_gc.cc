@@ -1,6 +1,6 @@
 #include "election/delegated_lease_gc.h"
+#include "base/log.h"
 
-#include <iostream>
 #include <memory>
 #include <string>
 
@@ -80,8 +80,8 @@ GcSweepResult DelegatedLeaseGc::SweepOnce() {
       ++result.marked_expired;
     } else if (action == Action::kDelete && written->deleted) {
       ++result.deleted;
-      std::cerr << "delegated-lease-gc: deleted delegatedleases/" << name
-                << ", expired for longer than the GC period\n";
+      base::LogInfo("delegated-lease-gc: deleted delegatedleases/", name,
+                    ", expired for longer than the GC period");
     }
   }
   return result;

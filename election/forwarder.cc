@@ -86,9 +86,43 @@ int64_t LeaseDurationMicros(const Document& lease) {
 
 }  // namespace
 
+ForwarderMetrics::ForwarderMetrics(base::MetricsRegistry* r)
+    : forwards(r->AddCounter("poolcoord_forwards_total",
+                             "Cloud Lease renewals written for delegated nodes.")
+                   .WithLabels({})),
+      forward_errors(r->AddCounter("poolcoord_forward_errors_total",
+                                   "Failed cloud Lease, Node or Event reads and writes of the "
+                                   "forwarder.")
+                         .WithLabels({})),
+      delegations_started(r->AddCounter("poolcoord_delegations_started_total",
+                                        "Nodes whose delegation began.")
+                              .WithLabels({})),
+      delegations_stopped(r->AddCounter("poolcoord_delegations_stopped_total",
+                                        "Nodes that renew their own Lease again.")
+                              .WithLabels({})),
+      taints_added(r->AddCounter("poolcoord_taints_added_total",
+                                 "Unschedulable taints added to delegated nodes.")
+                       .WithLabels({})),
+      taints_removed(
+          r->AddCounter("poolcoord_taints_removed_total", "Unschedulable taints removed.")
+              .WithLabels({})),
+      leader_changes(r->AddCounter("poolcoord_pool_leader_changes_total",
+                                   "PoolLease holder changes seen.")
+                         .WithLabels({})),
+      delegated_nodes(
+          r->AddGauge("poolcoord_delegated_nodes", "Nodes with a current delegation.").WithLabels({})),
+      pools_without_leader(r->AddGauge("poolcoord_pools_without_leader",
+                                       "PoolLeases without a live holder.")
+                               .WithLabels({})),
+      forward_duration(r->AddHistogram("poolcoord_forward_duration_seconds",
+                                       "Time to write one cloud Lease renewal.", {},
+                                       {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10})
+                           .WithLabels({})) {}
+
 Forwarder::Forwarder(store::Store* store, const LeaseRules* rules, store::KubeClient* cloud,
-                     const base::Clock* clock, ForwarderOptions options)
-    : store_(store), rules_(rules), cloud_(cloud), clock_(clock), options_(std::move(options)) {}
+                     const base::Clock* clock, base::MetricsRegistry* metrics, ForwarderOptions options)
+    : store_(store), rules_(rules), cloud_(cloud), clock_(clock), options_(std::move(options)),
+      metrics_(metrics) {}
 
 Forwarder::~Forwarder() { Stop(); }
 
@@ -177,7 +211,7 @@ void Forwarder::WatchLoop(store::Kind kind) {
         }
       }
       if (ev->type != store::EventType::kDeleted && !holder.empty() && holder != previous) {
-        stats_.leader_changes++;
+        metrics_.leader_changes.Inc();
         RecordEvent("PoolLease", store::kGroupVersion, o.metadata.name, "LeaderChanged",
                     absl::StrCat("pool ", o.metadata.name, " is now led by ", holder,
                                  previous.empty() ? "" : absl::StrCat(" (was ", previous, ")")));
@@ -210,15 +244,6 @@ void Forwarder::WorkLoop() {
   }
 }
 
-void Forwarder::ObserveLatency(int64_t micros) {
-  const double seconds = micros / 1e6;
-  for (size_t i = 0; i < std::size(ForwarderStats::kBuckets); ++i) {
-    if (seconds <= ForwarderStats::kBuckets[i]) stats_.latency_bucket[i]++;
-  }
-  stats_.latency_count++;
-  stats_.latency_sum_us += micros;
-}
-
 absl::Status Forwarder::SyncAll() {
   absl::Status first;
   int64_t delegated = 0;
@@ -231,7 +256,7 @@ absl::Status Forwarder::SyncAll() {
   if (pools.ok()) {
     int64_t without = 0;
     for (const auto& p : pools->items) without += rules_->PoolLeaseLive(*p) ? 0 : 1;
-    stats_.pools_without_leader = without;
+    metrics_.pools_without_leader.Set(without);
   }
   // Cloud Leases we marked, to notice kubelets that renew on their own again.
   auto marked = cloud_->Get(absl::StrCat("/apis/coordination.k8s.io/v1/namespaces/",
@@ -260,7 +285,7 @@ absl::Status Forwarder::SyncAll() {
       if (rules_->DelegationCurrent(*dl, pool.ok() ? pool->get() : nullptr)) ++delegated;
     }
   }
-  stats_.delegated_nodes = delegated;
+  metrics_.delegated_nodes.Set(delegated);
   return first;
 }
 
@@ -277,7 +302,7 @@ absl::Status Forwarder::SyncNode(const std::string& node) {
   for (int attempt = 0; attempt <= options_.conflict_retries; ++attempt) {
     auto got = cloud_->Get(path);
     if (!got.ok()) {
-      stats_.forward_errors++;
+      metrics_.forward_errors.Inc();
       return got.status();
     }
     if (got->status == 404) {
@@ -289,7 +314,7 @@ absl::Status Forwarder::SyncNode(const std::string& node) {
       return s;
     }
     if (got->status != 200) {
-      stats_.forward_errors++;
+      metrics_.forward_errors.Inc();
       return store::StatusFromKubeResponse(*got);
     }
     auto doc = ParseObject(got->body);
@@ -337,7 +362,7 @@ absl::Status Forwarder::SyncNode(const std::string& node) {
     if (clock_->NowMicros() - since >= options_.taint_after.count()) return SetTaint(node, true);
     return absl::OkStatus();
   }
-  stats_.forward_errors++;
+  metrics_.forward_errors.Inc();
   return absl::AbortedError(absl::StrCat("cloud Lease ", node, ": still conflicting after ",
                                          options_.conflict_retries, " retries"));
 }
@@ -390,16 +415,16 @@ absl::Status Forwarder::ForwardOnce(const std::string& node, const store::Object
   auto put = exists ? cloud_->Put(absl::StrCat(collection, "/", node), ToJson(doc))
                     : cloud_->Post(collection, ToJson(doc));
   if (!put.ok()) {
-    stats_.forward_errors++;
+    metrics_.forward_errors.Inc();
     return put.status();
   }
   if (put->status == 409) return absl::AbortedError("conflict");
   if (put->status >= 300) {
-    stats_.forward_errors++;
+    metrics_.forward_errors.Inc();
     return store::StatusFromKubeResponse(*put);
   }
-  stats_.forwards++;
-  ObserveLatency(clock_->MonotonicMicros() - t0);
+  metrics_.forwards.Inc();
+  metrics_.forward_duration.Observe((clock_->MonotonicMicros() - t0) / 1e6);
   // Remember the forward on the DelegatedLease (status.lastForwardTime).
   const int64_t observed = delegated.status.observed_time_us.value_or(0);
   store_
@@ -419,7 +444,7 @@ absl::Status Forwarder::ForwardOnce(const std::string& node, const store::Object
       .status()
       .IgnoreError();
   if (*started) {
-    stats_.delegations_started++;
+    metrics_.delegations_started.Inc();
     RecordEvent("Node", "v1", node, "DelegationStarted",
                 absl::StrCat("node ", node, " lost the cloud; its pool leader ",
                              delegated.spec.delegate.value_or("?"),
@@ -446,7 +471,7 @@ absl::Status Forwarder::ClearDelegation(const std::string& node) {
   if (!put.ok()) return put.status();
   if (put->status == 409) return absl::AbortedError("conflict");
   if (put->status >= 300) return store::StatusFromKubeResponse(*put);
-  stats_.delegations_stopped++;
+  metrics_.delegations_stopped.Inc();
   RecordEvent("Node", "v1", node, "DelegationStopped",
               absl::StrCat("node ", node, " renews its own Lease again; delegation ended"));
   return absl::OkStatus();
@@ -496,7 +521,7 @@ absl::Status Forwarder::SetTaint(const std::string& node, bool present) {
     if (!put.ok()) return put.status();
     if (put->status == 409) continue;
     if (put->status >= 300) return store::StatusFromKubeResponse(*put);
-    (present ? stats_.taints_added : stats_.taints_removed)++;
+    (present ? metrics_.taints_added : metrics_.taints_removed).Inc();
     RecordEvent("Node", "v1", node, present ? "TaintAdded" : "TaintRemoved",
                 present ? absl::StrCat("node ", node, " delegated for ",
                                        options_.taint_after.count() / 1'000'000,
@@ -544,42 +569,5 @@ void Forwarder::RecordEvent(const std::string& kind, const std::string& api_vers
       .IgnoreError();
 }
 
-std::string Forwarder::MetricsText() const {
-  std::string out;
-  auto counter = [&out](const char* name, const char* help, int64_t v, const char* type = "counter") {
-    absl::StrAppend(&out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n", name, " ", v,
-                    "\n");
-  };
-  counter("poolcoord_forwards_total", "Cloud Lease renewals written for delegated nodes.",
-          stats_.forwards.load());
-  counter("poolcoord_forward_errors_total", "Failed cloud Lease or Node writes.",
-          stats_.forward_errors.load());
-  counter("poolcoord_delegations_started_total", "Nodes whose delegation began.",
-          stats_.delegations_started.load());
-  counter("poolcoord_delegations_stopped_total", "Nodes that renew their own Lease again.",
-          stats_.delegations_stopped.load());
-  counter("poolcoord_taints_added_total", "Unschedulable taints added to delegated nodes.",
-          stats_.taints_added.load());
-  counter("poolcoord_taints_removed_total", "Unschedulable taints removed.",
-          stats_.taints_removed.load());
-  counter("poolcoord_pool_leader_changes_total", "PoolLease holder changes seen.",
-          stats_.leader_changes.load());
-  counter("poolcoord_delegated_nodes", "Nodes with a current delegation.",
-          stats_.delegated_nodes.load(), "gauge");
-  counter("poolcoord_pools_without_leader", "PoolLeases without a live holder.",
-          stats_.pools_without_leader.load(), "gauge");
-  absl::StrAppend(&out,
-                  "# HELP poolcoord_forward_duration_seconds Time to write one cloud Lease renewal.\n"
-                  "# TYPE poolcoord_forward_duration_seconds histogram\n");
-  for (size_t i = 0; i < std::size(ForwarderStats::kBuckets); ++i) {
-    absl::StrAppend(&out, "poolcoord_forward_duration_seconds_bucket{le=\"", ForwarderStats::kBuckets[i],
-                    "\"} ", stats_.latency_bucket[i].load(), "\n");
-  }
-  absl::StrAppend(&out, "poolcoord_forward_duration_seconds_bucket{le=\"+Inf\"} ",
-                  stats_.latency_count.load(), "\npoolcoord_forward_duration_seconds_sum ",
-                  stats_.latency_sum_us.load() / 1e6, "\npoolcoord_forward_duration_seconds_count ",
-                  stats_.latency_count.load(), "\n");
-  return out;
-}
 
 }  // namespace poolcoord::election

@@ -38,6 +38,7 @@
 #include "absl/synchronization/mutex.h"
 #include "rapidjson/document.h"
 #include "base/clock.h"
+#include "base/metrics.h"
 #include "election/lease_rules.h"
 #include "store/kube_client.h"
 #include "store/store.h"
@@ -58,29 +59,28 @@ struct ForwarderOptions {
   std::string component = "poolcoord-forwarder";
 };
 
-// Counters for /metrics; monotonic unless named a gauge.
-struct ForwarderStats {
-  std::atomic<int64_t> forwards{0};
-  std::atomic<int64_t> forward_errors{0};
-  std::atomic<int64_t> delegations_started{0};
-  std::atomic<int64_t> delegations_stopped{0};
-  std::atomic<int64_t> taints_added{0};
-  std::atomic<int64_t> taints_removed{0};
-  std::atomic<int64_t> leader_changes{0};
-  std::atomic<int64_t> delegated_nodes{0};           // gauge
-  std::atomic<int64_t> pools_without_leader{0};      // gauge
-  // Forwarding latency histogram (seconds), cumulative buckets.
-  static constexpr double kBuckets[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
-  std::atomic<int64_t> latency_bucket[sizeof(kBuckets) / sizeof(double)] = {};
-  std::atomic<int64_t> latency_count{0};
-  std::atomic<int64_t> latency_sum_us{0};
+// The forwarder's metrics (names and labels read by the chart's dashboards and
+// alerts: keep them).
+struct ForwarderMetrics {
+  explicit ForwarderMetrics(base::MetricsRegistry* registry);
+  base::Counter& forwards;
+  base::Counter& forward_errors;
+  base::Counter& delegations_started;
+  base::Counter& delegations_stopped;
+  base::Counter& taints_added;
+  base::Counter& taints_removed;
+  base::Counter& leader_changes;
+  base::Gauge& delegated_nodes;
+  base::Gauge& pools_without_leader;
+  base::Histogram& forward_duration;
 };
 
 class Forwarder {
  public:
   // None owned; all must outlive the Forwarder.
   Forwarder(store::Store* store, const LeaseRules* rules, store::KubeClient* cloud,
-            const base::Clock* clock, ForwarderOptions options = {});
+            const base::Clock* clock, base::MetricsRegistry* metrics,
+            ForwarderOptions options = {});
   ~Forwarder();
 
   // Starts the watch of DelegatedLeases and PoolLeases and the resync loop.
@@ -95,9 +95,7 @@ class Forwarder {
   // marker. Returns the first error, after trying every node.
   absl::Status SyncAll();
 
-  // Prometheus text of the stats (poolcoord_* metrics).
-  std::string MetricsText() const;
-  const ForwarderStats& stats() const { return stats_; }
+  const ForwarderMetrics& metrics() const { return metrics_; }
 
  private:
   absl::Status ForwardOnce(const std::string& node, const store::Object& delegated,
@@ -118,14 +116,13 @@ class Forwarder {
   void Enqueue(const std::string& node);
   void WatchLoop(store::Kind kind);
   void WorkLoop();
-  void ObserveLatency(int64_t micros);
 
   store::Store* store_;
   const LeaseRules* rules_;
   store::KubeClient* cloud_;
   const base::Clock* clock_;
   ForwarderOptions options_;
-  ForwarderStats stats_;
+  ForwarderMetrics metrics_;
 
   std::atomic<bool> stopping_{false};
   absl::Mutex mu_;

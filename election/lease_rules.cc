@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/quote.h"
 #include "store/api_error.h"
 #include "base/microtime.h"
 
@@ -30,7 +31,6 @@ std::string Seconds(int64_t micros) {
   return buf;
 }
 
-std::string Quoted(const std::string& s) { return absl::StrCat("\"", s, "\""); }
 
 std::string HolderOf(const Object& lease) { return lease.spec.holder_identity.value_or(""); }
 int32_t TransitionsOf(const Object& lease) { return lease.spec.lease_transitions.value_or(0); }
@@ -136,7 +136,7 @@ absl::Status LeaseRules::AdmitPoolLeaseWrite(const base::UserInfo& user, const s
   const std::string node = user.NodeName();
   if (node.empty()) {
     return store::ForbiddenError(absl::StrCat(
-        "user ", Quoted(user.username), " is not a node: only nodes of pool ", Quoted(pool),
+        "user ", base::GoQuote(user.username), " is not a node: only nodes of pool ", base::GoQuote(pool),
         " (system:node:<name> in group system:nodes) may write its PoolLease"));
   }
   if (!membership_->Loaded()) {
@@ -146,14 +146,14 @@ absl::Status LeaseRules::AdmitPoolLeaseWrite(const base::UserInfo& user, const s
   if (!membership_->IsMember(node, pool)) {
     const auto own = membership_->PoolOf(node);
     return store::ForbiddenError(absl::StrCat(
-        "node ", Quoted(node), " is not a member of pool ", Quoted(pool), " (it belongs to ",
-        own ? absl::StrCat("pool ", Quoted(*own)) : std::string("no pool"),
+        "node ", base::GoQuote(node), " is not a member of pool ", base::GoQuote(pool), " (it belongs to ",
+        own ? absl::StrCat("pool ", base::GoQuote(*own)) : std::string("no pool"),
         "); only members of a pool may acquire or renew its PoolLease"));
   }
   if (!new_holder.empty() && new_holder != node) {
     return store::ForbiddenError(absl::StrCat(
-        "node ", Quoted(node), " may not acquire pool lease ", Quoted(pool), " for another node (",
-        Quoted(new_holder), "); set spec.holderIdentity to ", Quoted(node),
+        "node ", base::GoQuote(node), " may not acquire pool lease ", base::GoQuote(pool), " for another node (",
+        base::GoQuote(new_holder), "); set spec.holderIdentity to ", base::GoQuote(node),
         ", or to \"\" to release it"));
   }
 
@@ -230,8 +230,8 @@ absl::Status LeaseRules::AdmitDelegatedLeaseWrite(const base::UserInfo& user,
   const std::string writer = user.NodeName();
   if (!master && writer.empty()) {
     return store::ForbiddenError(absl::StrCat(
-        "user ", Quoted(user.username), " is not a node: only the current leader of node ",
-        Quoted(name), "'s pool may write its DelegatedLease"));
+        "user ", base::GoQuote(user.username), " is not a node: only the current leader of node ",
+        base::GoQuote(name), "'s pool may write its DelegatedLease"));
   }
   if (!membership_->Loaded()) {
     return store::ServiceUnavailableError(
@@ -249,31 +249,31 @@ absl::Status LeaseRules::AdmitDelegatedLeaseWrite(const base::UserInfo& user,
                      ": \"true\"")));
   } else if (ann->second != "true") {
     causes.push_back(store::FieldInvalid(
-        "metadata.annotations", absl::StrCat(kDelegateAnnotation, "=", Quoted(ann->second)),
+        "metadata.annotations", absl::StrCat(kDelegateAnnotation, "=", base::GoQuote(ann->second)),
         absl::StrCat("the annotation ", kDelegateAnnotation, " must be exactly \"true\"")));
   }
   if (!spec.holder_identity) {
     causes.push_back(store::FieldRequired(
-        "spec.holderIdentity", absl::StrCat("must be the node's name ", Quoted(name))));
+        "spec.holderIdentity", absl::StrCat("must be the node's name ", base::GoQuote(name))));
   } else if (*spec.holder_identity != name) {
     causes.push_back(store::FieldInvalid(
         "spec.holderIdentity", *spec.holder_identity,
-        absl::StrCat("must equal the DelegatedLease's name (the node), ", Quoted(name))));
+        absl::StrCat("must equal the DelegatedLease's name (the node), ", base::GoQuote(name))));
   }
   const std::optional<std::string> pool = membership_->PoolOf(name);
   if (!spec.pool_name || spec.pool_name->empty()) {
     causes.push_back(store::FieldRequired(
-        "spec.poolName", pool ? absl::StrCat("must be the node's pool ", Quoted(*pool))
-                              : absl::StrCat("node ", Quoted(name), " belongs to no pool")));
+        "spec.poolName", pool ? absl::StrCat("must be the node's pool ", base::GoQuote(*pool))
+                              : absl::StrCat("node ", base::GoQuote(name), " belongs to no pool")));
   } else if (!pool) {
     causes.push_back(store::FieldInvalid(
         "spec.poolName", *spec.pool_name,
-        absl::StrCat("node ", Quoted(name),
+        absl::StrCat("node ", base::GoQuote(name),
                      " belongs to no pool in the membership, so it cannot be delegated")));
   } else if (*spec.pool_name != *pool) {
     causes.push_back(store::FieldInvalid(
         "spec.poolName", *spec.pool_name,
-        absl::StrCat("must be the node's pool ", Quoted(*pool))));
+        absl::StrCat("must be the node's pool ", base::GoQuote(*pool))));
   }
   if (!spec.renew_time_us) {
     causes.push_back(store::FieldRequired(
@@ -282,11 +282,11 @@ absl::Status LeaseRules::AdmitDelegatedLeaseWrite(const base::UserInfo& user,
   if (!master) {
     if (!spec.delegate || spec.delegate->empty()) {
       causes.push_back(store::FieldRequired(
-          "spec.delegate", absl::StrCat("must be the writing leader, ", Quoted(writer))));
+          "spec.delegate", absl::StrCat("must be the writing leader, ", base::GoQuote(writer))));
     } else if (*spec.delegate != writer) {
       causes.push_back(store::FieldInvalid(
           "spec.delegate", *spec.delegate,
-          absl::StrCat("must be the writing leader, ", Quoted(writer))));
+          absl::StrCat("must be the writing leader, ", base::GoQuote(writer))));
     }
   }
   if (!causes.empty()) return Invalid(proposed, std::move(causes));
@@ -300,31 +300,31 @@ absl::Status LeaseRules::AdmitDelegatedLeaseWrite(const base::UserInfo& user,
     const std::string holder = pool_lease ? HolderOf(*pool_lease) : "";
     const std::string leader_hint =
         holder.empty() ? std::string("the pool has no leader now")
-                       : absl::StrCat("its current holder is ", Quoted(holder));
+                       : absl::StrCat("its current holder is ", base::GoQuote(holder));
     if (writer_pool != pool) {
       return store::ForbiddenError(absl::StrCat(
-          "node ", Quoted(writer), " belongs to ",
-          writer_pool ? absl::StrCat("pool ", Quoted(*writer_pool)) : std::string("no pool"),
-          ", not to pool ", Quoted(*pool), " of node ", Quoted(name),
-          "; only the leader of pool ", Quoted(*pool), " may write its DelegatedLeases (",
+          "node ", base::GoQuote(writer), " belongs to ",
+          writer_pool ? absl::StrCat("pool ", base::GoQuote(*writer_pool)) : std::string("no pool"),
+          ", not to pool ", base::GoQuote(*pool), " of node ", base::GoQuote(name),
+          "; only the leader of pool ", base::GoQuote(*pool), " may write its DelegatedLeases (",
           leader_hint, ")"));
     }
     if (!pool_lease) {
       return store::ForbiddenError(absl::StrCat(
-          "pool ", Quoted(*pool), " has no PoolLease, so it has no leader; acquire poolleases/",
+          "pool ", base::GoQuote(*pool), " has no PoolLease, so it has no leader; acquire poolleases/",
           *pool, " before writing DelegatedLeases for its nodes"));
     }
     if (holder != writer) {
       return store::ForbiddenError(absl::StrCat(
-          "node ", Quoted(writer), " is not the leader of pool ", Quoted(*pool), ": ",
+          "node ", base::GoQuote(writer), " is not the leader of pool ", base::GoQuote(*pool), ": ",
           holder.empty() ? std::string("the pool lease is not held by anyone")
-                         : absl::StrCat("the pool lease is held by ", Quoted(holder)),
+                         : absl::StrCat("the pool lease is held by ", base::GoQuote(holder)),
           "; only the current holder of poolleases/", *pool, " may write DelegatedLeases"));
     }
     const int64_t remaining = RemainingMicros(*pool_lease);
     if (remaining <= 0) {
       return store::ForbiddenError(absl::StrCat(
-          "the pool lease ", Quoted(*pool), " held by ", Quoted(writer), " expired ",
+          "the pool lease ", base::GoQuote(*pool), " held by ", base::GoQuote(writer), " expired ",
           Seconds(-remaining), " ago; renew poolleases/", *pool,
           " before writing DelegatedLeases"));
     }
@@ -355,7 +355,7 @@ absl::Status LeaseRules::AdmitStatusWrite(const base::UserInfo& user, const stor
   if (user.IsMaster()) return absl::OkStatus();
   if (options_.forwarder_user.empty() || user.username != options_.forwarder_user) {
     return store::ForbiddenError(absl::StrCat(
-        "user ", Quoted(user.username), " may not write ", PluralOf(current), "/",
+        "user ", base::GoQuote(user.username), " may not write ", PluralOf(current), "/",
         current.metadata.name,
         "/status: only system:masters and the forwarder (--forwarder-user) may"));
   }
@@ -395,10 +395,10 @@ absl::Status LeaseRules::AdmitDelete(const base::UserInfo& user, const store::Ob
       return absl::OkStatus();  // the pool's current leader
     }
     return store::ForbiddenError(absl::StrCat(
-        "user ", Quoted(user.username), " may not delete delegatedleases/", name,
+        "user ", base::GoQuote(user.username), " may not delete delegatedleases/", name,
         ": only the node itself or the current leader of its pool",
         pool.empty() ? std::string()
-                     : absl::StrCat(" ", Quoted(pool), " (holder of poolleases/", pool, ")"),
+                     : absl::StrCat(" ", base::GoQuote(pool), " (holder of poolleases/", pool, ")"),
         " may"));
   }
 
@@ -408,8 +408,8 @@ absl::Status LeaseRules::AdmitDelete(const base::UserInfo& user, const store::Ob
   const std::string& pool = name;
   if (node.empty() || !membership_->IsMember(node, pool)) {
     return store::ForbiddenError(absl::StrCat(
-        "user ", Quoted(user.username), " may not delete poolleases/", pool,
-        ": only members of pool ", Quoted(pool), " (or system:masters) may"));
+        "user ", base::GoQuote(user.username), " may not delete poolleases/", pool,
+        ": only members of pool ", base::GoQuote(pool), " (or system:masters) may"));
   }
   const std::string holder = HolderOf(current);
   if (holder.empty() || holder == node || !PoolLeaseLive(current)) return absl::OkStatus();

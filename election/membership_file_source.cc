@@ -9,11 +9,11 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <iostream>
 #include <sstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/log.h"
 
 namespace poolcoord::election {
 
@@ -61,7 +61,7 @@ absl::Status MembershipFileSource::Load(const FileId& id) {
   // Parsing already rejects a node in two pools within the file; a conflict here
   // comes from another source and is worth a log line, not a rejection.
   absl::Status merged = index_->Replace(kSource, *pools);
-  if (!merged.ok()) std::cerr << "membership: " << merged.message() << "\n";
+  if (!merged.ok()) base::LogWarning("membership: ", merged.message());
 #ifdef __GLIBC__
   // The YAML tree of a 100,000-node file is gone now; hand its pages back (the
   // memory benchmark saw ~75 MiB kept after the load otherwise).
@@ -95,15 +95,14 @@ absl::Status MembershipFileSource::PollOnce() {
   if (!id.exists) {
     // Mid rename-replace, or deleted: keep serving what we have.
     last_attempt_ = id;
-    std::cerr << "membership file " << path_
-              << " is missing; keeping the last good membership\n";
+    base::LogWarning("membership file ", path_, " is missing; keeping the last good membership");
     return absl::NotFoundError(absl::StrCat("membership file ", path_, " is missing"));
   }
   absl::Status status = Load(id);
   if (!status.ok()) {
-    std::cerr << status.message() << "; keeping the last good membership\n";
+    base::LogWarning(status.message(), "; keeping the last good membership");
   } else {
-    std::cerr << "membership file " << path_ << " reloaded\n";
+    base::LogInfo("membership file ", path_, " reloaded");
   }
   return status;
 }

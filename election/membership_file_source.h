@@ -15,7 +15,7 @@ namespace poolcoord::election {
 // Polls the file's identity (device, inode, size, mtime in ns) every
 // `poll_interval`, so both in-place edits and atomic rename-replace (what
 // ConfigMap volume updates and `mv` do) are seen. A file that fails to read or
-// parse keeps the last good membership; the reason goes to stderr once per
+// parse keeps the last good membership; the reason is logged once per
 // change of the file. Content is delivered to the index as source "file".
 //
 // Thread-safety: Start and Stop from one owning thread; the index is read

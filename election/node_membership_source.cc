@@ -4,6 +4,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/log.h"
 #include "rapidjson/document.h"
 
 namespace poolcoord::election {
@@ -64,7 +65,7 @@ void NodeMembershipSource::Publish() {
     if (!pool.empty()) pools[pool].push_back(node);
   }
   absl::Status s = index_->Replace("nodes", pools);
-  if (!s.ok()) fprintf(stderr, "pool membership from Nodes: %s\n", std::string(s.message()).c_str());
+  if (!s.ok()) base::LogWarning("pool membership from Nodes: ", s.message());
 }
 
 absl::StatusOr<std::string> NodeMembershipSource::ListOnce() {
@@ -128,9 +129,8 @@ void NodeMembershipSource::Run() {
     if (rv.empty()) {
       auto listed = ListOnce();
       if (!listed.ok()) {
-        fprintf(stderr, "pool membership from Nodes: list failed: %s (retry in %lld ms)\n",
-                std::string(listed.status().message()).c_str(),
-                static_cast<long long>(backoff.count()));
+        base::LogWarning("pool membership from Nodes: list failed: ", listed.status().message(),
+                         " (retry in ", backoff.count(), " ms)");
         for (auto waited = std::chrono::milliseconds(0); waited < backoff && !stopping_;
              waited += std::chrono::milliseconds(100)) {
           std::this_thread::sleep_for(std::chrono::milliseconds(100));

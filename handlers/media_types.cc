@@ -3,22 +3,22 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
+#include "base/string_view.h"
 #include "rapidjson/error/en.h"
 
 namespace poolcoord::handlers {
 namespace {
 // Debian's Abseil has its own string_view type, distinct from std::string_view.
-absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 }  // namespace
 
 bool MediaTypeIs(std::string_view header, std::string_view type) {
   std::string_view t = header.substr(0, header.find(';'));
-  return absl::EqualsIgnoreCase(absl::StripAsciiWhitespace(AV(t)), AV(type));
+  return absl::EqualsIgnoreCase(absl::StripAsciiWhitespace(base::Av(t)), base::Av(type));
 }
 
 bool AcceptsJson(std::string_view accept) {
-  if (absl::StripAsciiWhitespace(AV(accept)).empty()) return true;
-  for (absl::string_view entry : absl::StrSplit(AV(accept), ',')) {
+  if (absl::StripAsciiWhitespace(base::Av(accept)).empty()) return true;
+  for (absl::string_view entry : absl::StrSplit(base::Av(accept), ',')) {
     std::vector<absl::string_view> parts = absl::StrSplit(entry, ';');
     absl::string_view type = absl::StripAsciiWhitespace(parts[0]);
     bool has_as = false;

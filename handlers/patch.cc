@@ -10,6 +10,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "base/quote.h"
+#include "base/string_view.h"
 #include "handlers/validation.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
@@ -22,7 +24,6 @@ namespace {
 using rapidjson::Value;
 using Allocator = rapidjson::Document::AllocatorType;
 
-absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 void MergeInto(Value& target, const Value& patch, Allocator& allocator) {
   if (!patch.IsObject()) {
@@ -147,7 +148,7 @@ std::string Render(const Value& value) {
 }
 
 std::string Describe(const Operation& op) {
-  return absl::StrCat(op.name, " operation failed: path ", GoQuote(op.path));
+  return absl::StrCat(op.name, " operation failed: path ", base::GoQuote(op.path));
 }
 
 // Adds `value` (moved from) at op.tokens.
@@ -175,7 +176,7 @@ absl::Status Add(rapidjson::Document& doc, const Operation& op, Value& value) {
     size_t size = parent->Size();
     std::optional<size_t> index = last == "-" ? std::optional<size_t>(size) : ParseIndex(last);
     if (!index || *index > size) {
-      return Unprocessable(absl::StrCat(Describe(op), ": array index ", GoQuote(last),
+      return Unprocessable(absl::StrCat(Describe(op), ": array index ", base::GoQuote(last),
                                         " is out of range (size ", size, ")"));
     }
     // RapidJSON has no insert: append, then bubble the new element into place.
@@ -213,7 +214,7 @@ absl::Status Remove(Value& root, const Operation& op, const std::vector<std::str
       return absl::OkStatus();
     }
   }
-  return Unprocessable(absl::StrCat(op.name, " operation failed: path ", GoQuote(shown_path),
+  return Unprocessable(absl::StrCat(op.name, " operation failed: path ", base::GoQuote(shown_path),
                                     " does not exist"));
 }
 
@@ -259,7 +260,7 @@ absl::Status Apply(rapidjson::Document& doc, const Operation& op, size_t* copied
     case OpKind::kMove: {
       if (op.from_tokens == op.tokens) {
         if (Resolve(doc, op.from_tokens) == nullptr) {
-          return Unprocessable(absl::StrCat(op.name, " operation failed: from ", GoQuote(op.from),
+          return Unprocessable(absl::StrCat(op.name, " operation failed: from ", base::GoQuote(op.from),
                                             " does not exist"));
         }
         return absl::OkStatus();
@@ -268,8 +269,8 @@ absl::Status Apply(rapidjson::Document& doc, const Operation& op, size_t* copied
       if (op.tokens.size() > op.from_tokens.size() &&
           std::equal(op.from_tokens.begin(), op.from_tokens.end(), op.tokens.begin())) {
         return Unprocessable(absl::StrCat(op.name, " operation failed: cannot move ",
-                                          GoQuote(op.from), " into its own child ",
-                                          GoQuote(op.path)));
+                                          base::GoQuote(op.from), " into its own child ",
+                                          base::GoQuote(op.path)));
       }
       Value moved;
       if (auto s = Remove(doc, op, op.from_tokens, op.from, &moved); !s.ok()) return s;
@@ -278,7 +279,7 @@ absl::Status Apply(rapidjson::Document& doc, const Operation& op, size_t* copied
     case OpKind::kCopy: {
       Value* source = Resolve(doc, op.from_tokens);
       if (source == nullptr) {
-        return Unprocessable(absl::StrCat(op.name, " operation failed: from ", GoQuote(op.from),
+        return Unprocessable(absl::StrCat(op.name, " operation failed: from ", base::GoQuote(op.from),
                                           " does not exist"));
       }
       *copied += ApproxSize(*source, kMaxCopiedBytes);
@@ -308,7 +309,7 @@ absl::Status Apply(rapidjson::Document& doc, const Operation& op, size_t* copied
 absl::StatusOr<Operation> Decode(const Value& raw, size_t index) {
   auto bad = [index](std::string_view what) {
     return store::BadRequestError(
-        absl::StrCat("invalid JSON patch: operation ", index, ": ", Sv(what)));
+        absl::StrCat("invalid JSON patch: operation ", index, ": ", base::Av(what)));
   };
   if (!raw.IsObject()) return bad("must be an object");
   auto op_it = raw.FindMember("op");
@@ -326,7 +327,7 @@ absl::StatusOr<Operation> Decode(const Value& raw, size_t index) {
     }
   }
   if (!known) {
-    return bad(absl::StrCat("unknown op ", GoQuote(op.name),
+    return bad(absl::StrCat("unknown op ", base::GoQuote(op.name),
                             "; supported: add, remove, replace, move, copy, test"));
   }
   auto path_it = raw.FindMember("path");
@@ -335,7 +336,7 @@ absl::StatusOr<Operation> Decode(const Value& raw, size_t index) {
   }
   op.path.assign(path_it->value.GetString(), path_it->value.GetStringLength());
   auto tokens = ParsePointer(op.path);
-  if (!tokens) return bad(absl::StrCat("invalid JSON pointer ", GoQuote(op.path)));
+  if (!tokens) return bad(absl::StrCat("invalid JSON pointer ", base::GoQuote(op.path)));
   op.tokens = *std::move(tokens);
   if (op.kind == OpKind::kMove || op.kind == OpKind::kCopy) {
     auto from_it = raw.FindMember("from");
@@ -344,7 +345,7 @@ absl::StatusOr<Operation> Decode(const Value& raw, size_t index) {
     }
     op.from.assign(from_it->value.GetString(), from_it->value.GetStringLength());
     auto from_tokens = ParsePointer(op.from);
-    if (!from_tokens) return bad(absl::StrCat("invalid JSON pointer ", GoQuote(op.from)));
+    if (!from_tokens) return bad(absl::StrCat("invalid JSON pointer ", base::GoQuote(op.from)));
     op.from_tokens = *std::move(from_tokens);
   }
   if (op.kind == OpKind::kAdd || op.kind == OpKind::kReplace || op.kind == OpKind::kTest) {

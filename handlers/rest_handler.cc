@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/clock.h"
+#include "base/string_view.h"
 #include "election/lease_rules.h"
 #include "handlers/list_options.h"
 #include "handlers/media_types.h"
@@ -577,7 +578,7 @@ absl::StatusOr<DeleteOptions> ParseDeleteOptions(const Request& request) {
   if (absl::StripAsciiWhitespace(request.body).empty()) {
     if (std::string_view g = request.Query("gracePeriodSeconds"); !g.empty()) {
       int64_t v = 0;
-      if (!absl::SimpleAtoi(absl::string_view(g.data(), g.size()), &v)) {
+      if (!absl::SimpleAtoi(base::Av(g), &v)) {
         return store::BadRequestError(absl::StrCat("invalid value for gracePeriodSeconds: strconv.ParseInt: parsing \"",
                                                    std::string(g), "\": invalid syntax"));
       }

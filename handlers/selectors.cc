@@ -10,13 +10,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "base/quote.h"
+#include "base/string_view.h"
 #include "handlers/validation.h"
 #include "store/api_error.h"
 
 namespace poolcoord::handlers {
 namespace {
 
-absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 bool ParseInt64(std::string_view text, int64_t* out) {
   if (text.empty()) return false;
@@ -167,7 +168,7 @@ class Parser {
     }
     r.key = t->literal;
     if (auto msgs = IsQualifiedName(r.key); !msgs.empty()) {
-      *err = absl::StrCat("key: Invalid value: ", GoQuote(r.key), ": ", absl::StrJoin(msgs, "; "));
+      *err = absl::StrCat("key: Invalid value: ", base::GoQuote(r.key), ": ", absl::StrJoin(msgs, "; "));
       return std::nullopt;
     }
     // "!k" takes no operator; in "!k=v" the caller then stops at the '='.
@@ -263,12 +264,12 @@ class Parser {
       if ((r.op == Op::kGreaterThan || r.op == Op::kLessThan)) {
         int64_t unused;
         if (!ParseInt64(v, &unused)) {
-          errs.push_back(absl::StrCat("values[", i, "]: Invalid value: ", GoQuote(v),
+          errs.push_back(absl::StrCat("values[", i, "]: Invalid value: ", base::GoQuote(v),
                                       ": for 'Gt', 'Lt' operators, the value must be an integer"));
         }
       }
       if (auto msgs = IsValidLabelValue(v); !msgs.empty()) {
-        errs.push_back(absl::StrCat("values[", i, "][", r.key, "]: Invalid value: ", GoQuote(v),
+        errs.push_back(absl::StrCat("values[", i, "][", r.key, "]: Invalid value: ", base::GoQuote(v),
                                     ": ", absl::StrJoin(msgs, "; ")));
       }
     }
@@ -373,7 +374,7 @@ absl::StatusOr<std::string> UnescapeValue(std::string_view s) {
     if (c == '\\') {
       if (i + 1 == s.size() || (s[i + 1] != '\\' && s[i + 1] != ',' && s[i + 1] != '=')) {
         return store::BadRequestError(absl::StrCat(
-            "invalid field selector: invalid escape sequence: ", Sv(s.substr(i, 2))));
+            "invalid field selector: invalid escape sequence: ", base::Av(s.substr(i, 2))));
       }
       out.push_back(s[++i]);
     } else if (c == ',' || c == '=') {
@@ -410,8 +411,8 @@ absl::StatusOr<FieldSelector> FieldSelector::Parse(
     if (term.empty()) continue;
     std::string_view lhs, op, rhs;
     if (!SplitTerm(term, &lhs, &op, &rhs)) {
-      return store::BadRequestError(absl::StrCat("invalid selector: '", Sv(text),
-                                                 "'; can't understand '", Sv(term), "'"));
+      return store::BadRequestError(absl::StrCat("invalid selector: '", base::Av(text),
+                                                 "'; can't understand '", base::Av(term), "'"));
     }
     auto value = UnescapeValue(TrimSpace(rhs));
     if (!value.ok()) return value.status();
@@ -419,8 +420,8 @@ absl::StatusOr<FieldSelector> FieldSelector::Parse(
     if (std::find(supported_fields.begin(), supported_fields.end(), field) ==
         supported_fields.end()) {
       std::vector<std::string> quoted;
-      for (const auto& f : supported_fields) quoted.push_back(GoQuote(f));
-      return store::BadRequestError(absl::StrCat(GoQuote(field),
+      for (const auto& f : supported_fields) quoted.push_back(base::GoQuote(f));
+      return store::BadRequestError(absl::StrCat(base::GoQuote(field),
                                                  " is not a known field selector: only ",
                                                  absl::StrJoin(quoted, ", ")));
     }

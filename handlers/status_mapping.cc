@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <string>
 
+#include "base/quote.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
 
@@ -11,37 +12,9 @@ namespace {
 
 using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
 
-// Length of the valid UTF-8 sequence at s[i], 0 when invalid.
-size_t Utf8SequenceLength(std::string_view s, size_t i) {
-  auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  unsigned char c = byte(i);
-  if (c < 0x80) return 1;
-  size_t len = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
-  if (len == 0 || i + len > s.size()) return 0;
-  uint32_t cp = c & (0xFF >> (len + 1));
-  for (size_t k = 1; k < len; ++k) {
-    if ((byte(i + k) & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (byte(i + k) & 0x3F);
-  }
-  static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
-  if (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-  return len;
-}
-
 // RapidJSON copies bytes verbatim; invalid UTF-8 would make the body invalid JSON.
 void WriteString(JsonWriter& w, std::string_view s) {
-  std::string clean;
-  clean.reserve(s.size());
-  for (size_t i = 0; i < s.size();) {
-    size_t len = Utf8SequenceLength(s, i);
-    if (len == 0) {
-      clean += "\xEF\xBF\xBD";  // U+FFFD
-      ++i;
-    } else {
-      clean.append(s.substr(i, len));
-      i += len;
-    }
-  }
+  const std::string clean = base::ToValidUtf8(s);
   w.String(clean.data(), static_cast<rapidjson::SizeType>(clean.size()));
 }
 

@@ -9,11 +9,12 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "base/quote.h"
+#include "base/string_view.h"
 
 namespace poolcoord::handlers {
 namespace {
 
-absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 // The regular expressions as apimachinery prints them in its messages.
 constexpr char kQualifiedNameFmt[] = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
@@ -42,7 +43,7 @@ std::string RegexError(std::string_view msg, std::string_view fmt,
                        std::initializer_list<std::string_view> examples) {
   std::string out(msg);
   if (examples.size() == 0) {
-    absl::StrAppend(&out, " (regex used for validation is '", Sv(fmt), "')");
+    absl::StrAppend(&out, " (regex used for validation is '", base::Av(fmt), "')");
     return out;
   }
   out += " (e.g. ";
@@ -50,9 +51,9 @@ std::string RegexError(std::string_view msg, std::string_view fmt,
   for (std::string_view example : examples) {
     if (!first) out += " or ";
     first = false;
-    absl::StrAppend(&out, "'", Sv(example), "', ");
+    absl::StrAppend(&out, "'", base::Av(example), "', ");
   }
-  absl::StrAppend(&out, "regex used for validation is '", Sv(fmt), "')");
+  absl::StrAppend(&out, "regex used for validation is '", base::Av(fmt), "')");
   return out;
 }
 
@@ -81,41 +82,11 @@ bool MatchesDNS1123Subdomain(std::string_view s) {
   }
 }
 
-// Length of the valid UTF-8 sequence starting at s[i], or 0 when it is invalid.
-size_t Utf8SequenceLength(std::string_view s, size_t i) {
-  auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  unsigned char c = byte(i);
-  if (c < 0x80) return 1;
-  size_t len = 0;
-  uint32_t cp = 0;
-  if ((c & 0xE0) == 0xC0) {
-    len = 2;
-    cp = c & 0x1F;
-  } else if ((c & 0xF0) == 0xE0) {
-    len = 3;
-    cp = c & 0x0F;
-  } else if ((c & 0xF8) == 0xF0) {
-    len = 4;
-    cp = c & 0x07;
-  } else {
-    return 0;
-  }
-  if (i + len > s.size()) return 0;
-  for (size_t k = 1; k < len; ++k) {
-    if ((byte(i + k) & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (byte(i + k) & 0x3F);
-  }
-  // Overlong forms, surrogates and values past U+10FFFF are invalid.
-  static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
-  if (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-  return len;
-}
-
 // GoQuote of a list, as %#v prints a []string: []string{"a", "b"}.
 std::string GoStringSlice(const std::vector<std::string>& values) {
   std::string out = "[]string{";
   for (size_t i = 0; i < values.size(); ++i) {
-    absl::StrAppend(&out, i ? ", " : "", GoQuote(values[i]));
+    absl::StrAppend(&out, i ? ", " : "", base::GoQuote(values[i]));
   }
   out += "}";
   return out;
@@ -126,10 +97,10 @@ void ValidateLabels(const std::map<std::string, std::string>& labels,
   constexpr char kField[] = "metadata.labels";
   for (const auto& [key, value] : labels) {
     for (const auto& msg : IsQualifiedName(key)) {
-      causes.push_back(store::FieldInvalid(kField, GoQuote(key), msg));
+      causes.push_back(store::FieldInvalid(kField, base::GoQuote(key), msg));
     }
     for (const auto& msg : IsValidLabelValue(value)) {
-      causes.push_back(store::FieldInvalid(kField, GoQuote(value), msg));
+      causes.push_back(store::FieldInvalid(kField, base::GoQuote(value), msg));
     }
   }
 }
@@ -141,7 +112,7 @@ void ValidateAnnotations(const std::map<std::string, std::string>& annotations,
   for (const auto& [key, value] : annotations) {
     // Annotation keys are qualified names regardless of case.
     for (const auto& msg : IsQualifiedName(absl::AsciiStrToLower(key))) {
-      causes.push_back(store::FieldInvalid(kField, GoQuote(key), msg));
+      causes.push_back(store::FieldInvalid(kField, base::GoQuote(key), msg));
     }
     total += key.size() + value.size();
   }
@@ -158,7 +129,7 @@ void ValidateFinalizers(const std::vector<std::string>& finalizers,
   bool foreground = false;
   for (const auto& finalizer : finalizers) {
     for (const auto& msg : IsQualifiedName(finalizer)) {
-      causes.push_back(store::FieldInvalid(kField, GoQuote(finalizer), msg));
+      causes.push_back(store::FieldInvalid(kField, base::GoQuote(finalizer), msg));
     }
     orphan |= finalizer == kFinalizerOrphanDependents;
     foreground |= finalizer == kFinalizerDeleteDependents;
@@ -228,42 +199,6 @@ std::vector<std::string> IsValidLabelValue(std::string_view value) {
   return errs;
 }
 
-std::string GoQuote(std::string_view value) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out = "\"";
-  for (size_t i = 0; i < value.size();) {
-    auto c = static_cast<unsigned char>(value[i]);
-    size_t len = Utf8SequenceLength(value, i);
-    if (len == 0) {
-      absl::StrAppend(&out, "\\x", std::string(1, kHex[c >> 4]), std::string(1, kHex[c & 0xF]));
-      ++i;
-      continue;
-    }
-    if (len > 1) {
-      out.append(value.substr(i, len));
-      i += len;
-      continue;
-    }
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (c < 0x20 || c == 0x7F) {
-          absl::StrAppend(&out, "\\x", std::string(1, kHex[c >> 4]),
-                          std::string(1, kHex[c & 0xF]));
-        } else {
-          out.push_back(static_cast<char>(c));
-        }
-    }
-    ++i;
-  }
-  out += "\"";
-  return out;
-}
-
 std::vector<store::FieldCause> ValidateObjectMeta(const store::ObjectMeta& meta, bool is_create) {
   std::vector<store::FieldCause> causes;
   if (!meta.generate_name.empty()) {
@@ -272,7 +207,7 @@ std::vector<store::FieldCause> ValidateObjectMeta(const store::ObjectMeta& meta,
     if (masked.size() > 1 && masked.back() == '-') masked = masked.substr(0, masked.size() - 2) + "a";
     for (const auto& msg : IsDNS1123Subdomain(masked)) {
       causes.push_back(
-          store::FieldInvalid("metadata.generateName", GoQuote(meta.generate_name), msg));
+          store::FieldInvalid("metadata.generateName", base::GoQuote(meta.generate_name), msg));
     }
   }
   if (meta.name.empty()) {
@@ -281,7 +216,7 @@ std::vector<store::FieldCause> ValidateObjectMeta(const store::ObjectMeta& meta,
     }
   } else {
     for (const auto& msg : IsDNS1123Subdomain(meta.name)) {
-      causes.push_back(store::FieldInvalid("metadata.name", GoQuote(meta.name), msg));
+      causes.push_back(store::FieldInvalid("metadata.name", base::GoQuote(meta.name), msg));
     }
   }
   if (meta.generation < 0) {
@@ -313,11 +248,11 @@ std::vector<store::FieldCause> ValidateObjectMetaUpdate(const store::ObjectMeta&
   }
   if (new_meta.name != old_meta.name) {
     causes.push_back(
-        store::FieldInvalid("metadata.name", GoQuote(new_meta.name), "field is immutable"));
+        store::FieldInvalid("metadata.name", base::GoQuote(new_meta.name), "field is immutable"));
   }
   if (!new_meta.uid.empty() && new_meta.uid != old_meta.uid) {
     causes.push_back(
-        store::FieldInvalid("metadata.uid", GoQuote(new_meta.uid), "field is immutable"));
+        store::FieldInvalid("metadata.uid", base::GoQuote(new_meta.uid), "field is immutable"));
   }
   return causes;
 }

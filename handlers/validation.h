@@ -35,11 +35,6 @@ std::vector<std::string> IsQualifiedName(std::string_view value);
 // Label values: empty, or at most 63 characters matching the qualified-name regex.
 std::vector<std::string> IsValidLabelValue(std::string_view value);
 
-// Go's %q for a string, as field.Error prints a value: double quotes, with '"',
-// '\\' and control characters escaped, invalid UTF-8 bytes as \xNN. Use it for the
-// value_repr of store::FieldInvalid.
-std::string GoQuote(std::string_view value);
-
 // Validates the client-settable metadata of a create (is_create) or of the new
 // object of an update, as ValidateObjectMetaAccessor does for a cluster-scoped
 // kind. Fields are reported as "metadata.name", "metadata.generateName",

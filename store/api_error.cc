@@ -10,6 +10,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "base/quote.h"
+#include "base/string_view.h"
 #include "store/object.h"
 
 namespace poolcoord::store {
@@ -20,10 +22,9 @@ namespace {
 // that messages with any bytes (quotes, colons, newlines) survive unchanged.
 constexpr char kPayloadUrl[] = "poolcoord/api-error";
 
-absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 void PutField(std::string& out, std::string_view value) {
-  absl::StrAppend(&out, value.size(), ":", Sv(value));
+  absl::StrAppend(&out, value.size(), ":", base::Av(value));
 }
 
 // Reads one field written by PutField; nullopt on malformed input.
@@ -31,7 +32,7 @@ std::optional<std::string> GetField(std::string_view& in) {
   size_t colon = in.find(':');
   if (colon == std::string_view::npos || colon == 0 || colon > 12) return std::nullopt;
   uint64_t len = 0;
-  if (!absl::SimpleAtoi(Sv(in.substr(0, colon)), &len)) return std::nullopt;
+  if (!absl::SimpleAtoi(base::Av(in.substr(0, colon)), &len)) return std::nullopt;
   in.remove_prefix(colon + 1);
   if (len > in.size()) return std::nullopt;
   std::string value(in.substr(0, len));
@@ -109,18 +110,7 @@ ApiErrorInfo Simple(int code, std::string_view reason, std::string_view message)
 
 // "<resource>.<group>" as kube-apiserver's qualifiedResource.String() prints it.
 std::string Qualified(std::string_view resource) {
-  return absl::StrCat(Sv(resource), ".", kGroup);
-}
-
-// Go's %q for the names we print: quotes and backslashes escaped.
-std::string Quote(std::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out.push_back('\\');
-    out.push_back(c);
-  }
-  out.push_back('"');
-  return out;
+  return absl::StrCat(base::Av(resource), ".", kGroup);
 }
 
 ApiErrorInfo WithDetails(ApiErrorInfo info, std::string_view resource, std::string_view name) {
@@ -134,7 +124,7 @@ ApiErrorInfo WithDetails(ApiErrorInfo info, std::string_view resource, std::stri
 
 absl::Status MakeApiError(absl::StatusCode code, const ApiErrorInfo& info) {
   if (code == absl::StatusCode::kOk) code = absl::StatusCode::kUnknown;
-  absl::Status status(code, Sv(info.message));
+  absl::Status status(code, base::Av(info.message));
   status.SetPayload(kPayloadUrl, absl::Cord(EncodeInfo(info)));
   return status;
 }
@@ -177,14 +167,14 @@ ApiErrorInfo ApiErrorFromStatus(const absl::Status& status) {
 
 absl::Status NotFoundError(std::string_view resource, std::string_view name) {
   auto info = WithDetails(
-      Simple(404, "NotFound", absl::StrCat(Qualified(resource), " ", Quote(name), " not found")),
+      Simple(404, "NotFound", absl::StrCat(Qualified(resource), " ", base::GoQuote(name), " not found")),
       resource, name);
   return MakeApiError(absl::StatusCode::kNotFound, info);
 }
 
 absl::Status AlreadyExistsError(std::string_view resource, std::string_view name) {
   auto info = WithDetails(Simple(409, "AlreadyExists",
-                                 absl::StrCat(Qualified(resource), " ", Quote(name),
+                                 absl::StrCat(Qualified(resource), " ", base::GoQuote(name),
                                               " already exists")),
                           resource, name);
   return MakeApiError(absl::StatusCode::kAlreadyExists, info);
@@ -194,8 +184,8 @@ absl::Status ConflictError(std::string_view resource, std::string_view name,
                            std::string_view detail) {
   auto info = WithDetails(Simple(409, "Conflict",
                                  absl::StrCat("Operation cannot be fulfilled on ",
-                                              Qualified(resource), " ", Quote(name), ": ",
-                                              Sv(detail))),
+                                              Qualified(resource), " ", base::GoQuote(name), ": ",
+                                              base::Av(detail))),
                           resource, name);
   return MakeApiError(absl::StatusCode::kAborted, info);
 }
@@ -217,7 +207,7 @@ absl::Status InvalidError(std::string_view kind_name, std::string_view name,
         cause.field.empty() ? cause.message : absl::StrCat(cause.field, ": ", cause.message);
     if (seen.insert(text).second) parts.push_back(std::move(text));
   }
-  std::string message = absl::StrCat(Sv(kind_name), ".", kGroup, " ", Quote(name), " is invalid");
+  std::string message = absl::StrCat(base::Av(kind_name), ".", kGroup, " ", base::GoQuote(name), " is invalid");
   if (parts.size() == 1) {
     absl::StrAppend(&message, ": ", parts[0]);
   } else if (parts.size() > 1) {
@@ -261,7 +251,7 @@ absl::Status TooManyRequestsError(std::string_view message, int retry_after_seco
 absl::Status RequestEntityTooLargeError(std::string_view message) {
   return MakeApiError(absl::StatusCode::kResourceExhausted,
                       Simple(413, "RequestEntityTooLarge",
-                             absl::StrCat("Request entity too large: ", Sv(message))));
+                             absl::StrCat("Request entity too large: ", base::Av(message))));
 }
 
 absl::Status UnsupportedMediaTypeError(std::string_view message) {
@@ -295,40 +285,40 @@ absl::Status ServiceUnavailableError(std::string_view message) {
 absl::Status InternalError(std::string_view message) {
   // NewInternalError's wording, with the error itself as the one cause.
   ApiErrorInfo info =
-      Simple(500, "InternalError", absl::StrCat("Internal error occurred: ", Sv(message)));
+      Simple(500, "InternalError", absl::StrCat("Internal error occurred: ", base::Av(message)));
   info.causes.push_back({"", std::string(message), ""});
   return MakeApiError(absl::StatusCode::kInternal, info);
 }
 
 FieldCause FieldInvalid(std::string_view field, std::string_view value_repr,
                         std::string_view detail) {
-  std::string message = absl::StrCat("Invalid value: ", Sv(value_repr));
-  if (!detail.empty()) absl::StrAppend(&message, ": ", Sv(detail));
+  std::string message = absl::StrCat("Invalid value: ", base::Av(value_repr));
+  if (!detail.empty()) absl::StrAppend(&message, ": ", base::Av(detail));
   return {"FieldValueInvalid", std::move(message), std::string(field)};
 }
 
 FieldCause FieldRequired(std::string_view field, std::string_view detail) {
   std::string message = "Required value";
-  if (!detail.empty()) absl::StrAppend(&message, ": ", Sv(detail));
+  if (!detail.empty()) absl::StrAppend(&message, ": ", base::Av(detail));
   return {"FieldValueRequired", std::move(message), std::string(field)};
 }
 
 FieldCause FieldForbidden(std::string_view field, std::string_view detail) {
   std::string message = "Forbidden";
-  if (!detail.empty()) absl::StrAppend(&message, ": ", Sv(detail));
+  if (!detail.empty()) absl::StrAppend(&message, ": ", base::Av(detail));
   return {"FieldValueForbidden", std::move(message), std::string(field)};
 }
 
 FieldCause FieldTooLong(std::string_view field, std::string_view detail) {
   std::string message = "Too long";
-  if (!detail.empty()) absl::StrAppend(&message, ": ", Sv(detail));
+  if (!detail.empty()) absl::StrAppend(&message, ": ", base::Av(detail));
   return {"FieldValueTooLong", std::move(message), std::string(field)};
 }
 
 FieldCause FieldNotSupported(std::string_view field, std::string_view value_repr,
                              std::string_view detail) {
-  std::string message = absl::StrCat("Unsupported value: ", Sv(value_repr));
-  if (!detail.empty()) absl::StrAppend(&message, ": ", Sv(detail));
+  std::string message = absl::StrCat("Unsupported value: ", base::Av(value_repr));
+  if (!detail.empty()) absl::StrAppend(&message, ": ", base::Av(detail));
   return {"FieldValueNotSupported", std::move(message), std::string(field)};
 }
 

@@ -7,11 +7,11 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/string_view.h"
 
 namespace poolcoord::store {
 namespace {
 
-absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 void GlobalInit() {
   static std::once_flag once;
@@ -263,7 +263,7 @@ absl::StatusOr<rapidjson::Document> Etcd3Client::Call(std::string_view path, std
   std::string failures;
   for (size_t i = 0; i < n; ++i) {
     const size_t index = (first + i) % n;
-    const std::string url = absl::StrCat(endpoints_[index], AV(path));
+    const std::string url = absl::StrCat(endpoints_[index], base::Av(path));
     void* h = AcquireHandle();
     if (h == nullptr) return absl::ResourceExhaustedError("curl_easy_init failed");
     CURL* curl = static_cast<CURL*>(h);
@@ -284,7 +284,7 @@ absl::StatusOr<rapidjson::Document> Etcd3Client::Call(std::string_view path, std
       // A half-used connection must not be reused.
       curl_easy_cleanup(curl);
       if (NotSent(rc) || idempotent) continue;
-      return absl::UnavailableError(absl::StrCat("etcd call ", AV(path),
+      return absl::UnavailableError(absl::StrCat("etcd call ", base::Av(path),
                                                  " failed after it was sent (it may have been "
                                                  "applied): ",
                                                  failures));
@@ -307,7 +307,7 @@ absl::Status Etcd3Client::Stream(std::string_view path, std::string_view body,
                                  const std::function<bool(std::string_view)>& on_line,
                                  Etcd3StreamControl* control) {
   const size_t index = preferred_.load() % endpoints_.size();
-  const std::string url = absl::StrCat(endpoints_[index], AV(path));
+  const std::string url = absl::StrCat(endpoints_[index], base::Av(path));
   CURL* curl = curl_easy_init();
   CURLM* multi = curl_multi_init();
   if (curl == nullptr || multi == nullptr) {

@@ -1,4 +1,5 @@
 #include "store/etcd3_store.h"
+#include "base/string_view.h"
 #include "store/watch_channel.h"
 
 #include <algorithm>
@@ -32,9 +33,8 @@ constexpr int kMaxUpdateAttempts = 20;
 // only makes a lease look renewed later, never earlier.
 constexpr size_t kMaxObservedKeys = 200'000;
 
-absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
-std::string B64(std::string_view s) { return absl::Base64Escape(AV(s)); }
+std::string B64(std::string_view s) { return absl::Base64Escape(base::Av(s)); }
 
 // The first key after every key that starts with `prefix` (etcd's range_end for
 // a prefix range).
@@ -178,7 +178,7 @@ class Core {
     return absl::StrCat(options_.prefix, "/", InfoFor(kind).plural, "/");
   }
   std::string Key(Kind kind, std::string_view name) const {
-    return absl::StrCat(KindPrefix(kind), AV(name));
+    return absl::StrCat(KindPrefix(kind), base::Av(name));
   }
   // A key no object uses, for reads that only want a revision.
   std::string ProbeKey() const { return absl::StrCat(options_.prefix, "/"); }
@@ -376,13 +376,13 @@ void RunWatch(std::shared_ptr<Core> core, std::shared_ptr<WatchState> state, Kin
     doc.Parse(line.data(), line.size());
     if (doc.HasParseError() || !doc.IsObject()) {
       created(
-          InternalError(absl::StrCat("unreadable etcd watch message: ", AV(line.substr(0, 200)))));
+          InternalError(absl::StrCat("unreadable etcd watch message: ", base::Av(line.substr(0, 200)))));
       return false;
     }
     const rapidjson::Value* result = Member(doc, "result");
     if (result == nullptr) {
       // {"error": {...}}: the stream failed.
-      created(absl::UnavailableError(absl::StrCat("etcd watch failed: ", AV(line.substr(0, 300)))));
+      created(absl::UnavailableError(absl::StrCat("etcd watch failed: ", base::Av(line.substr(0, 300)))));
       return false;
     }
     core->SeeRevision(HeaderRevision(*result));
@@ -509,7 +509,7 @@ class Etcd3Store final : public Store {
     std::string from =
         options.after_name.empty()
             ? kind_prefix
-            : absl::StrCat(kind_prefix, AV(options.after_name), std::string(1, '\0'));
+            : absl::StrCat(kind_prefix, base::Av(options.after_name), std::string(1, '\0'));
     const bool filtered = static_cast<bool>(options.predicate);
     // Unfiltered and limited: one page of limit + 1 tells the next name, and
     // the range's count the rest.

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/ascii.h"
+#include "base/string_view.h"
 #include "rapidjson/document.h"
 #include "yaml-cpp/yaml.h"
 
@@ -60,8 +61,6 @@ int ProgressCallback(void* userp, curl_off_t, curl_off_t, curl_off_t, curl_off_t
   return (t->cancel != nullptr && t->cancel->load()) ? 1 : 0;
 }
 
-// absl here is built without std::string_view aliasing (cpp-style.md).
-absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 curl_blob Blob(const std::string& s) {
   return curl_blob{const_cast<char*>(s.data()), s.size(), CURL_BLOB_NOCOPY};
@@ -125,7 +124,7 @@ absl::Status KubeClient::Perform(void* handle, std::string_view method, std::str
   // reset keeps the connection cache and TLS session of the handle: that is the
   // keep-alive reuse this pool exists for.
   curl_easy_reset(curl);
-  const std::string url = absl::StrCat(config_.server, AV(path));
+  const std::string url = absl::StrCat(config_.server, base::Av(path));
   curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(curl, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
@@ -233,7 +232,7 @@ absl::Status KubeClient::Perform(void* handle, std::string_view method, std::str
 
   if (rc == CURLE_OK) return absl::OkStatus();
   if (transfer.stopped_by_callback) return absl::OkStatus();
-  const std::string detail = absl::StrCat(AV(method), " ", url, ": ", curl_easy_strerror(rc),
+  const std::string detail = absl::StrCat(base::Av(method), " ", url, ": ", curl_easy_strerror(rc),
                                           errbuf[0] ? absl::StrCat(" (", errbuf, ")") : "");
   if (rc == CURLE_ABORTED_BY_CALLBACK) return absl::CancelledError(detail);
   if (rc == CURLE_OPERATION_TIMEDOUT) return absl::DeadlineExceededError(detail);
@@ -277,7 +276,7 @@ absl::Status KubeClient::Watch(std::string_view path,
   if (!s.ok()) return s;
   if (status != 200) {
     return absl::FailedPreconditionError(
-        absl::StrCat("watch ", AV(path), ": HTTP ", status, ": ", error_body.substr(0, 500)));
+        absl::StrCat("watch ", base::Av(path), ": HTTP ", status, ": ", error_body.substr(0, 500)));
   }
   return absl::OkStatus();
 }

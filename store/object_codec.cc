@@ -1,4 +1,6 @@
 #include "store/object_codec.h"
+#include "base/quote.h"
+#include "base/string_view.h"
 #include "store/store.h"
 
 #include <cstdint>
@@ -24,7 +26,6 @@ namespace {
 
 constexpr char kInternalMember[] = "poolcoord.internal";
 
-absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 std::string_view Key(const rapidjson::Value& name) {
   return std::string_view(name.GetString(), name.GetStringLength());
@@ -137,13 +138,6 @@ struct FieldPos {
   std::string path;
 };
 
-std::string Quote(std::string_view s) {
-  rapidjson::StringBuffer buf;
-  JsonWriter w(buf);
-  Str(w, s);
-  return std::string(buf.GetString(), buf.GetSize());
-}
-
 // encoding/json's UnmarshalTypeError.Value: the JSON kind, with the literal for
 // numbers that have the right kind but do not fit.
 std::string JsonKind(const rapidjson::Value& v) {
@@ -171,8 +165,8 @@ std::string NumberLiteral(const rapidjson::Value& v) {
 }
 
 absl::Status TypeError(std::string_view got, const FieldPos& pos, std::string_view go_type) {
-  return BadRequestError(absl::StrCat("json: cannot unmarshal ", Sv(got), " into Go struct field ",
-                                      pos.go_struct, ".", pos.path, " of type ", Sv(go_type)));
+  return BadRequestError(absl::StrCat("json: cannot unmarshal ", base::Av(got), " into Go struct field ",
+                                      pos.go_struct, ".", pos.path, " of type ", base::Av(go_type)));
 }
 
 class Decoder {
@@ -196,9 +190,9 @@ class Decoder {
         CODEC_RETURN_IF_ERROR(String(val, {top, std::string(key)}, &got));
         const std::string_view want = key == "kind" ? InfoFor(kind_).kind_name : kGroupVersion;
         if (!got.empty() && got != want) {
-          return BadRequestError(absl::StrCat(Sv(key), " ", Quote(got),
-                                              " does not match the expected ", Sv(key), " ",
-                                              Quote(want)));
+          return BadRequestError(absl::StrCat(base::Av(key), " ", base::GoQuote(got),
+                                              " does not match the expected ", base::Av(key), " ",
+                                              base::GoQuote(want)));
         }
       } else if (key == "metadata") {
         if (val.IsNull()) continue;
@@ -234,7 +228,7 @@ class Decoder {
 
   void Unknown(std::string_view prefix, std::string_view key) {
     if (unknown_ == nullptr) return;
-    unknown_->push_back(prefix.empty() ? std::string(key) : absl::StrCat(Sv(prefix), ".", Sv(key)));
+    unknown_->push_back(prefix.empty() ? std::string(key) : absl::StrCat(base::Av(prefix), ".", base::Av(key)));
   }
 
   static absl::Status String(const rapidjson::Value& v, const FieldPos& pos, std::string* out) {
@@ -286,7 +280,7 @@ class Decoder {
     auto parsed = micro ? base::ParseMicroTime(text) : base::ParseTime(text);
     if (!parsed.ok()) {
       causes_.push_back(FieldInvalid(
-          pos.path, Quote(text),
+          pos.path, base::GoQuote(text),
           micro ? "must be a MicroTime: RFC 3339 with exactly 6 fractional digits, e.g. "
                   "\"2024-01-01T00:00:00.000000Z\""
                 : "must be an RFC 3339 time, e.g. \"2024-01-01T00:00:00Z\""));
@@ -347,7 +341,7 @@ class Decoder {
 
   absl::Status DecodeMeta(const rapidjson::Value& v, ObjectMeta& meta) {
     auto at = [](std::string_view key) {
-      return FieldPos{"ObjectMeta", absl::StrCat("metadata.", Sv(key))};
+      return FieldPos{"ObjectMeta", absl::StrCat("metadata.", base::Av(key))};
     };
     for (const auto& m : v.GetObject()) {
       std::string_view key = Key(m.name);
@@ -370,7 +364,7 @@ class Decoder {
           bool digits = rv.size() <= 19;
           for (char c : rv) digits = digits && c >= '0' && c <= '9';
           if (!digits || !absl::SimpleAtoi(rv, &meta.resource_version)) {
-            return BadRequestError(absl::StrCat("invalid resourceVersion ", Quote(rv)));
+            return BadRequestError(absl::StrCat("invalid resourceVersion ", base::GoQuote(rv)));
           }
         }
       } else if (key == "generation") {
@@ -407,7 +401,7 @@ class Decoder {
   absl::Status DecodeSpec(const rapidjson::Value& v, LeaseSpec& spec) {
     const char* strct = SpecStruct();
     auto at = [strct](std::string_view key) {
-      return FieldPos{strct, absl::StrCat("spec.", Sv(key))};
+      return FieldPos{strct, absl::StrCat("spec.", base::Av(key))};
     };
     for (const auto& m : v.GetObject()) {
       std::string_view key = Key(m.name);
@@ -440,7 +434,7 @@ class Decoder {
   absl::Status DecodeStatus(const rapidjson::Value& v, LeaseStatus& status) {
     const char* strct = StatusStruct();
     auto at = [strct](std::string_view key) {
-      return FieldPos{strct, absl::StrCat("status.", Sv(key))};
+      return FieldPos{strct, absl::StrCat("status.", base::Av(key))};
     };
     for (const auto& m : v.GetObject()) {
       std::string_view key = Key(m.name);
@@ -476,7 +470,7 @@ class Decoder {
     }
     LeaderTerm term;
     auto at = [](std::string_view key) {
-      return FieldPos{"LeaderTerm", absl::StrCat("status.leaderTerm.", Sv(key))};
+      return FieldPos{"LeaderTerm", absl::StrCat("status.leaderTerm.", base::Av(key))};
     };
     for (const auto& m : v.GetObject()) {
       std::string_view key = Key(m.name);

@@ -89,7 +89,8 @@ struct Fixture {
 
   std::string dir;
   FakeRouter router;
-  Metrics metrics;
+  base::MetricsRegistry registry;
+  Metrics metrics{&registry};
   std::unique_ptr<Authenticator> authenticator;
   std::unique_ptr<Authorizer> authorizer;
   std::unique_ptr<InflightLimiter> limiter;
@@ -143,7 +144,7 @@ BOOST_AUTO_TEST_CASE(MetricsCountRequestsAndWatchers) {
   Call("GET", kPoolLeases);
   handlers::Response watch = Call("GET", kPoolLeases, "tok-node", {{"watch", "true"}});
   BOOST_REQUIRE(watch.stream);
-  std::string text = metrics.Render();
+  std::string text = registry.Render();
   BOOST_TEST(text.find("apiserver_request_total{code=\"200\",resource=\"poolleases\",verb=\"LIST\"} 2") !=
              std::string::npos);
   BOOST_TEST(text.find("apiserver_request_total{code=\"401\",resource=\"poolleases\",verb=\"LIST\"} 1") !=
@@ -155,12 +156,12 @@ BOOST_AUTO_TEST_CASE(MetricsCountRequestsAndWatchers) {
   BOOST_TEST(text.find("verb=\"WATCH\",le=") == std::string::npos);
 
   // The watcher gauge follows the stream: 1 while the transport holds it, 0 after.
-  BOOST_TEST(metrics.Render().find("apiserver_registered_watchers{resource=\"poolleases\"} 1") !=
+  BOOST_TEST(registry.Render().find("apiserver_registered_watchers{resource=\"poolleases\"} 1") !=
              std::string::npos);
   testing::StreamRead read = testing::ReadStream(*watch.stream, std::chrono::seconds(5));
   BOOST_TEST(read.body == "{}\n");
   watch.stream.reset();
-  BOOST_TEST(metrics.Render().find("apiserver_registered_watchers{resource=\"poolleases\"} 0") !=
+  BOOST_TEST(registry.Render().find("apiserver_registered_watchers{resource=\"poolleases\"} 0") !=
              std::string::npos);
 }
 
@@ -169,14 +170,15 @@ BOOST_AUTO_TEST_SUITE_END()
 BOOST_AUTO_TEST_SUITE(MetricsTest)
 
 BOOST_AUTO_TEST_CASE(HistogramBucketsAreCumulative) {
-  Metrics m;
+  base::MetricsRegistry registry;
+  Metrics m(&registry);
   m.ObserveRequest("GET", "poolleases", 200, 0.003, false);
   m.ObserveRequest("GET", "poolleases", 200, 0.3, false);
   m.ObserveRequest("GET", "poolleases", 404, 100, false);
   m.WatcherStarted("delegatedleases");
   m.WatcherStarted("delegatedleases");
   m.WatcherEnded("delegatedleases");
-  std::string text = m.Render();
+  std::string text = registry.Render();
   const std::string prefix = "apiserver_request_duration_seconds_bucket{resource=\"poolleases\",verb=\"GET\",le=";
   BOOST_TEST(text.find(prefix + "\"0.005\"} 1\n") != std::string::npos);
   BOOST_TEST(text.find(prefix + "\"0.2\"} 1\n") != std::string::npos);
@@ -189,7 +191,8 @@ BOOST_AUTO_TEST_CASE(HistogramBucketsAreCumulative) {
 }
 
 BOOST_AUTO_TEST_CASE(ConcurrentCountingLosesNothing) {
-  Metrics m;
+  base::MetricsRegistry registry;
+  Metrics m(&registry);
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&m] {
@@ -197,7 +200,7 @@ BOOST_AUTO_TEST_CASE(ConcurrentCountingLosesNothing) {
     });
   }
   for (auto& t : threads) t.join();
-  BOOST_TEST(m.Render().find("apiserver_request_total{code=\"200\",resource=\"poolleases\",verb=\"LIST\"} 20000") !=
+  BOOST_TEST(registry.Render().find("apiserver_request_total{code=\"200\",resource=\"poolleases\",verb=\"LIST\"} 20000") !=
              std::string::npos);
 }
 

@@ -25,6 +25,7 @@ SRCS=(
   store/api_error.cc
   store/memory_store.cc
   base/microtime.cc
+  base/quote.cc
   store/object_codec.cc
   store/object.cc
 )

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "handlers/validation.h"
+#include "base/quote.h"
 #include "store/api_error.h"
 #include "store/object.h"
 
@@ -133,11 +134,11 @@ BOOST_AUTO_TEST_SUITE_END()
 BOOST_AUTO_TEST_SUITE(go_quote)
 
 BOOST_AUTO_TEST_CASE(escapes_like_go) {
-  BOOST_TEST(GoQuote("abc") == "\"abc\"");
-  BOOST_TEST(GoQuote("a\"b\\c") == "\"a\\\"b\\\\c\"");
-  BOOST_TEST(GoQuote("a\nb\x01") == "\"a\\nb\\x01\"");
-  BOOST_TEST(GoQuote("h\xC3\xA9") == "\"h\xC3\xA9\"");  // valid UTF-8 kept
-  BOOST_TEST(GoQuote("\xFF") == "\"\\xff\"");
+  BOOST_TEST(base::GoQuote("abc") == "\"abc\"");
+  BOOST_TEST(base::GoQuote("a\"b\\c") == "\"a\\\"b\\\\c\"");
+  BOOST_TEST(base::GoQuote("a\nb\x01") == "\"a\\nb\\x01\"");
+  BOOST_TEST(base::GoQuote("h\xC3\xA9") == "\"h\xC3\xA9\"");  // valid UTF-8 kept
+  BOOST_TEST(base::GoQuote("\xFF") == "\"\\xff\"");
 }
 
 BOOST_AUTO_TEST_SUITE_END()
