@@ -123,9 +123,13 @@ std::vector<Flag> FlagTable(ServerOptions* o) {
   l("requestheader-extra-headers-prefix", &o->requestheader_extra_headers_prefix,
     "Header prefixes carrying user extra fields.");
   s("authentication-kubeconfig", &o->authentication_kubeconfig,
-    "kubeconfig for TokenReview calls to the cloud cluster (accepted; not used yet).");
+    "kubeconfig of the cluster whose kube-system/extension-apiserver-authentication ConfigMap "
+    "(client and front-proxy CAs, requestheader settings) is followed and whose TokenReview "
+    "checks bearer tokens the token file does not know; none: the in-cluster configuration in "
+    "a pod, else neither.");
   s("authorization-kubeconfig", &o->authorization_kubeconfig,
-    "kubeconfig for SubjectAccessReview calls to the cloud cluster (accepted; not used yet).");
+    "kubeconfig of the cluster whose SubjectAccessReview decides what the built-in rules leave "
+    "open; none: the in-cluster configuration in a pod, else only the built-in rules.");
   l("authorization-always-allow-paths", &o->authorization_always_allow_paths,
     "Paths every requester may reach; a trailing * matches a prefix.");
   s("kubeconfig", &o->kubeconfig,

@@ -250,8 +250,11 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ServerOptions&
     base::LogInfo("delegated authorization (SubjectAccessReview) via ",
             p->delegation->authorization_server());
   }
-  if (p->pki.client_ca_file.empty()) {
-    base::LogWarning("no --client-ca-file: client certificates authenticate nobody");
+  // The followed ConfigMap's client-ca-file authenticates client certificates too
+  // (delegation.cc logs whether it has one).
+  if (p->pki.client_ca_file.empty() && p->delegation->token_reviewer() == nullptr) {
+    base::LogWarning("no --client-ca-file and no --authentication-kubeconfig: client "
+                     "certificates authenticate nobody");
   }
 
   AuthorizerOptions authz;

@@ -83,14 +83,17 @@ absl::StatusOr<ListOptions> ParseListOptions(const Request& request, store::Kind
     const char* name;
     bool* target;
   };
+  bool send_initial_events = false;
   for (const BoolParam& p : {BoolParam{"watch", &out.watch},
                              BoolParam{"allowWatchBookmarks", &out.allow_watch_bookmarks},
-                             BoolParam{"sendInitialEvents", &out.send_initial_events}}) {
+                             BoolParam{"sendInitialEvents", &send_initial_events}}) {
     if (!ParseBool(request.Query(p.name), p.target)) {
       return store::BadRequestError(
           absl::StrCat("invalid value for ", p.name, ": \"", std::string(request.Query(p.name)), "\""));
     }
   }
+  // A pointer in metav1.ListOptions: "sendInitialEvents=" is present (and false).
+  if (request.HasQuery("sendInitialEvents")) out.send_initial_events = send_initial_events;
   if (request.HasQuery("timeoutSeconds") && !request.Query("timeoutSeconds").empty()) {
     int64_t t = 0;
     if (!ParseInt(request.Query("timeoutSeconds"), &t) || t < 0) {
@@ -115,43 +118,62 @@ absl::StatusOr<ListOptions> ParseListOptions(const Request& request, store::Kind
     out.resource_version = v;
   }
   std::string_view match = request.Query("resourceVersionMatch");
-  std::vector<store::FieldCause> causes;
   if (match == "Exact") {
     out.resource_version_match = ResourceVersionMatch::kExact;
   } else if (match == "NotOlderThan") {
     out.resource_version_match = ResourceVersionMatch::kNotOlderThan;
-  } else if (!match.empty()) {
-    causes.push_back(store::FieldNotSupported("resourceVersionMatch", absl::StrCat("\"", std::string(match), "\""),
-                                              "supported values: \"Exact\", \"NotOlderThan\""));
   }
-  if (out.resource_version_match != ResourceVersionMatch::kUnset) {
-    if (out.watch && !out.send_initial_events) {
-      causes.push_back(store::FieldForbidden(
-          "resourceVersionMatch", "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"));
-    }
-    if (!out.resource_version.has_value()) {
-      causes.push_back(store::FieldForbidden(
-          "resourceVersionMatch", "resourceVersionMatch is forbidden unless resourceVersion is provided"));
-    }
-    if (!out.continue_token.empty()) {
-      causes.push_back(store::FieldForbidden(
-          "resourceVersionMatch", "resourceVersionMatch is forbidden when continue is provided"));
-    }
-    if (out.resource_version_match == ResourceVersionMatch::kExact && out.resource_version == 0) {
+  const std::string match_repr = absl::StrCat("\"", std::string(match), "\"");
+  std::vector<store::FieldCause> causes;
+  if (out.watch) {
+    // A watch-list needs no resourceVersion: unset means "the most recent", as
+    // for a consistent list (k8s.io/apiserver's cacher reads the current revision).
+    if (out.send_initial_events.has_value() &&
+        out.resource_version_match != ResourceVersionMatch::kNotOlderThan) {
       causes.push_back(store::FieldForbidden(
           "resourceVersionMatch",
-          "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\""));
+          "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"));
     }
-  }
-  if (request.HasQuery("sendInitialEvents") && !out.watch) {
-    causes.push_back(store::FieldForbidden("sendInitialEvents",
-                                           "sendInitialEvents is forbidden for list"));
-  }
-  if (out.send_initial_events && out.watch &&
-      out.resource_version_match != ResourceVersionMatch::kNotOlderThan) {
-    causes.push_back(store::FieldForbidden(
-        "resourceVersionMatch",
-        "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"));
+    if (!match.empty()) {
+      if (!out.send_initial_events.has_value()) {
+        causes.push_back(store::FieldForbidden(
+            "resourceVersionMatch",
+            "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"));
+      }
+      if (out.resource_version_match != ResourceVersionMatch::kNotOlderThan) {
+        causes.push_back(store::FieldNotSupported("resourceVersionMatch", match_repr,
+                                                  "supported values: \"NotOlderThan\""));
+      }
+      if (!out.continue_token.empty()) {
+        causes.push_back(store::FieldForbidden(
+            "resourceVersionMatch", "resourceVersionMatch is forbidden when continue is provided"));
+      }
+    }
+  } else {
+    if (!match.empty()) {
+      if (!out.resource_version.has_value()) {
+        causes.push_back(store::FieldForbidden(
+            "resourceVersionMatch", "resourceVersionMatch is forbidden unless resourceVersion is provided"));
+      }
+      if (!out.continue_token.empty()) {
+        causes.push_back(store::FieldForbidden(
+            "resourceVersionMatch", "resourceVersionMatch is forbidden when continue is provided"));
+      }
+      if (out.resource_version_match == ResourceVersionMatch::kUnset) {
+        causes.push_back(store::FieldNotSupported(
+            "resourceVersionMatch", match_repr,
+            "supported values: \"Exact\", \"NotOlderThan\", \"\""));
+      }
+      if (out.resource_version_match == ResourceVersionMatch::kExact && out.resource_version == 0) {
+        causes.push_back(store::FieldForbidden(
+            "resourceVersionMatch",
+            "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\""));
+      }
+    }
+    if (out.send_initial_events.has_value()) {
+      causes.push_back(store::FieldForbidden("sendInitialEvents",
+                                             "sendInitialEvents is forbidden for list"));
+    }
   }
   if (!causes.empty()) return InvalidListOptions(std::move(causes));
   return out;

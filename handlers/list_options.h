@@ -20,7 +20,9 @@ struct ListOptions {
   FieldSelector field_selector;
   bool watch = false;
   bool allow_watch_bookmarks = false;
-  bool send_initial_events = false;
+  // Unset when the parameter is absent: presence matters for validation, and an
+  // explicit false starts a watch at the current revision without the state.
+  std::optional<bool> send_initial_events;
   std::optional<int64_t> timeout_seconds;
   int64_t limit = 0;                 // 0: no limit
   std::string continue_token;        // opaque, as received
@@ -30,10 +32,14 @@ struct ListOptions {
 
 // Parses and validates. Errors: 400 BadRequest for unparseable numbers or
 // selectors (unknown field selector: `"x" is not a known field selector`), 422
-// Invalid (kind ListOptions) for forbidden combinations: resourceVersionMatch
-// without resourceVersion, Exact with resourceVersion 0, resourceVersionMatch
-// with continue, sendInitialEvents without watch or without
-// resourceVersionMatch=NotOlderThan.
+// Invalid (kind ListOptions) for forbidden combinations, as k8s.io/apimachinery's
+// ValidateListOptions (1.30+) judges them. A list: resourceVersionMatch without
+// resourceVersion or with continue, Exact with resourceVersion 0, any
+// sendInitialEvents. A watch: sendInitialEvents (true or false) without
+// resourceVersionMatch=NotOlderThan, resourceVersionMatch without
+// sendInitialEvents or with continue; a watch-list (sendInitialEvents=true,
+// resourceVersionMatch=NotOlderThan) may leave resourceVersion unset, as
+// client-go's reflector first sends it.
 absl::StatusOr<ListOptions> ParseListOptions(const Request& request, store::Kind kind);
 
 // The field selectors a kind supports: metadata.name and metadata.namespace for

@@ -67,34 +67,44 @@ class EventEncoder {
     *line += "}\n";
   }
 
-  std::string Bookmark(int64_t revision, bool initial_events_end) const {
-    rapidjson::StringBuffer buf;
-    rapidjson::Writer<rapidjson::StringBuffer> w(buf);
-    w.StartObject();
-    w.Key("type");
-    w.String("BOOKMARK");
-    w.Key("object");
-    w.StartObject();
-    w.Key("kind");
-    w.String(store::InfoFor(kind_).kind_name);
-    w.Key("apiVersion");
-    w.String(store::kGroupVersion);
-    w.Key("metadata");
-    w.StartObject();
-    const std::string rv = std::to_string(revision);
-    w.Key("resourceVersion");
-    w.String(rv.c_str(), rv.size());
-    if (initial_events_end) {
-      w.Key("annotations");
-      w.StartObject();
-      w.Key("k8s.io/initial-events-end");
-      w.String("true");
-      w.EndObject();
+  // A BOOKMARK in the stream's own format, so that every decoder of the stream
+  // can read it: the kind itself for plain JSON (as the cacher's empty object of
+  // the kind), PartialObjectMetadata for metadata informers (k8s.io/apiserver
+  // transforms bookmarks like any event object), a Table without rows for Table
+  // watches. `initial_events_end` adds the k8s.io/initial-events-end annotation
+  // that ends a watch-list's initial events.
+  std::string Bookmark(int64_t revision, bool initial_events_end) {
+    Object mark;
+    mark.kind = kind_;
+    mark.metadata.resource_version = revision;
+    if (initial_events_end) mark.metadata.annotations = {{"k8s.io/initial-events-end", "true"}};
+    std::string line = "{\"type\":\"BOOKMARK\",\"object\":";
+    switch (format_) {
+      case Format::kJson: {
+        rapidjson::StringBuffer buf;
+        store::JsonWriter w(buf);
+        w.StartObject();
+        w.Key("kind");
+        w.String(store::InfoFor(kind_).kind_name);
+        w.Key("apiVersion");
+        w.String(store::kGroupVersion);
+        w.Key("metadata");
+        store::WriteObjectMeta(w, mark.metadata);
+        w.EndObject();
+        line.append(buf.GetString(), buf.GetSize());
+        break;
+      }
+      case Format::kPartial:
+        line += RenderPartialObjectMetadata(mark);
+        break;
+      case Format::kTable:
+        line += RenderTable(kind_, {}, std::to_string(revision), include_object_, first_table_,
+                            now_us_);
+        first_table_ = false;
+        break;
     }
-    w.EndObject();
-    w.EndObject();
-    w.EndObject();
-    return std::string(buf.GetString(), buf.GetSize()) + "\n";
+    line += "}\n";
+    return line;
   }
 
  private:
@@ -142,7 +152,11 @@ class WatchStream final : public StreamSource {
       initial_.clear();
       initial_.shrink_to_fit();
       initial_sent_ = true;
-      if (options_.send_initial_events) out->append(encoder_.Bookmark(last_revision_, true));
+      // Only a watch-list that allows bookmarks gets the end mark, as the cacher
+      // sends it (isListWatchRequest: sendInitialEvents=true and bookmarks).
+      if (options_.send_initial_events.value_or(false) && options_.allow_watch_bookmarks) {
+        out->append(encoder_.Bookmark(last_revision_, true));
+      }
       if (!out->empty()) return Step::kData;
     }
     for (;;) {
@@ -234,8 +248,14 @@ Response ServeWatch(store::Store* store, Kind kind, const ListOptions& options,
                      std::string(request.Header("accept")), "\")")));
   }
   const int64_t current = store->CurrentRevision();
-  const bool from_state = !options.resource_version || *options.resource_version == 0 ||
-                          options.send_initial_events;
+  // Where the stream starts (k8s.io/apiserver's watch cache):
+  //   sendInitialEvents=true: the current state as ADDED events, whatever the
+  //     resourceVersion (unset: the most recent, as client-go's watch-list first asks);
+  //   sendInitialEvents=false: changes after resourceVersion, or after the current
+  //     revision when it is unset or "0", with no state;
+  //   absent: the state first when resourceVersion is unset or "0" (legacy).
+  const bool rv_unset_or_zero = !options.resource_version || *options.resource_version == 0;
+  const bool from_state = options.send_initial_events.value_or(rv_unset_or_zero);
   if (options.resource_version && *options.resource_version > current) {
     return ErrorResponse(store::TimeoutError(
         absl::StrCat("Too large resource version: ", *options.resource_version,
@@ -244,7 +264,7 @@ Response ServeWatch(store::Store* store, Kind kind, const ListOptions& options,
   }
 
   std::vector<ObjectPtr> initial;
-  int64_t start_revision = from_state ? 0 : *options.resource_version;
+  int64_t start_revision = rv_unset_or_zero ? current : *options.resource_version;
   if (from_state) {
     store::ListOptions lo;
     lo.predicate = [&options](const Object& o) { return MatchesSelectors(options, o); };

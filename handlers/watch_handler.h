@@ -4,8 +4,13 @@
 // store wakes it, and events that queued up meanwhile leave in one chunk.
 //
 // Start: resourceVersion unset or "0" sends synthetic ADDED events for the
-// current state, then changes; "N" streams changes after N; sendInitialEvents
-// sends the state then a BOOKMARK annotated k8s.io/initial-events-end. A
+// current state, then changes; "N" streams changes after N. A watch-list
+// (sendInitialEvents=true, resourceVersionMatch=NotOlderThan, resourceVersion
+// unset, "0" or N) sends the current state, then (with allowWatchBookmarks) a
+// BOOKMARK annotated k8s.io/initial-events-end: "true"; sendInitialEvents=false
+// sends no state (changes after N, or after the current revision). Bookmarks
+// come in the stream's format: PartialObjectMetadata (meta.k8s.io/v1) for
+// metadata informers, a Table without rows for Table watches. A
 // resourceVersion older than the history window gets 200 and one ERROR event
 // with 410 Expired; one in the future gets 504 (ResourceVersionTooLarge).
 // Selectors apply to both the old and new state, so an object that stops

@@ -138,6 +138,20 @@ BOOST_AUTO_TEST_CASE(HelpListsEveryFlagWithDefault) {
   BOOST_TEST(usage.find("(default \"apps.openyurt.io/nodepool\")") != std::string::npos);
 }
 
+BOOST_AUTO_TEST_CASE(HelpClaimsNoFlagIsUnused) {
+  // Issue 11, defect 6: --authentication-kubeconfig and --authorization-kubeconfig
+  // were "accepted; not used yet" in --help long after they were used.
+  std::string usage = FlagUsage("poolcoord-apiserver");
+  BOOST_TEST(usage.find("not used yet") == std::string::npos, usage);
+  for (auto [flag, what] : {std::pair{"--authentication-kubeconfig", "TokenReview"},
+                            std::pair{"--authorization-kubeconfig", "SubjectAccessReview"}}) {
+    size_t at = usage.find(std::string(flag) + " ");
+    BOOST_REQUIRE(at != std::string::npos);
+    std::string text = usage.substr(at, usage.find("\n  --", at + 1) - at);
+    BOOST_TEST(text.find(what) != std::string::npos, text);
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 }  // namespace

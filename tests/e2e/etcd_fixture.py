@@ -105,10 +105,11 @@ def make_ca(directory, name):
     return crt, key
 
 
-def issue_cert(directory, name, ca, usages, san=None):
-    """A leaf certificate for CN=<name> signed by `ca` (cert, key), with
-    extendedKeyUsage `usages` ("serverAuth", "clientAuth") and an optional
-    subjectAltName ("IP:127.0.0.1"); returns (cert path, key path)."""
+def issue_cert(directory, name, ca, usages, san=None, cn=None, orgs=()):
+    """A leaf certificate for CN=<cn, default name> (and O=<each of orgs>) signed
+    by `ca` (cert, key), with extendedKeyUsage `usages` ("serverAuth",
+    "clientAuth") and an optional subjectAltName ("IP:127.0.0.1"), saved as
+    <name>.crt/<name>.key; returns (cert path, key path)."""
     crt, key = os.path.join(directory, f"{name}.crt"), os.path.join(directory, f"{name}.key")
     csr, ext = os.path.join(directory, f"{name}.csr"), os.path.join(directory, f"{name}.ext")
     with open(ext, "w") as f:
@@ -116,7 +117,8 @@ def issue_cert(directory, name, ca, usages, san=None):
                 "keyUsage = critical,digitalSignature,keyEncipherment\n"
                 f"extendedKeyUsage = {','.join(usages)}\n" + (f"subjectAltName = {san}\n" if san else ""))
     _openssl("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-             "-subj", f"/CN={name}", "-keyout", key, "-out", csr, cwd=directory)
+             "-subj", "".join(f"/O={o}" for o in orgs) + f"/CN={cn or name}", "-keyout", key,
+             "-out", csr, cwd=directory)
     _openssl("x509", "-req", "-in", csr, "-CA", ca[0], "-CAkey", ca[1], "-set_serial",
              str(int.from_bytes(os.urandom(8), "big")), "-days", "1", "-extfile", ext, "-out", crt,
              cwd=directory)

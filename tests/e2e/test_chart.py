@@ -1,15 +1,16 @@
-"""The Helm chart (charts/poolcoord), rendered offline and checked.
+"""The Helm chart (charts/poolcoord), rendered and linted with the real Helm 3 and
+checked object by object.
 
-No cluster and no helm binary exist here: charts/render/render.go (Go text/template +
-sprig, Helm's engine conventions) renders the chart, and each case checks the rendered
-objects. The renderer is built from Debian's golang-go, golang-github-masterminds-
-sprig-dev and golang-gopkg-yaml.v3-dev in GOPATH mode; without go the test fails.
+helm comes from $HELM, PATH or build/tools/helm (scripts/install-deps.sh --test
+installs it); `helm template` renders, kubectl converts the YAML to JSON offline
+(kube_cluster.yaml_objects: the standard library has no YAML reader). What needs
+a cluster (server-side dry runs of every values variant, Helm's lookup of the
+existing Secret, NOTES) is in test_cluster_api.py, against a real kube-apiserver.
 
 Run by ctest as `test_chart.py --binary <poolcoord-apiserver>`: the binary's --help
 lists the flags the Deployment may pass, and the binary is started with the rendered
 Deployment's args and Secret (on 127.0.0.1, a free port) to answer the probes, the
-scraper and the webhook path. Standard library only
-(the renderer's --output json saves a YAML parser). Ends with "N passed, N failed".
+scraper and the webhook path. Standard library only. Ends with "N passed, N failed".
 """
 import argparse
 import base64
@@ -25,9 +26,9 @@ import tempfile
 import time
 import traceback
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CHART = os.path.join(ROOT, "charts", "poolcoord")
-RENDERER_SRC = os.path.join(ROOT, "charts", "render", "render.go")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from kube_cluster import CHART, ROOT, helm_binary, helm_template, yaml_objects  # noqa: E402
+
 NS = "pool-system"
 RELEASE = "poolcoord"
 ANNOTATION = "openyurt.io/delegate-heartbeat"
@@ -39,37 +40,21 @@ PROM = "monitoring.coreos.com/v1"
 
 
 class Ctx:
-    def __init__(self, tmp, render_bin, server_bin):
-        self.tmp, self.render_bin, self.server_bin = tmp, render_bin, server_bin
+    def __init__(self, tmp, server_bin):
+        self.tmp, self.server_bin = tmp, server_bin
 
 
-def build_renderer(tmp):
-    go = shutil.which("go")
-    if not go:
-        raise RuntimeError("go is not installed: scripts/install-deps.sh --test installs golang-go, "
-                           "golang-github-masterminds-sprig-dev, golang-gopkg-yaml.v3-dev")
-    out = os.path.join(tmp, "render")
-    env = dict(os.environ, GOPATH="/usr/share/gocode", GO111MODULE="off",
-               GOCACHE=os.path.join(tmp, "gocache"), GOFLAGS="")
-    p = subprocess.run([go, "build", "-o", out, RENDERER_SRC], env=env, capture_output=True,
-                       text=True, timeout=300)
-    if p.returncode != 0:
-        raise RuntimeError("building charts/render failed:\n" + p.stdout + p.stderr)
-    return out
-
-
-def render_raw(ctx, *args, output="json"):
-    cmd = [ctx.render_bin, CHART, "--name", RELEASE, "--namespace", NS, "--output", output]
-    cmd += list(args)
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+def render_raw(ctx, *args):
+    """`helm template poolcoord charts/poolcoord -n pool-system <args>`: the CompletedProcess."""
+    return helm_template(*args, release=RELEASE, namespace=NS, check=False)
 
 
 def render(ctx, *args):
     p = render_raw(ctx, *args)
     if p.returncode != 0:
-        raise AssertionError(f"render {' '.join(args)} failed ({p.returncode}): {p.stderr}")
-    docs = json.loads(p.stdout)
-    assert isinstance(docs, list) and docs, "renderer gave no documents"
+        raise AssertionError(f"helm template {' '.join(args)} failed ({p.returncode}): {p.stderr}")
+    docs = yaml_objects(p.stdout)
+    assert docs, "helm rendered no documents"
     return docs
 
 
@@ -368,24 +353,16 @@ def case_generated_certificate_is_valid(ctx):
        "public key of tls.crt vs tls.key")
 
 
-def case_existing_secret_kept_on_upgrade(ctx):
-    """`lookup` finds the Secret of the first install: an upgrade keeps its CA."""
+def case_offline_renders_generate_a_new_ca(ctx):
+    """Without a cluster, `lookup` finds nothing: each render generates a CA (the
+    upgrade that keeps the installed Secret is test_cluster_api.py's
+    helm_lookup_keeps_the_serving_secret, with the real lookup)."""
     first = one(render(ctx), "Secret")
     again = one(render(ctx), "Secret")
     assert first["data"]["ca.crt"] != again["data"]["ca.crt"], \
         "offline renders without a cluster must generate a new CA each time"
-    existing = values_file(ctx, "existing.json", {"apiVersion": "v1", "kind": "List", "items": [first]})
-    docs = render(ctx, "--is-upgrade", "--lookup-file", existing)
-    eq(one(docs, "Secret")["data"], first["data"], "Secret data after upgrade")
-    eq(one(docs, "APIService")["spec"]["caBundle"], first["data"]["ca.crt"], "APIService caBundle")
-    eq(one(docs, "ValidatingWebhookConfiguration")["webhooks"][0]["clientConfig"]["caBundle"],
-       first["data"]["ca.crt"], "webhook caBundle")
-    # A Secret of another namespace is not ours.
-    other = json.loads(json.dumps(first))
-    other["metadata"]["namespace"] = "elsewhere"
-    elsewhere = values_file(ctx, "elsewhere.json", other)
-    docs = render(ctx, "--is-upgrade", "--lookup-file", elsewhere)
-    assert one(docs, "Secret")["data"]["ca.crt"] != first["data"]["ca.crt"]
+    docs = render(ctx, "--is-upgrade")
+    assert one(docs, "Secret")["data"]["ca.crt"] not in (first["data"]["ca.crt"], again["data"]["ca.crt"])
 
 
 def case_user_supplied_certificates(ctx):
@@ -400,10 +377,6 @@ def case_user_supplied_certificates(ctx):
     eq(one(docs, "APIService")["spec"]["caBundle"], b64(ca_pem), "APIService caBundle")
     eq(one(docs, "ValidatingWebhookConfiguration")["webhooks"][0]["clientConfig"]["caBundle"],
        b64(ca_pem), "webhook caBundle")
-    # Given values win over an existing Secret.
-    existing = values_file(ctx, "existing2.json", one(render(ctx), "Secret"))
-    docs = render(ctx, "-f", vals, "--is-upgrade", "--lookup-file", existing)
-    eq(one(docs, "Secret")["data"]["ca.crt"], b64(ca_pem), "values over lookup")
     # A certificate without its key is refused.
     half = values_file(ctx, "half.json", {"tls": {"cert": crt_pem, "caCert": ca_pem}})
     p = render_raw(ctx, "-f", half)
@@ -695,15 +668,43 @@ def case_prometheus_rule(ctx):
     assert "PrometheusRule" not in kinds
 
 
-def case_yaml_stream_and_notes(ctx):
-    p = render_raw(ctx, "--notes", "--api-versions", PROM, output="yaml")
+def case_yaml_stream(ctx):
+    p = render_raw(ctx, "--api-versions", PROM)
     assert p.returncode == 0, p.stderr
     count = len(render(ctx, "--api-versions", PROM))
     eq(len(re.findall(r"(?m)^---$", p.stdout)), count, "documents in the YAML stream")
     eq(len(re.findall(r"(?m)^# Source: poolcoord/templates/", p.stdout)), count, "# Source comments")
     assert "kind: APIService" in p.stdout
-    assert "kubectl get apiservice v1alpha1.coordination.pool" in p.stderr, p.stderr
-    assert "0.0.0.0/0" in p.stderr, "NOTES must warn about the open default CIDR"
+
+
+def case_helm_lint(ctx):
+    """`helm lint --strict` for the defaults and each values variant shipped."""
+    for extra in ([], ["--set", "storage.backend=etcd3,replicas=3",
+                       "--set", "storage.etcd.servers={https://etcd-0.etcd:2379}"],
+                  ["--set", "webhook.failurePolicy=Fail"],
+                  ["--set", "service.type=ExternalName,service.externalName=localhost"]):
+        p = subprocess.run([helm_binary(), "lint", "--strict", CHART, "--namespace", NS, *extra],
+                           capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0 and "1 chart(s) linted, 0 chart(s) failed" in p.stdout, \
+            f"helm lint {extra}: {p.stdout}{p.stderr}"
+    p = subprocess.run([helm_binary(), "lint", "--strict", CHART, "--set", "webhook.timeoutSeconds=31"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode != 0 and "timeoutSeconds" in p.stdout + p.stderr, p.stdout + p.stderr
+
+
+def case_external_name_service(ctx):
+    """service.type=ExternalName (a server outside the cluster's pods, as the
+    end-to-end tests run it): externalName, no selector, the port the aggregator
+    and the webhook client dial."""
+    docs = render(ctx, "--set", "service.type=ExternalName,service.externalName=localhost,service.port=18443")
+    svc = one(docs, "Service")["spec"]
+    eq((svc["type"], svc["externalName"]), ("ExternalName", "localhost"), "ExternalName Service")
+    assert "selector" not in svc, svc
+    eq(one(docs, "APIService")["spec"]["service"]["port"], 18443, "APIService port")
+    eq(one(docs, "ValidatingWebhookConfiguration")["webhooks"][0]["clientConfig"]["service"]["port"], 18443,
+       "webhook port")
+    p = render_raw(ctx, "--set", "service.type=ExternalName")
+    assert p.returncode != 0 and "service.externalName is required" in p.stderr, p.stderr
 
 
 def case_kube_version_and_names(ctx):
@@ -724,7 +725,7 @@ CASES = [
     case_service_and_apiservice,
     case_rendered_pod_runs_the_server,
     case_generated_certificate_is_valid,
-    case_existing_secret_kept_on_upgrade,
+    case_offline_renders_generate_a_new_ca,
     case_user_supplied_certificates,
     case_webhook_configuration,
     case_admission_policy,
@@ -735,7 +736,9 @@ CASES = [
     case_network_policy,
     case_dashboard,
     case_prometheus_rule,
-    case_yaml_stream_and_notes,
+    case_yaml_stream,
+    case_helm_lint,
+    case_external_name_service,
     case_kube_version_and_names,
 ]
 
@@ -749,14 +752,15 @@ def main():
     try:
         t0 = time.time()
         try:
-            render_bin = build_renderer(tmp)
-            print(f"PASS build_renderer ({time.time() - t0:.1f}s)", flush=True)
+            p = subprocess.run([helm_binary(), "version", "--short"], capture_output=True, text=True, timeout=30)
+            assert p.returncode == 0 and p.stdout.startswith("v3."), p.stdout + p.stderr
+            print(f"PASS helm {p.stdout.strip()} ({time.time() - t0:.1f}s)", flush=True)
             passed += 1
         except Exception as e:
-            print(f"FAIL build_renderer: {e}", flush=True)
+            print(f"FAIL helm: {e}", flush=True)
             print(f"{passed} passed, {failed + 1} failed")
             return 1
-        ctx = Ctx(tmp, render_bin, os.path.abspath(a.binary) if a.binary else "")
+        ctx = Ctx(tmp, os.path.abspath(a.binary) if a.binary else "")
         for case in CASES:
             t0 = time.time()
             try:

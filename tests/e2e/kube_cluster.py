@@ -1,0 +1,703 @@
+"""A real Kubernetes control plane for the end-to-end tests, and poolcoord deployed
+into it as its Helm chart deploys it.
+
+    cluster = KubeCluster(grace="40s")   # etcd + kube-apiserver + kube-controller-manager
+    cluster.kubectl("get", "nodes")      # the real kubectl as system:masters
+    cluster.node_client("n1")            # HTTPS as system:node:n1 (client certificate)
+    pc = ChartInstall(cluster, binary)   # helm template | kubectl apply, binary on the host
+    kubelet = Kubelet(cluster, "n1", {POOL_LABEL: "p"}).start()
+
+Binaries: kube-apiserver and kube-controller-manager from $POOLCOORD_K8S_BIN, else
+<repo>/../shared/k8s/v1.32.6/bin; where neither has them, KubeCluster raises Skip
+(the test prints why and how to get them, and exits 77, which ctest counts as
+skipped). etcd is Debian's etcd-server (tests/e2e/etcd_fixture.py, data on
+/dev/shm), helm comes from $HELM, PATH or build/tools/helm (scripts/install-deps.sh
+--test puts it there), kubectl is the pinned 1.32 (harness.kubectl_binary).
+
+kube-apiserver runs as a cluster's does: Node,RBAC authorization, the
+NodeRestriction admission plugin, service-account tokens, and the aggregation layer
+(front-proxy CA, a front-proxy client certificate with CN front-proxy-client,
+X-Remote-* headers). The PKI (cluster CA, front-proxy CA, serving, admin,
+controller-manager and node client certificates) is made with the openssl CLI.
+
+No kubelet and no container runtime run here, so the chart's Deployment never gets
+a pod: ChartInstall runs poolcoord-apiserver on the host with the Deployment's own
+arguments, the chart's serving Secret and a token of the chart's ServiceAccount (so
+the chart's RBAC is what is tested), and the chart's Service is rendered as
+`type: ExternalName` with `externalName: localhost` and the server's port, which is
+how the aggregator and the webhook client reach it. `Kubelet` stands in for a node's
+kubelet: it registers its Node (Ready) and renews its Lease in kube-node-lease every
+10 s with the node's own client certificate, writing back the Lease it read as the
+kubelet does.
+
+Every process gets SIGKILL when the test process dies (PR_SET_PDEATHSIG).
+Standard library only.
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import ssl
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from datetime import datetime, timezone
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from etcd_fixture import EtcdFixture, _die_with_parent, _openssl, issue_cert, make_ca  # noqa: E402
+from harness import Client, free_port, kubectl_binary, wait_for  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CHART = os.path.join(ROOT, "charts", "poolcoord")
+K8S_VERSION = "v1.32.6"
+POOL_LABEL = "apps.openyurt.io/nodepool"
+DELEGATE = "openyurt.io/delegate-heartbeat"
+SKIP_EXIT = 77  # ctest's SKIP_RETURN_CODE for these tests
+
+
+class Skip(Exception):
+    """The real control plane is not available here: the test is skipped, not failed."""
+
+
+def k8s_bin_dir():
+    """The directory holding kube-apiserver and kube-controller-manager, or Skip."""
+    env = os.environ.get("POOLCOORD_K8S_BIN")
+    where = env or os.path.normpath(os.path.join(ROOT, "..", "shared", "k8s", K8S_VERSION, "bin"))
+    missing = [b for b in ("kube-apiserver", "kube-controller-manager")
+               if not os.access(os.path.join(where, b), os.X_OK)]
+    if missing:
+        origin = "$POOLCOORD_K8S_BIN" if env else "../shared/k8s/v1.32.6/bin (POOLCOORD_K8S_BIN unset)"
+        raise Skip(
+            f"no {' and '.join(missing)} in {where} ({origin}). These tests need a real "
+            f"kube-apiserver and kube-controller-manager 1.32: `setup-envtest use 1.32.x` gives "
+            f"kube-apiserver (controller-runtime's envtest), and both are at "
+            f"https://dl.k8s.io/release/{K8S_VERSION}/bin/linux/amd64/<name>; put them in one "
+            f"directory and set POOLCOORD_K8S_BIN to it")
+    return where
+
+
+def helm_binary():
+    """$HELM, else helm on PATH, else build/tools/helm (scripts/install-deps.sh --test)."""
+    for candidate in (os.environ.get("HELM"), shutil.which("helm"),
+                      os.path.join(ROOT, "build", "tools", "helm")):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    raise RuntimeError("helm not found ($HELM, PATH, build/tools/helm): run scripts/install-deps.sh --test")
+
+
+def now_micro():
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_micro(text):
+    """Seconds since the epoch of a MicroTime/Time string (RFC 3339, Z)."""
+    fmt = "%Y-%m-%dT%H:%M:%S.%fZ" if "." in text else "%Y-%m-%dT%H:%M:%SZ"
+    return datetime.strptime(text, fmt).replace(tzinfo=timezone.utc).timestamp()
+
+
+def write_kubeconfig(path, server, ca, cert=None, key=None, token=None):
+    user = {"token": token} if token else {"client-certificate": cert, "client-key": key}
+    with open(path, "w") as f:
+        json.dump({"apiVersion": "v1", "kind": "Config", "current-context": "c",
+                   "clusters": [{"name": "c", "cluster": {"server": server, "certificate-authority": ca}}],
+                   "users": [{"name": "u", "user": user}],
+                   "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}, f)
+    return path
+
+
+def yaml_objects(text):
+    """The objects of a YAML stream, as dicts. The standard library has no YAML
+    reader: kubectl converts it offline (`label --local` of a label nobody sets
+    leaves each object as it was, except an empty labels map it adds where there
+    were none, which is dropped again)."""
+    p = subprocess.run([kubectl_binary(), "label", "--local", "-f", "-", "-o", "json",
+                        "poolcoord.test/none-"], input=text, capture_output=True, text=True,
+                       timeout=60, env={**os.environ, "KUBECONFIG": os.devnull})
+    if p.returncode != 0:
+        raise RuntimeError(f"kubectl could not read the YAML: {p.stderr}")
+    out, dec, pos = [], json.JSONDecoder(), 0
+    s = p.stdout
+    while True:
+        while pos < len(s) and s[pos].isspace():
+            pos += 1
+        if pos >= len(s):
+            break
+        obj, pos = dec.raw_decode(s, pos)
+        items = obj["items"] if obj.get("kind") == "List" else [obj]
+        for o in items:
+            if o.get("metadata", {}).get("labels") == {}:
+                del o["metadata"]["labels"]
+            out.append(o)
+    return out
+
+
+def helm_template(*args, release="poolcoord", namespace="pool-system", check=True):
+    """`helm template <release> charts/poolcoord -n <namespace> <args>`: the
+    CompletedProcess (check=False) or the YAML text."""
+    p = subprocess.run([helm_binary(), "template", release, CHART, "--namespace", namespace, *args],
+                       capture_output=True, text=True, timeout=120)
+    if not check:
+        return p
+    if p.returncode != 0:
+        raise AssertionError(f"helm template {' '.join(args)} failed ({p.returncode}): {p.stderr}")
+    return p.stdout
+
+
+class Pki:
+    """The cluster's certificates, made with the openssl CLI in `directory`."""
+
+    def __init__(self, directory):
+        self.dir = directory
+        self.ca = make_ca(directory, "cluster-ca")
+        self.front_proxy_ca = make_ca(directory, "front-proxy-ca")
+        self.serving = issue_cert(directory, "kube-apiserver", self.ca, ["serverAuth"],
+                                  san="IP:127.0.0.1,DNS:localhost,DNS:kubernetes,"
+                                      "DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:10.0.0.1")
+        self.front_proxy_client = issue_cert(directory, "front-proxy-client", self.front_proxy_ca,
+                                             ["clientAuth"])
+        self.admin = self.client("admin", "kube-admin", ["system:masters"])
+        self.kcm = self.client("kcm", "system:kube-controller-manager")
+        self.sa_key = os.path.join(directory, "sa.key")
+        self.sa_pub = os.path.join(directory, "sa.pub")
+        _openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", self.sa_key,
+                 cwd=directory)
+        _openssl("pkey", "-in", self.sa_key, "-pubout", "-out", self.sa_pub, cwd=directory)
+        self._nodes = {}
+        self._lock = threading.Lock()
+
+    def client(self, name, cn, orgs=(), ca=None):
+        """A client certificate CN=cn, O=orgs signed by the cluster CA (or `ca`)."""
+        return issue_cert(self.dir, name, ca or self.ca, ["clientAuth"], cn=cn, orgs=orgs)
+
+    def node(self, node):
+        """The node's kubelet client certificate: CN system:node:<node>, O system:nodes."""
+        with self._lock:
+            if node not in self._nodes:
+                self._nodes[node] = self.client(f"node-{node}", f"system:node:{node}", ["system:nodes"])
+            return self._nodes[node]
+
+
+class Process:
+    """A child process with its log in a file; SIGKILL when the test process dies."""
+
+    def __init__(self, name, args, workdir, env=None):
+        self.name, self.args = name, args
+        self.log_path = os.path.join(workdir, f"{name}.log")
+        self.env = env
+        self.proc = None
+        self.start()
+
+    def start(self):
+        self._log = open(self.log_path, "a")
+        self.proc = subprocess.Popen(self.args, stdout=self._log, stderr=subprocess.STDOUT,
+                                     preexec_fn=_die_with_parent, env=self.env)
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout=15):
+        if self.alive():
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc is not None:
+            self._log.close()
+        return self.proc.returncode if self.proc else None
+
+    def log(self, tail=6000):
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return f.read()[-tail:] if tail else f.read()
+        except OSError:
+            return ""
+
+
+def _insecure_ctx():
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    return ctx
+
+
+class KubeCluster:
+    """etcd, kube-apiserver (aggregation, Node,RBAC, NodeRestriction) and
+    kube-controller-manager on free 127.0.0.1 ports. `grace` is
+    --node-monitor-grace-period (None: the 1.32 default, 50 s); kcm=False leaves
+    the controller manager out. Raises Skip without the binaries."""
+
+    def __init__(self, grace=None, kcm=True, kcm_args=()):
+        self.bin = k8s_bin_dir()
+        self.workdir = tempfile.mkdtemp(prefix="poolcoord-k8s-")
+        self.procs = []
+        t0 = time.time()
+        self.etcd = EtcdFixture(name="k8s")
+        self.pki = Pki(self.workdir)
+        self.port = free_port()
+        self.url = f"https://127.0.0.1:{self.port}"
+        self.admin_kubeconfig = write_kubeconfig(os.path.join(self.workdir, "admin.kubeconfig"), self.url,
+                                                 self.pki.ca[0], *self.pki.admin)
+        try:
+            self._start_apiserver()
+            if kcm:
+                self._start_kcm(grace, kcm_args)
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_seconds = time.time() - t0
+
+    def _start_apiserver(self):
+        p = self.pki
+        args = [os.path.join(self.bin, "kube-apiserver"),
+                f"--etcd-servers={self.etcd.endpoint}", "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1", f"--secure-port={self.port}",
+                f"--tls-cert-file={p.serving[0]}", f"--tls-private-key-file={p.serving[1]}",
+                f"--client-ca-file={p.ca[0]}",
+                f"--service-account-key-file={p.sa_pub}", f"--service-account-signing-key-file={p.sa_key}",
+                "--service-account-issuer=https://kubernetes.default.svc",
+                "--service-cluster-ip-range=10.0.0.0/24", "--endpoint-reconciler-type=none",
+                f"--cert-dir={os.path.join(self.workdir, 'apiserver-certs')}",
+                "--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
+                f"--requestheader-client-ca-file={p.front_proxy_ca[0]}",
+                "--requestheader-allowed-names=front-proxy-client",
+                "--requestheader-username-headers=X-Remote-User",
+                "--requestheader-group-headers=X-Remote-Group",
+                "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+                f"--proxy-client-cert-file={p.front_proxy_client[0]}",
+                f"--proxy-client-key-file={p.front_proxy_client[1]}",
+                "--profiling=false"]
+        self.apiserver = Process("kube-apiserver", args, self.workdir)
+        self.procs.append(self.apiserver)
+        admin = self.admin()
+        deadline = time.time() + 60
+        while True:
+            if not self.apiserver.alive():
+                raise RuntimeError("kube-apiserver exited:\n" + self.apiserver.log())
+            try:
+                if admin.request("GET", "/readyz", accept=None).status == 200:
+                    break
+            except OSError:
+                pass
+            if time.time() > deadline:
+                raise RuntimeError("kube-apiserver not ready within 60 s:\n" + self.apiserver.log())
+            time.sleep(0.2)
+        # The system namespaces controller makes kube-node-lease shortly after.
+        wait_for("namespace kube-node-lease",
+                 lambda: admin.request("GET", "/api/v1/namespaces/kube-node-lease").status == 200, timeout=30)
+
+    def _start_kcm(self, grace, extra):
+        p = self.pki
+        kubeconfig = write_kubeconfig(os.path.join(self.workdir, "kcm.kubeconfig"), self.url, p.ca[0], *p.kcm)
+        self.kcm_port = free_port()
+        args = [os.path.join(self.bin, "kube-controller-manager"),
+                f"--kubeconfig={kubeconfig}", f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}", "--bind-address=127.0.0.1",
+                f"--secure-port={self.kcm_port}", f"--cert-dir={os.path.join(self.workdir, 'kcm-certs')}",
+                f"--service-account-private-key-file={p.sa_key}", f"--root-ca-file={p.ca[0]}",
+                "--use-service-account-credentials=true",
+                f"--cluster-signing-cert-file={p.ca[0]}", f"--cluster-signing-key-file={p.ca[1]}",
+                "--leader-elect=false", "--profiling=false",
+                *([f"--node-monitor-grace-period={grace}"] if grace else []), *extra]
+        self.kcm = Process("kube-controller-manager", args, self.workdir)
+        self.procs.append(self.kcm)
+        ctx = _insecure_ctx()
+        import urllib.request
+
+        def healthy():
+            if not self.kcm.alive():
+                raise RuntimeError("kube-controller-manager exited:\n" + self.kcm.log())
+            try:
+                with urllib.request.urlopen(f"https://127.0.0.1:{self.kcm_port}/healthz", timeout=2,
+                                            context=ctx) as r:
+                    return r.status == 200
+            except OSError:
+                return False
+        wait_for("kube-controller-manager /healthz", healthy, timeout=60)
+
+    # --- clients
+    def admin(self):
+        return Client(self.port, self.pki.ca[0], cert=self.pki.admin)
+
+    def node_client(self, node):
+        return Client(self.port, self.pki.ca[0], cert=self.pki.node(node))
+
+    def user_client(self, name, cn, orgs=()):
+        return Client(self.port, self.pki.ca[0], cert=self.pki.client(name, cn, orgs))
+
+    def token_client(self, token):
+        return Client(self.port, self.pki.ca[0], token=token)
+
+    def kubectl(self, *args, stdin=None, kubeconfig=None, timeout=60, env=None, check=False):
+        cmd = [kubectl_binary(), "--kubeconfig", kubeconfig or self.admin_kubeconfig,
+               "--cache-dir", os.path.join(self.workdir, "kube-cache"), *args]
+        p = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=timeout,
+                           env={**os.environ, **(env or {})})
+        if check and p.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed ({p.returncode}): {p.stderr}{p.stdout}")
+        return p
+
+    def kubectl_json(self, *args, **kw):
+        return json.loads(self.kubectl(*args, "-o", "json", check=True, **kw).stdout)
+
+    def logs(self):
+        return "\n".join(f"--- {p.name} log tail:\n{p.log(3000)}" for p in self.procs)
+
+    def stop(self):
+        for p in reversed(self.procs):
+            p.stop()
+        self.etcd.stop()
+
+
+class ChartInstall:
+    """poolcoord as charts/poolcoord deploys it, into `cluster`: `helm template`
+    (with `values`, --set strings) applied with kubectl, then the binary run on the
+    host with the rendered Deployment's arguments, the rendered serving Secret and
+    the chart ServiceAccount's token. The Service is rendered as ExternalName
+    localhost:<port> (service.type, service.externalName, service.port), and
+    server.securePort is the same port, so the Deployment's --secure-port is used
+    as it is; server.kubeconfig points the chart's --kubeconfig,
+    --authentication-kubeconfig and --authorization-kubeconfig at a file that
+    exists here."""
+
+    POD_KUBECONFIG = "/etc/poolcoord/kubeconfig"
+
+    def __init__(self, cluster, binary, values=(), namespace="pool-system", release="poolcoord",
+                 extra_args=(), wait_available=True):
+        self.cluster, self.binary, self.namespace, self.release = cluster, binary, namespace, release
+        self.port = free_port()
+        self.dir = tempfile.mkdtemp(prefix="poolcoord-chart-", dir=cluster.workdir)
+        self.sets = [f"service.type=ExternalName", "service.externalName=localhost",
+                     f"service.port={self.port}", f"server.securePort={self.port}",
+                     f"server.kubeconfig={self.POD_KUBECONFIG}", *values]
+        self.text = helm_template(*[a for s in self.sets for a in ("--set", s)], release=release,
+                                  namespace=namespace)
+        self.objects = yaml_objects(self.text)
+        if cluster.kubectl("get", "namespace", namespace).returncode != 0:
+            cluster.kubectl("create", "namespace", namespace, check=True)
+        cluster.kubectl("apply", "-f", "-", stdin=self.text, check=True)
+        self.service_account = self.one("ServiceAccount")["metadata"]["name"]
+        self.service = self.one("Service")["metadata"]["name"]
+        self.forwarder_user = f"system:serviceaccount:{namespace}:{self.service_account}"
+        token = cluster.kubectl("create", "token", self.service_account, "-n", namespace,
+                                "--duration=24h", check=True).stdout.strip()
+        self.kubeconfig = write_kubeconfig(os.path.join(self.dir, "kubeconfig"), cluster.url,
+                                           cluster.pki.ca[0], token=token)
+        certs = os.path.join(self.dir, "serving-cert")
+        os.makedirs(certs)
+        import base64
+        for k, v in self.one("Secret")["data"].items():
+            with open(os.path.join(certs, k), "wb") as f:
+                f.write(base64.b64decode(v))
+        self.ca = os.path.join(certs, "ca.crt")
+        container = self.one("Deployment")["spec"]["template"]["spec"]["containers"][0]
+        mount = [m for m in container["volumeMounts"] if m["name"] == "serving-cert"][0]["mountPath"]
+        self.args = [self._host_arg(a, mount, certs) for a in container["args"]]
+        self.args += ["--bind-address=127.0.0.1", *extra_args]
+        self.proc = Process(f"poolcoord-{release}", [binary, *self.args], self.dir)
+        cluster.procs.insert(0, self.proc)
+        self.wait_ready()
+        if wait_available:
+            self.wait_available()
+
+    def _host_arg(self, arg, mount, certs):
+        arg = arg.replace(mount, certs).replace(self.POD_KUBECONFIG, self.kubeconfig)
+        if arg.startswith("--cert-dir="):
+            arg = "--cert-dir=" + os.path.join(self.dir, "scratch")
+        return arg
+
+    def one(self, kind, name=None):
+        hits = [o for o in self.objects if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
+        assert len(hits) == 1, f"{len(hits)} rendered objects of kind {kind} {name or ''}"
+        return hits[0]
+
+    def direct(self, cert=None):
+        """A client of poolcoord itself (not through kube-apiserver), verifying the
+        serving certificate against the chart's CA (its SANs name the Service, not
+        127.0.0.1)."""
+        c = Client(self.port, self.ca, cert=cert)
+        c.ctx.check_hostname = False
+        return c
+
+    def wait_ready(self, timeout=30):
+        def ready():
+            if not self.proc.alive():
+                raise RuntimeError(f"poolcoord exited ({self.proc.proc.returncode}):\n{self.proc.log()}")
+            try:
+                return self.direct().request("GET", "/readyz", accept=None).status == 200
+            except OSError:
+                return False
+        wait_for("poolcoord /readyz", ready, timeout=timeout)
+
+    def wait_available(self, timeout=60):
+        p = self.cluster.kubectl("wait", "--for=condition=Available", "apiservice/v1alpha1.coordination.pool",
+                                 f"--timeout={timeout}s", timeout=timeout + 10)
+        if p.returncode != 0:
+            st = self.cluster.kubectl("get", "apiservice", "v1alpha1.coordination.pool", "-o", "json").stdout
+            raise AssertionError(f"APIService not Available: {p.stderr}\n{st[-1500:]}\n{self.proc.log()}")
+
+    def metrics(self):
+        return self.direct().request("GET", "/metrics", accept=None).body
+
+    def metric(self, name, **labels):
+        """Sum of the samples of `name` whose labels include `labels`."""
+        total = 0.0
+        for line in self.metrics().splitlines():
+            if not line.startswith(name) or line.startswith("#"):
+                continue
+            series, _, value = line.rpartition(" ")
+            metric_name, _, label_text = series.partition("{")
+            if metric_name != name:
+                continue
+            if all(f'{k}="{v}"' in label_text for k, v in labels.items()):
+                total += float(value)
+        return total
+
+    def restart(self):
+        self.proc.stop()
+        self.proc.start()
+        self.wait_ready()
+
+    def stop(self):
+        self.proc.stop()
+
+
+class Kubelet:
+    """A stand-in kubelet for node `name`: registers its Node (Ready, with `labels`)
+    and renews kube-node-lease/<name> every `interval` seconds with the node's
+    client certificate, as the kubelet's lease controller does: GET, then PUT the
+    Lease it read (annotations included) with a new renewTime, holderIdentity and
+    leaseDurationSeconds 40; on 409 it reads again. `online = False` cuts it off
+    (no more calls); come_back() posts Ready and renews at once. `renewals` holds
+    the renewTime of each of its own renewals."""
+
+    def __init__(self, cluster, name, labels=None, interval=10.0, lease_duration=40):
+        self.cluster, self.name, self.labels = cluster, name, labels or {}
+        self.interval, self.lease_duration = interval, lease_duration
+        self.client = cluster.node_client(name)
+        self.online = True
+        self.renewals = []
+        self.errors = []
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._lock = threading.Lock()
+        self.thread = None
+        self.node_uid = None
+
+    def register(self):
+        now = now_micro()[:19] + "Z"
+        node = {"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": self.name, "labels": {"kubernetes.io/hostname": self.name, **self.labels}},
+                "status": {"conditions": [self._ready(now)]}}
+        r = self.client.request("POST", "/api/v1/nodes", node)
+        if r.status == 409:
+            r = self.client.request("GET", f"/api/v1/nodes/{self.name}")
+        if r.status not in (200, 201):
+            raise AssertionError(f"kubelet {self.name}: creating its Node: {r.status} {r.body[:300]}")
+        self.node_uid = r.json()["metadata"]["uid"]
+        self.renew()
+        return self
+
+    @staticmethod
+    def _ready(now):
+        return {"type": "Ready", "status": "True", "reason": "KubeletReady",
+                "message": "kubelet is posting ready status", "lastHeartbeatTime": now,
+                "lastTransitionTime": now}
+
+    def post_ready(self):
+        now = now_micro()[:19] + "Z"
+        patch = {"status": {"conditions": [self._ready(now)]}}
+        r = self.client.request("PATCH", f"/api/v1/nodes/{self.name}/status", patch,
+                                ctype="application/strategic-merge-patch+json")
+        if r.status != 200:
+            raise AssertionError(f"kubelet {self.name}: posting Ready: {r.status} {r.body[:300]}")
+
+    def renew(self):
+        """One renewal; returns the renewTime written."""
+        with self._lock:
+            path = f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{self.name}"
+            for _ in range(5):
+                r = self.client.request("GET", path)
+                renew = now_micro()
+                if r.status == 404:
+                    lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                             "metadata": {"name": self.name, "namespace": "kube-node-lease",
+                                          "ownerReferences": [{"apiVersion": "v1", "kind": "Node",
+                                                               "name": self.name, "uid": self.node_uid}]},
+                             "spec": {"holderIdentity": self.name, "leaseDurationSeconds": self.lease_duration,
+                                      "renewTime": renew}}
+                    w = self.client.request("POST", path.rsplit("/", 1)[0], lease)
+                else:
+                    lease = r.json()
+                    lease["spec"].update(holderIdentity=self.name, leaseDurationSeconds=self.lease_duration,
+                                         renewTime=renew)
+                    w = self.client.request("PUT", path, lease)
+                if w.status in (200, 201):
+                    self.renewals.append(renew)
+                    return renew
+                if w.status != 409:
+                    self.errors.append((renew, w.status, w.body[:300]))
+                    raise AssertionError(f"kubelet {self.name}: renewing its Lease: {w.status} {w.body[:300]}")
+            raise AssertionError(f"kubelet {self.name}: five conflicts in a row renewing its Lease")
+
+    def start(self):
+        self.thread = threading.Thread(target=self._run, daemon=True, name=f"kubelet-{self.name}")
+        self.thread.start()
+        return self
+
+    def _run(self):
+        while not self._stop.is_set():
+            if self.online:
+                try:
+                    self.renew()
+                except Exception as e:  # recorded; the loop goes on as the kubelet's does
+                    self.errors.append((now_micro(), 0, str(e)))
+            self._wake.wait(self.interval)
+            self._wake.clear()
+
+    def come_back(self):
+        self.online = True
+        self.post_ready()
+        self.renew()
+
+    def stop(self):
+        self._stop.set()
+        self._wake.set()
+
+
+class NodeWatch:
+    """Follows every Node (an admin watch), keeping for each node the times (test
+    clock) at which its Ready condition status changed and its taint keys."""
+
+    def __init__(self, cluster):
+        self.cluster = cluster
+        self.ready = {}    # node -> [(t, status)]
+        self.taints = {}   # node -> set of "key:effect"
+        self.taint_log = {}  # node -> [(t, frozenset)]
+        self.lock = threading.Condition()
+        self._stop = False
+        self.thread = threading.Thread(target=self._run, daemon=True, name="node-watch")
+        self.thread.start()
+
+    def _record(self, node):
+        name = node["metadata"]["name"]
+        status = next((c["status"] for c in node.get("status", {}).get("conditions", [])
+                       if c["type"] == "Ready"), None)
+        taints = frozenset(f"{t['key']}:{t['effect']}" for t in node.get("spec", {}).get("taints", []))
+        now = time.time()
+        with self.lock:
+            hist = self.ready.setdefault(name, [])
+            if not hist or hist[-1][1] != status:
+                hist.append((now, status))
+            tl = self.taint_log.setdefault(name, [])
+            if not tl or tl[-1][1] != taints:
+                tl.append((now, taints))
+            self.taints[name] = taints
+            self.lock.notify_all()
+
+    def _run(self):
+        admin = self.cluster.admin()
+        rv = ""
+        while not self._stop:
+            try:
+                if not rv:
+                    r = admin.request("GET", "/api/v1/nodes")
+                    lst = r.json()
+                    for n in lst["items"]:
+                        self._record(n)
+                    rv = lst["metadata"]["resourceVersion"]
+                resp, events, conn = admin.watch(f"/api/v1/nodes?watch=1&resourceVersion={rv}"
+                                                 "&allowWatchBookmarks=true&timeoutSeconds=600", timeout=700)
+                for ev in events:
+                    if self._stop:
+                        break
+                    if ev["type"] == "ERROR":
+                        rv = ""
+                        break
+                    rv = ev["object"]["metadata"]["resourceVersion"]
+                    if ev["type"] in ("ADDED", "MODIFIED"):
+                        self._record(ev["object"])
+                conn.close()
+            except Exception:
+                if self._stop:
+                    return
+                time.sleep(0.5)
+                rv = ""
+
+    def status(self, node):
+        with self.lock:
+            h = self.ready.get(node)
+            return h[-1][1] if h else None
+
+    def first(self, node, status, after=0.0):
+        """Test-clock time at which `node` first had Ready=`status` after `after`, or None."""
+        with self.lock:
+            for t, s in self.ready.get(node, []):
+                if t >= after and s == status:
+                    return t
+        return None
+
+    def wait(self, what, pred, timeout):
+        deadline = time.time() + timeout
+        with self.lock:
+            while True:
+                v = pred()
+                if v:
+                    return v
+                left = deadline - time.time()
+                if left <= 0:
+                    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+                self.lock.wait(min(left, 0.5))
+
+    def stop(self):
+        self._stop = True
+
+
+def run_cluster_cases(cases, setup, doc=""):
+    """Runs a cluster test file: `setup(binary)` returns the shared environment
+    (with stop() and logs()), then each case(env), printing PASS/FAIL lines and
+    the tally. Returns the exit code: 0, 1, or SKIP_EXIT when the control plane's
+    binaries are missing."""
+    ap = argparse.ArgumentParser(description=doc)
+    ap.add_argument("--binary", required=True, help="poolcoord-apiserver")
+    ap.add_argument("--only", default="", help="comma-separated case names")
+    ap.add_argument("--keep", action="store_true", help="print the logs even when everything passed")
+    a, _ = ap.parse_known_args()
+    only = set(filter(None, a.only.split(",")))
+    t0 = time.time()
+    try:
+        env = setup(os.path.abspath(a.binary))
+    except Skip as e:
+        print(f"SKIP: {e}", flush=True)
+        return SKIP_EXIT
+    except Exception as e:
+        print(f"FAIL setup: {type(e).__name__}: {e}", flush=True)
+        traceback.print_exc(limit=4)
+        print("0 passed, 1 failed")
+        return 1
+    print(f"PASS setup ({time.time() - t0:.1f}s)", flush=True)
+    passed, failed = 1, 0
+    try:
+        for case in cases:
+            if only and case.__name__ not in only:
+                continue
+            t1 = time.time()
+            try:
+                case(env)
+                passed += 1
+                print(f"PASS {case.__name__} ({time.time() - t1:.1f}s)", flush=True)
+            except Exception as e:  # any exception is a failed case
+                failed += 1
+                print(f"FAIL {case.__name__} ({time.time() - t1:.1f}s): {type(e).__name__}: {e}", flush=True)
+                traceback.print_exc(limit=4)
+    finally:
+        if failed or a.keep:
+            print(env.logs())
+        env.stop()
+    print(f"{passed} passed, {failed} failed ({time.time() - t0:.0f}s)")
+    return 0 if failed == 0 else 1
