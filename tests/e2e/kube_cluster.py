@@ -472,9 +472,9 @@ class Kubelet:
     and renews kube-node-lease/<name> every `interval` seconds with the node's
     client certificate, as the kubelet's lease controller does: GET, then PUT the
     Lease it read (annotations included) with a new renewTime, holderIdentity and
-    leaseDurationSeconds 40; on 409 it reads again. `online = False` cuts it off
-    (no more calls); come_back() posts Ready and renews at once. `renewals` holds
-    the renewTime of each of its own renewals."""
+    leaseDurationSeconds 40; on 409 it reads again. cut_off() makes one last
+    renewal and then no more calls; come_back() posts Ready and renews at once.
+    `renewals` holds the renewTime of each of its own renewals."""
 
     def __init__(self, cluster, name, labels=None, interval=10.0, lease_duration=40):
         self.cluster, self.name, self.labels = cluster, name, labels or {}
@@ -485,7 +485,7 @@ class Kubelet:
         self.errors = []
         self._stop = threading.Event()
         self._wake = threading.Event()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self.thread = None
         self.node_uid = None
 
@@ -517,9 +517,12 @@ class Kubelet:
         if r.status != 200:
             raise AssertionError(f"kubelet {self.name}: posting Ready: {r.status} {r.body[:300]}")
 
-    def renew(self):
-        """One renewal; returns the renewTime written."""
+    def renew(self, only_if_online=False):
+        """One renewal; returns the renewTime written (None when only_if_online and
+        the node is cut off)."""
         with self._lock:
+            if only_if_online and not self.online:
+                return None
             path = f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{self.name}"
             for _ in range(5):
                 r = self.client.request("GET", path)
@@ -552,52 +555,50 @@ class Kubelet:
 
     def _run(self):
         while not self._stop.is_set():
-            if self.online:
-                try:
-                    self.renew()
-                except Exception as e:  # recorded; the loop goes on as the kubelet's does
-                    self.errors.append((now_micro(), 0, str(e)))
+            try:
+                self.renew(only_if_online=True)
+            except Exception as e:  # recorded; the loop goes on as the kubelet's does
+                self.errors.append((now_micro(), 0, str(e)))
             self._wake.wait(self.interval)
             self._wake.clear()
 
+    def cut_off(self):
+        """The node loses the cloud right after one last renewal; returns its
+        renewTime (seconds since the epoch). No renewal of the loop follows it."""
+        with self._lock:
+            self.online = False
+            return parse_micro(self.renew())
+
     def come_back(self):
-        self.online = True
-        self.post_ready()
-        self.renew()
+        """The node reaches the cloud again: posts Ready and renews at once."""
+        with self._lock:
+            self.post_ready()
+            self.online = True
+            self.renew()
 
     def stop(self):
         self._stop.set()
         self._wake.set()
 
 
-class NodeWatch:
-    """Follows every Node (an admin watch), keeping for each node the times (test
-    clock) at which its Ready condition status changed and its taint keys."""
+class Follow:
+    """Follows every object at the list `path` (an admin list, then watch, again on
+    410 or a dropped stream) and calls record(obj, t) with the test clock's time of
+    each state seen, under `lock` (a Condition notified after each record)."""
 
-    def __init__(self, cluster):
-        self.cluster = cluster
-        self.ready = {}    # node -> [(t, status)]
-        self.taints = {}   # node -> set of "key:effect"
-        self.taint_log = {}  # node -> [(t, frozenset)]
+    def __init__(self, cluster, path, name):
+        self.cluster, self.path = cluster, path
         self.lock = threading.Condition()
         self._stop = False
-        self.thread = threading.Thread(target=self._run, daemon=True, name="node-watch")
+        self.thread = threading.Thread(target=self._run, daemon=True, name=name)
         self.thread.start()
 
-    def _record(self, node):
-        name = node["metadata"]["name"]
-        status = next((c["status"] for c in node.get("status", {}).get("conditions", [])
-                       if c["type"] == "Ready"), None)
-        taints = frozenset(f"{t['key']}:{t['effect']}" for t in node.get("spec", {}).get("taints", []))
-        now = time.time()
+    def record(self, obj, t):
+        raise NotImplementedError
+
+    def _seen(self, obj):
         with self.lock:
-            hist = self.ready.setdefault(name, [])
-            if not hist or hist[-1][1] != status:
-                hist.append((now, status))
-            tl = self.taint_log.setdefault(name, [])
-            if not tl or tl[-1][1] != taints:
-                tl.append((now, taints))
-            self.taints[name] = taints
+            self.record(obj, time.time())
             self.lock.notify_all()
 
     def _run(self):
@@ -606,12 +607,11 @@ class NodeWatch:
         while not self._stop:
             try:
                 if not rv:
-                    r = admin.request("GET", "/api/v1/nodes")
-                    lst = r.json()
-                    for n in lst["items"]:
-                        self._record(n)
+                    lst = admin.request("GET", self.path).json()
+                    for o in lst["items"]:
+                        self._seen(o)
                     rv = lst["metadata"]["resourceVersion"]
-                resp, events, conn = admin.watch(f"/api/v1/nodes?watch=1&resourceVersion={rv}"
+                resp, events, conn = admin.watch(f"{self.path}?watch=1&resourceVersion={rv}"
                                                  "&allowWatchBookmarks=true&timeoutSeconds=600", timeout=700)
                 for ev in events:
                     if self._stop:
@@ -621,7 +621,7 @@ class NodeWatch:
                         break
                     rv = ev["object"]["metadata"]["resourceVersion"]
                     if ev["type"] in ("ADDED", "MODIFIED"):
-                        self._record(ev["object"])
+                        self._seen(ev["object"])
                 conn.close()
             except Exception:
                 if self._stop:
@@ -629,20 +629,8 @@ class NodeWatch:
                 time.sleep(0.5)
                 rv = ""
 
-    def status(self, node):
-        with self.lock:
-            h = self.ready.get(node)
-            return h[-1][1] if h else None
-
-    def first(self, node, status, after=0.0):
-        """Test-clock time at which `node` first had Ready=`status` after `after`, or None."""
-        with self.lock:
-            for t, s in self.ready.get(node, []):
-                if t >= after and s == status:
-                    return t
-        return None
-
     def wait(self, what, pred, timeout):
+        """Waits (under the lock) until pred() is truthy; returns its value."""
         deadline = time.time() + timeout
         with self.lock:
             while True:
@@ -656,6 +644,178 @@ class NodeWatch:
 
     def stop(self):
         self._stop = True
+
+
+class NodeWatch(Follow):
+    """Every Node's Ready condition status and taints over time (test clock)."""
+
+    def __init__(self, cluster):
+        self.ready = {}      # node -> [(t, status)] at each change
+        self.taints = {}     # node -> [(t, frozenset of "key:effect")] at each change
+        super().__init__(cluster, "/api/v1/nodes", "node-watch")
+
+    def record(self, node, t):
+        name = node["metadata"]["name"]
+        status = next((c["status"] for c in node.get("status", {}).get("conditions", [])
+                       if c["type"] == "Ready"), None)
+        taints = frozenset(f"{x['key']}:{x['effect']}" for x in node.get("spec", {}).get("taints", []))
+        for hist, value in ((self.ready.setdefault(name, []), status),
+                            (self.taints.setdefault(name, []), taints)):
+            if not hist or hist[-1][1] != value:
+                hist.append((t, value))
+
+    def status(self, node):
+        with self.lock:
+            h = self.ready.get(node)
+            return h[-1][1] if h else None
+
+    def current_taints(self, node):
+        with self.lock:
+            h = self.taints.get(node)
+            return h[-1][1] if h else frozenset()
+
+    def first(self, node, status, after=0.0):
+        """Test-clock time at which `node` first had Ready=`status` at or after `after`
+        (a state that began earlier and still held then counts from `after`), or None."""
+        with self.lock:
+            hist = self.ready.get(node, [])
+            for i, (t, s) in enumerate(hist):
+                end = hist[i + 1][0] if i + 1 < len(hist) else float("inf")
+                if s == status and end > after:
+                    return max(t, after)
+        return None
+
+    def first_taint(self, node, taint, after=0.0):
+        with self.lock:
+            for t, taints in self.taints.get(node, []):
+                if t >= after and taint in taints:
+                    return t
+        return None
+
+
+class LeaseWatch(Follow):
+    """Every node Lease in kube-node-lease over time: versions[node] is a list of
+    (t, renewTime seconds, annotations) for each renewTime or annotation change."""
+
+    def __init__(self, cluster):
+        self.versions = {}
+        super().__init__(cluster, "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases",
+                         "lease-watch")
+
+    def record(self, lease, t):
+        renew = lease.get("spec", {}).get("renewTime")
+        entry = (t, parse_micro(renew) if renew else None, dict(lease["metadata"].get("annotations") or {}))
+        hist = self.versions.setdefault(lease["metadata"]["name"], [])
+        if not hist or hist[-1][1:] != entry[1:]:
+            hist.append(entry)
+
+    def renewals(self, node, after=0.0):
+        """(renewTime, annotations) of each version renewed after `after` (renewTime, seconds)."""
+        with self.lock:
+            return [(r, a) for _, r, a in self.versions.get(node, []) if r is not None and r > after]
+
+    def latest(self, node):
+        with self.lock:
+            h = self.versions.get(node)
+            return h[-1] if h else None
+
+
+class PoolLeader:
+    """The pool leader's agent, as an edge node runs it: holds poolleases/<pool>
+    (renewed every `interval`, leaseDurationSeconds 15) and renews a DelegatedLease
+    every `interval` for each node in its delegated set, all with its own client
+    certificate through kube-apiserver. first_write/last_write: the test-clock times
+    of the first and last DelegatedLease write of each node's current delegation."""
+
+    def __init__(self, cluster, node, pool, interval=5.0, dl_duration=20):
+        self.cluster, self.node, self.pool = cluster, node, pool
+        self.interval, self.dl_duration = interval, dl_duration
+        self.delegated = set()
+        self.first_write, self.last_write = {}, {}
+        self.errors = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self.client = cluster.node_client(node)
+        self.renew_pool_lease()
+        self.thread = threading.Thread(target=self._run, daemon=True, name=f"leader-{node}")
+        self.thread.start()
+
+    def renew_pool_lease(self, client=None):
+        c = client or self.client
+        path = f"/apis/coordination.pool/v1alpha1/poolleases/{self.pool}"
+        now = now_micro()
+        r = c.request("GET", path)
+        if r.status == 404:
+            body = {"apiVersion": "coordination.pool/v1alpha1", "kind": "PoolLease",
+                    "metadata": {"name": self.pool},
+                    "spec": {"holderIdentity": self.node, "leaseDurationSeconds": 15, "acquireTime": now,
+                             "renewTime": now, "leaseTransitions": 0}}
+            w = c.request("POST", path.rsplit("/", 1)[0], body)
+        else:
+            body = r.json()
+            body["spec"]["renewTime"] = now
+            w = c.request("PUT", path, body)
+        if w.status not in (200, 201):
+            raise AssertionError(f"leader {self.node}: PoolLease {self.pool}: {w.status} {w.body[:300]}")
+
+    def write(self, node, client=None):
+        """One DelegatedLease write for `node` (create or renew)."""
+        c = client or self.client
+        path = f"/apis/coordination.pool/v1alpha1/delegatedleases/{node}"
+        for _ in range(5):  # the agent's loop may write the same lease meanwhile: read again
+            r = c.request("GET", path)
+            spec = {"holderIdentity": node, "leaseDurationSeconds": self.dl_duration,
+                    "renewTime": now_micro(), "poolName": self.pool, "delegate": self.node}
+            if r.status == 404:
+                w = c.request("POST", path.rsplit("/", 1)[0],
+                              {"apiVersion": "coordination.pool/v1alpha1", "kind": "DelegatedLease",
+                               "metadata": {"name": node, "annotations": {DELEGATE: "true"}}, "spec": spec})
+            else:
+                body = r.json()
+                body["spec"] = spec
+                w = c.request("PUT", path, body)
+            if w.status not in (409,):
+                break
+        if w.status not in (200, 201):
+            raise AssertionError(f"leader {self.node}: DelegatedLease {node}: {w.status} {w.body[:300]}")
+        t = time.time()
+        with self._lock:
+            self.first_write.setdefault(node, t)
+            self.last_write[node] = t
+
+    def delegate(self, node):
+        """Starts delegating `node` now (the first write happens before this returns)."""
+        with self._lock:
+            self.first_write.pop(node, None)
+            self.delegated.add(node)
+        self.write(node, self.cluster.node_client(self.node))
+
+    def undelegate(self, node, delete=False):
+        """Stops renewing `node`'s DelegatedLease (it then expires), or deletes it."""
+        with self._lock:
+            self.delegated.discard(node)
+        if delete:
+            r = self.cluster.node_client(self.node).request(
+                "DELETE", f"/apis/coordination.pool/v1alpha1/delegatedleases/{node}")
+            if r.status not in (200, 404):
+                raise AssertionError(f"deleting DelegatedLease {node}: {r.status} {r.body[:200]}")
+
+    def _run(self):
+        while not self._stop.wait(self.interval):
+            try:
+                self.renew_pool_lease()
+                with self._lock:
+                    nodes = sorted(self.delegated)
+                for n in nodes:
+                    with self._lock:
+                        if n not in self.delegated:
+                            continue
+                    self.write(n)
+            except Exception as e:  # recorded; the agent keeps going as a real one would
+                self.errors.append(f"{now_micro()}: {e}")
+
+    def stop(self):
+        self._stop.set()
 
 
 def run_cluster_cases(cases, setup, doc=""):

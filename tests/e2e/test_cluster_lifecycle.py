@@ -1,0 +1,239 @@
+"""Delegated heartbeats judged by the real node lifecycle controller
+(kube-controller-manager 1.32, --node-monitor-grace-period given by --grace:
+40s, the default before 1.32, or unset: 50 s), with poolcoord deployed from its
+chart (defaults: taint after 40 s, forwarder resync 5 s) and stand-in kubelets
+(tests/e2e/kube_cluster.py) in one pool whose leader's agent renews the
+DelegatedLeases every 5 s through kube-apiserver.
+
+One timeline, its scenarios side by side on different nodes:
+  dl-a   cut off; its DelegatedLease renewed for grace + 30 s: stays Ready; then
+         the delegation stops: Unknown within the grace period of the last
+         forward; then a new delegation after that gap; then its kubelet returns:
+         every mark and taint of ours goes.
+  ctl-b  cut off, never delegated: Unknown one grace period after its last
+         renewal, and tainted node.kubernetes.io/unreachable.
+  ph-NN  (when flapping_nodes_never_go_unknown is among the cases: issue 11,
+         defect 2) 20 nodes that were delegated once and came back (a flapping link), cut
+         off again with the delegation starting 0, 0.5, ... 9.5 s after the
+         kubelet's last renewal: none may go Unknown; the time from the last
+         renewal to the first forward is reported (min/median/max).
+The cases then judge what was recorded. Skipped (exit 77) without
+kube-apiserver/kube-controller-manager binaries."""
+import argparse
+import os
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import expect  # noqa: E402
+from kube_cluster import (DELEGATE, POOL_LABEL, ChartInstall, KubeCluster, Kubelet, LeaseWatch,  # noqa: E402
+                          NodeWatch, PoolLeader, parse_micro, run_cluster_cases)
+
+POOL = "edge"
+LEADER = "ld-1"
+TAINT = "node.openyurt.io/unschedulable:NoSchedule"
+UNREACHABLE = "node.kubernetes.io/unreachable:NoSchedule"
+MONITOR_PERIOD = 5.0   # kube-controller-manager's --node-monitor-period default
+SLACK = 3.0            # watch delivery and scheduling on a busy 2-core machine
+PHASES = 20
+
+
+def ours(annotations):
+    return sorted(k for k in annotations if k == DELEGATE or k.startswith("coordination.pool/"))
+
+
+class Env:
+    def __init__(self, binary):
+        ap = argparse.ArgumentParser()
+        ap.add_argument("--grace", default="", help="--node-monitor-grace-period (default: kcm's, 50s)")
+        a, _ = ap.parse_known_args()
+        self.grace = float(a.grace.rstrip("s")) if a.grace else 50.0
+        self.phases = any(c.__name__ == "flapping_nodes_never_go_unknown" for c in CASES)
+        self.cluster = KubeCluster(grace=a.grace or None)
+        self.threads, self.errors, self.results = [], [], {}
+        try:
+            self.pc = ChartInstall(self.cluster, binary)
+            self.nodes = [LEADER, "dl-a", "ctl-b"] + ([f"ph-{i:02d}" for i in range(PHASES)] if self.phases else [])
+            self.kubelets = {n: Kubelet(self.cluster, n, {POOL_LABEL: POOL}).register().start() for n in self.nodes}
+            self.nw, self.lw = NodeWatch(self.cluster), LeaseWatch(self.cluster)
+            self.nw.wait("every Node Ready", lambda: all(self.nw.status(n) == "True" for n in self.nodes), 60)
+            self.leader = PoolLeader(self.cluster, LEADER, POOL)
+            self.t0 = time.time()
+            self.run([("dl-a", self.delegated_node), ("ctl-b", self.control_node)] +
+                     ([("phases", self.flapping_nodes)] if self.phases else []))
+            print(f"timeline: {time.time() - self.t0:.0f} s at grace {self.grace:.0f} s", flush=True)
+        except BaseException:
+            self.stop()
+            raise
+
+    def run(self, scenarios):
+        def guard(name, fn):
+            try:
+                fn()
+            except Exception as e:  # judged by the cases
+                self.errors.append(f"{name}: {type(e).__name__}: {e}")
+        threads = [threading.Thread(target=guard, args=s, daemon=True) for s in scenarios]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(900)
+
+    def forwards(self, node, after):
+        """renewTimes (s) of the Lease versions after `after` that its kubelet did not write."""
+        own = {parse_micro(r) for r in self.kubelets[node].renewals}
+        return [r for r, _ in self.lw.renewals(node, after) if all(abs(r - o) > 1e-6 for o in own)]
+
+    def marks_gone(self, node):
+        latest = self.lw.latest(node)
+        taints = self.nw.current_taints(node)
+        return (self.nw.status(node) == "True" and latest is not None and not ours(latest[2])
+                and TAINT not in taints and UNREACHABLE not in taints)
+
+    # --- scenarios (threads)
+    def delegated_node(self):
+        r, k, g = self.results.setdefault("dl-a", {}), self.kubelets["dl-a"], self.grace
+        r["cut"] = k.cut_off()
+        self.leader.delegate("dl-a")
+        r["start"] = self.leader.first_write["dl-a"]
+        time.sleep(max(0.0, r["start"] + g + 30 - time.time()))
+        r["stop"] = time.time()
+        self.leader.undelegate("dl-a")
+        r["last_dl_write"] = self.leader.last_write["dl-a"]
+        r["unknown"] = self.nw.wait("dl-a Unknown after its delegation stopped",
+                                    lambda: self.nw.first("dl-a", "Unknown", after=r["stop"]),
+                                    self.leader.dl_duration + g + 30)
+        r["forwards"] = [f for f in self.forwards("dl-a", r["cut"]) if f <= r["unknown"]]
+        # A new delegation after a gap longer than the grace period (defect 3).
+        time.sleep(2)
+        r["resume"] = time.time()
+        self.leader.delegate("dl-a")
+        time.sleep(12)
+        r["resumed_lease"] = self.lw.latest("dl-a")
+        r["events"] = self.cluster.kubectl_json("get", "events", "-n", "default",
+                                                "--field-selector", "involvedObject.name=dl-a")["items"]
+        self.leader.undelegate("dl-a", delete=True)
+        r["back"] = time.time()
+        k.come_back()
+        self.nw.wait("dl-a back: Ready, and no mark or taint of ours", lambda: self.marks_gone("dl-a"), 40)
+        r["clean"] = time.time()
+
+    def control_node(self):
+        r, k = self.results.setdefault("ctl-b", {}), self.kubelets["ctl-b"]
+        r["cut"] = k.cut_off()
+        r["unknown"] = self.nw.wait("ctl-b Unknown", lambda: self.nw.first("ctl-b", "Unknown", after=r["cut"]),
+                                    self.grace + 30)
+        r["unreachable"] = self.nw.wait("ctl-b tainted unreachable",
+                                        lambda: self.nw.first_taint("ctl-b", UNREACHABLE, after=r["cut"]), 30)
+        k.come_back()
+        self.nw.wait("ctl-b back: Ready, untainted", lambda: self.marks_gone("ctl-b"), 40)
+
+    def flapping_nodes(self):
+        names = [f"ph-{i:02d}" for i in range(PHASES)]
+        prep_errors = []
+
+        def prepare(n):
+            # Delegated once, then its kubelet came back: the flapping link.
+            try:
+                cut = self.kubelets[n].cut_off()
+                self.leader.delegate(n)
+                self.lw.wait(f"{n} forwarded once", lambda: self.forwards(n, cut), 30)
+                self.leader.undelegate(n, delete=True)
+                self.kubelets[n].come_back()
+                self.lw.wait(f"{n} cleaned up after its kubelet came back",
+                             lambda: (lambda v: v and not ours(v[2]))(self.lw.latest(n)), 30)
+            except Exception as e:
+                prep_errors.append(f"{n}: {e}")
+        threads = [threading.Thread(target=prepare, args=(n,), daemon=True) for n in names]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        if prep_errors:
+            raise AssertionError("preparing the flapping nodes: " + "; ".join(prep_errors))
+        base = time.time() + 1
+        res = self.results.setdefault("phases", {})
+
+        def phase(i, n):
+            time.sleep(max(0.0, base + i * 0.05 - time.time()))
+            cut = self.kubelets[n].cut_off()
+            time.sleep(max(0.0, cut + i * 10.0 / PHASES - time.time()))
+            self.leader.delegate(n)
+            res[n] = {"cut": cut, "start": self.leader.first_write[n]}
+            time.sleep(max(0.0, cut + self.grace + 25 - time.time()))
+            res[n]["unknown"] = self.nw.first(n, "Unknown", after=cut)
+            fw = self.forwards(n, cut)
+            res[n]["first_forward"] = min(fw) - cut if fw else None
+            self.leader.undelegate(n, delete=True)
+        threads = [threading.Thread(target=phase, args=(i, n), daemon=True) for i, n in enumerate(names)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(300)
+
+    def logs(self):
+        return ("\n".join(self.errors) + "\nleader agent errors: " + "; ".join(self.leader.errors[:5])
+                if hasattr(self, "leader") else "") + "\n" + self.cluster.logs()
+
+    def stop(self):
+        for k in getattr(self, "kubelets", {}).values():
+            k.stop()
+        for x in ("leader", "nw", "lw"):
+            if hasattr(self, x):
+                getattr(self, x).stop()
+        self.cluster.stop()
+
+
+def result(env, key):
+    expect(key in env.results and not [e for e in env.errors if e.startswith(key.split("/")[0])],
+           f"scenario {key} did not finish: {env.errors}")
+    return env.results[key]
+
+
+# --- cases
+
+def delegated_node_stays_ready(env):
+    r = result(env, "dl-a")
+    held = r["stop"] - r["cut"]
+    expect(held >= env.grace + 25, f"delegated for only {held:.0f} s")
+    expect(env.nw.first("dl-a", "Unknown", after=r["cut"]) >= r["stop"],
+           f"dl-a went Unknown {env.nw.first('dl-a', 'Unknown', after=r['cut']) - r['cut']:.1f} s after its "
+           f"kubelet's last renewal, while its DelegatedLease was renewed")
+    gaps = [b - a for a, b in zip([r["cut"]] + r["forwards"], r["forwards"]) if b <= r["stop"]]
+    print(f"  dl-a: first forward {r['forwards'][0] - r['cut']:.1f} s after the kubelet's last renewal, "
+          f"longest gap between forwards {max(gaps):.1f} s ({len(gaps)} forwards while delegated)")
+    expect(max(gaps) < env.grace / 2, f"the cloud Lease went {max(gaps):.1f} s without a renewal")
+
+
+def control_node_goes_unknown_and_unreachable(env):
+    r = result(env, "ctl-b")
+    after = r["unknown"] - r["cut"]
+    print(f"  ctl-b: Unknown {after:.1f} s after its kubelet's last renewal (grace {env.grace:.0f} s), "
+          f"unreachable taint {r['unreachable'] - r['cut']:.1f} s after")
+    expect(env.grace - 1 <= after <= env.grace + MONITOR_PERIOD + SLACK, f"Unknown after {after:.1f} s")
+
+
+def delegated_node_follows_when_delegation_stops(env):
+    r = result(env, "dl-a")
+    last = r["forwards"][-1]
+    after = r["unknown"] - last
+    print(f"  dl-a: delegation stopped; last forward {last - r['last_dl_write']:.1f} s after the last "
+          f"DelegatedLease write; Unknown {after:.1f} s after the last forward")
+    expect(env.grace - 1 <= after <= env.grace + MONITOR_PERIOD + SLACK, f"Unknown {after:.1f} s after it")
+    expect(last <= r["last_dl_write"] + env.leader.dl_duration + 5 + SLACK,
+           "forwarded after the DelegatedLease had expired")
+
+
+def kubelet_return_removes_every_mark(env):
+    r = result(env, "dl-a")
+    print(f"  dl-a: Ready and clean {r['clean'] - r['back']:.1f} s after its kubelet came back")
+    for node in ("dl-a", "ctl-b"):
+        expect(env.marks_gone(node), f"{node}: {env.nw.status(node)}, taints {env.nw.current_taints(node)}, "
+                                     f"lease annotations {env.lw.latest(node)}")
+
+
+CASES = [delegated_node_stays_ready, control_node_goes_unknown_and_unreachable,
+         delegated_node_follows_when_delegation_stops, kubelet_return_removes_every_mark]
+
+if __name__ == "__main__":
+    sys.exit(run_cluster_cases(CASES, Env, __doc__))
