@@ -144,7 +144,12 @@ std::vector<Flag> FlagTable(ServerOptions* o) {
   i("max-lease-duration", &o->max_lease_duration, 1, std::numeric_limits<int32_t>::max(),
     "Largest leaseDurationSeconds accepted, in seconds.");
   i64("watch-history-size", &o->watch_history_size, 1,
-      "Events kept for resuming watches from a resourceVersion.");
+      "Events kept for resuming watches from a resourceVersion (per resource in the watch "
+      "cache).");
+  b("watch-cache", &o->watch_cache,
+    "Serve watches, and lists that allow it, from an in-memory watch cache of each resource "
+    "(kube-apiserver's --watch-cache): one storage watch per resource, whatever the number of "
+    "watchers.");
   d("delegated-lease-gc-period", &o->delegated_lease_gc_period,
     "How often expired DelegatedLeases are swept.");
   i("max-requests-inflight", &o->max_requests_inflight, 0, std::numeric_limits<int32_t>::max(),

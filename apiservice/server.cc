@@ -27,6 +27,7 @@
 #include "election/leader_elector.h"
 #include "election/node_membership_source.h"
 #include "election/pool_lease_lock.h"
+#include "store/cacher.h"
 #include "store/etcd3_store.h"
 #include "store/kube_client.h"
 #include "store/memory_store.h"
@@ -288,6 +289,17 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ServerOptions&
     store::MemoryStoreOptions store_options;
     store_options.watch_history_size = options.watch_history_size;
     p->store = store::NewMemoryStore(store_options);
+  }
+  if (options.watch_cache) {
+    store::CacherOptions cache_options;
+    cache_options.capacity = options.watch_history_size;
+    absl::StatusOr<std::unique_ptr<store::Store>> cached =
+        store::NewCacher(std::move(p->store), cache_options);
+    if (!cached.ok()) {
+      return absl::Status(cached.status().code(),
+                          absl::StrCat("watch cache: ", cached.status().message()));
+    }
+    p->store = *std::move(cached);
   }
 
   // The cloud cluster: an explicit --kubeconfig, else the in-cluster config.

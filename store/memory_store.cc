@@ -1,4 +1,5 @@
 #include "store/memory_store.h"
+#include "store/object_set.h"
 #include "store/watch_channel.h"
 
 #include <algorithm>
@@ -9,7 +10,6 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/btree_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -22,25 +22,19 @@ constexpr int kKinds = 2;
 
 int Index(Kind kind) { return static_cast<int>(kind); }
 
-// The objects of one kind, ordered by name. A B-tree of the shared pointers
-// themselves, keyed by the name inside the (immutable) object: ~20 bytes per
-// object, where std::map<std::string, ObjectPtr> spent a 96-byte node and a
-// second copy of the name (issue 6).
-struct ByName {
-  using is_transparent = void;
-  static std::string_view Name(const ObjectPtr& o) { return o->metadata.name; }
-  static std::string_view Name(std::string_view name) { return name; }
-  template <typename A, typename B>
-  bool operator()(const A& a, const B& b) const {
-    return Name(a) < Name(b);
-  }
-};
-using ObjectSet = absl::btree_set<ObjectPtr, ByName>;
+class MemoryStore;
 
+// Lets watchers reach their store for progress requests while it lives; the
+// store detaches itself before it goes.
+struct StoreLink {
+  absl::Mutex mu;
+  MemoryStore* store ABSL_GUARDED_BY(mu) = nullptr;
+};
 
 class MemoryWatcher final : public Watcher {
  public:
-  explicit MemoryWatcher(std::shared_ptr<WatchChannel> channel) : channel_(std::move(channel)) {}
+  MemoryWatcher(std::shared_ptr<WatchChannel> channel, Kind kind, std::shared_ptr<StoreLink> link)
+      : channel_(std::move(channel)), kind_(kind), link_(std::move(link)) {}
   ~MemoryWatcher() override { channel_->Close(); }
   MemoryWatcher(const MemoryWatcher&) = delete;
   MemoryWatcher& operator=(const MemoryWatcher&) = delete;
@@ -52,15 +46,28 @@ class MemoryWatcher final : public Watcher {
   }
   bool Closed() const override { return channel_->Closed(); }
   void Stop() override { channel_->Close(); }
+  bool RequestProgress() override;
 
  private:
   std::shared_ptr<WatchChannel> channel_;
+  const Kind kind_;
+  std::shared_ptr<StoreLink> link_;
 };
 
 class MemoryStore final : public Store {
  public:
-  explicit MemoryStore(const MemoryStoreOptions& options) : options_(options) {}
-  ~MemoryStore() override { Shutdown(); }
+  explicit MemoryStore(const MemoryStoreOptions& options)
+      : options_(options), link_(std::make_shared<StoreLink>()) {
+    absl::MutexLock lock(&link_->mu);
+    link_->store = this;
+  }
+  ~MemoryStore() override {
+    {
+      absl::MutexLock lock(&link_->mu);
+      link_->store = nullptr;
+    }
+    Shutdown();
+  }
   MemoryStore(const MemoryStore&) = delete;
   MemoryStore& operator=(const MemoryStore&) = delete;
 
@@ -73,21 +80,7 @@ class MemoryStore final : public Store {
 
   absl::StatusOr<ListResult> List(Kind kind, const ListOptions& options) override {
     absl::ReaderMutexLock lock(&mu_);
-    const auto& objects = kinds_[Index(kind)].objects;
-    ListResult result;
-    result.revision = revision_;
-    auto it = options.after_name.empty() ? objects.begin()
-                                         : objects.upper_bound(std::string_view(options.after_name));
-    for (; it != objects.end(); ++it) {
-      if (options.predicate && !options.predicate(**it)) continue;
-      if (options.limit > 0 && static_cast<int64_t>(result.items.size()) >= options.limit) {
-        if (result.next_name.empty()) result.next_name = (*it)->metadata.name;
-        ++result.remaining;
-        continue;
-      }
-      result.items.push_back(*it);
-    }
-    return result;
+    return ListObjects(kinds_[Index(kind)].objects, options, revision_);
   }
 
   absl::StatusOr<WriteResult> Update(Kind kind, std::string_view name, const UpdateFn& fn,
@@ -131,13 +124,7 @@ class MemoryStore final : public Store {
     const int64_t revision = ++revision_;
     next->metadata.resource_version = revision;
     ObjectPtr stored = std::move(next);
-    if (current) {
-      // Same name, so the set's order holds; the element is not a const object,
-      // only the set's iterators are const.
-      const_cast<ObjectPtr&>(*it) = stored;
-    } else {
-      state.objects.insert(stored);
-    }
+    UpsertObject(state.objects, stored);
     result.object = stored;
     RecordLocked(kind, current ? EventType::kModified : EventType::kAdded, stored, current,
                  revision);
@@ -172,7 +159,23 @@ class MemoryStore final : public Store {
       }
     }
     state.watchers.push_back(channel);
-    return std::unique_ptr<Watcher>(std::make_unique<MemoryWatcher>(std::move(channel)));
+    return std::unique_ptr<Watcher>(std::make_unique<MemoryWatcher>(std::move(channel), kind, link_));
+  }
+
+  // A bookmark at the newest revision: every event up to it went into the
+  // channel inside the write that made it, under the exclusive lock, so it
+  // lands behind all of them.
+  bool PushProgress(Kind kind, WatchChannel& channel) {
+    absl::ReaderMutexLock lock(&mu_);
+    if (shutdown_) return false;
+    auto marker = std::make_shared<Object>();
+    marker->kind = kind;
+    marker->metadata.resource_version = revision_;
+    auto event = std::make_shared<Event>();
+    event->type = EventType::kBookmark;
+    event->object = std::move(marker);
+    event->revision = revision_;
+    return channel.Push(std::move(event));
   }
 
   int64_t CurrentRevision() override {
@@ -215,9 +218,7 @@ class MemoryStore final : public Store {
 
   ObjectPtr FindLocked(Kind kind, std::string_view name) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-    const auto& objects = kinds_[Index(kind)].objects;
-    auto it = objects.find(name);
-    return it == objects.end() ? nullptr : *it;
+    return FindObject(kinds_[Index(kind)].objects, name);
   }
 
   // Appends the event to the history window and fans it out. The one Event is
@@ -265,7 +266,14 @@ class MemoryStore final : public Store {
   int64_t compacted_ ABSL_GUARDED_BY(mu_) = 1;
   std::deque<EventPtr> history_ ABSL_GUARDED_BY(mu_);
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  const std::shared_ptr<StoreLink> link_;
 };
+
+bool MemoryWatcher::RequestProgress() {
+  absl::MutexLock lock(&link_->mu);
+  if (link_->store == nullptr) return false;
+  return link_->store->PushProgress(kind_, *channel_);
+}
 
 }  // namespace
 

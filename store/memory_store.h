@@ -14,6 +14,7 @@
 // that falls `watcher_queue_limit` events behind is closed (its Next returns one
 // kError event with a null object), so a slow client never stalls writers or
 // grows memory without bound (kube-apiserver's cacher does the same).
+// Watcher::RequestProgress is supported: a bookmark at the newest revision.
 #pragma once
 
 #include <cstddef>

@@ -49,8 +49,9 @@ enum class EventType { kAdded, kModified, kDeleted, kBookmark, kError };
 struct Event {
   EventType type = EventType::kAdded;
   // ADDED/MODIFIED: the new object. DELETED: the last state, carrying the
-  // revision of the deletion as its resourceVersion. BOOKMARK: only
-  // metadata.resourceVersion is meaningful.
+  // revision of the deletion as its resourceVersion. BOOKMARK (only after
+  // Watcher::RequestProgress): an object with only kind and
+  // metadata.resourceVersion (= revision).
   ObjectPtr object;
   ObjectPtr previous;  // MODIFIED/DELETED: the state before, for selector transitions
   int64_t revision = 0;
@@ -80,6 +81,20 @@ struct ListResult {
   int64_t remaining = 0;         // items left after the cut
 };
 
+// Which state a read may answer with: kube-apiserver's resourceVersion rules
+// for get and list (k8s.io/apiserver storage/cacher delegator.go). A store
+// without a cache always reads the newest state, which satisfies every rule; a
+// watch cache (store/cacher.h) answers kAny and kNotOlderThan from memory.
+struct Freshness {
+  enum class Rule {
+    kLatest,        // resourceVersion unset: a consistent (quorum) read
+    kAny,           // resourceVersion "0": any state the server holds
+    kNotOlderThan,  // resourceVersion N, resourceVersionMatch NotOlderThan or unset
+  };
+  Rule rule = Rule::kLatest;
+  int64_t min_revision = 0;  // kNotOlderThan: N
+};
+
 struct ListOptions {
   // Start at names strictly greater than this (continue tokens).
   std::string after_name;
@@ -93,6 +108,8 @@ struct ListOptions {
   // TimeoutError(rv_too_large). The memory store keeps no past states and
   // ignores it.
   int64_t at_revision = 0;
+  // How fresh the answer must be when at_revision is 0 and after_name empty.
+  Freshness freshness;
 };
 
 // A stream of events, consumed either blocking (Next, for a thread of one's own)
@@ -114,6 +131,14 @@ class Watcher {
   virtual bool Closed() const = 0;
   // Ends the watch; a blocked Next() returns.
   virtual void Stop() = 0;
+  // Asks for a kBookmark event (as etcd's progress request and the watch
+  // cache's bookmarks): it comes after every event it covers, and its revision
+  // R says that no event of this stream at or below R is still to come, so R is
+  // a resume point newer than the last event when other kinds were written
+  // since. Returns false, and nothing comes, when the stream cannot tell (the
+  // etcd3 store: etcd's JSON gateway takes no requests on an open watch).
+  // Without a call no kBookmark event is ever delivered.
+  virtual bool RequestProgress() { return false; }
 };
 
 class Store {
@@ -122,6 +147,16 @@ class Store {
 
   // NotFound (NotFoundError) when absent.
   virtual absl::StatusOr<ObjectPtr> Get(Kind kind, std::string_view name) = 0;
+
+  // Get with a freshness rule (resourceVersion on a get). A store reads the
+  // newest (the default); a watch cache answers kAny and kNotOlderThan itself.
+  // Errors as Get; a watch cache also answers TimeoutError(rv_too_large) for a
+  // min_revision in the future.
+  virtual absl::StatusOr<ObjectPtr> GetWithFreshness(Kind kind, std::string_view name,
+                                                     const Freshness& freshness) {
+    (void)freshness;
+    return Get(kind, name);
+  }
 
   // The current objects of `kind`, by name order. Thread-safe.
   virtual absl::StatusOr<ListResult> List(Kind kind, const ListOptions& options) = 0;

@@ -386,6 +386,34 @@ BOOST_AUTO_TEST_CASE(SlowWatcherIsClosedWithErrorEvent) {
   BOOST_TEST(!(*fast)->Closed());
 }
 
+// RequestProgress: a bookmark at the store's revision (moved by another kind
+// here), behind every event it covers.
+BOOST_FIXTURE_TEST_CASE(ProgressBookmarkFollowsItsEvents, Fixture) {
+  auto w = store->Watch(Kind::kPoolLease, 0);
+  BOOST_REQUIRE(w.ok());
+  const int64_t r1 = Write(Kind::kPoolLease, "a", 1);
+  const int64_t r2 = Write(Kind::kDelegatedLease, "x", 1);
+  BOOST_REQUIRE((*w)->RequestProgress());
+  auto events = Drain(**w, 2);
+  BOOST_REQUIRE(events.size() == 2u);
+  BOOST_TEST(events[0]->revision == r1);
+  BOOST_TEST((events[1]->type == EventType::kBookmark));
+  BOOST_TEST(events[1]->revision == r2);
+  BOOST_TEST(events[1]->object->metadata.resource_version == r2);
+  BOOST_TEST((events[1]->object->kind == Kind::kPoolLease));
+  BOOST_TEST((*w)->Next(milliseconds(20)) == nullptr);
+  store->Shutdown();
+  BOOST_TEST(!(*w)->RequestProgress());
+}
+
+BOOST_AUTO_TEST_CASE(ProgressAfterTheStoreIsGoneIsRefused) {
+  auto store = NewMemoryStore({});
+  auto w = store->Watch(Kind::kPoolLease, 0);
+  BOOST_REQUIRE(w.ok());
+  store.reset();
+  BOOST_TEST(!(*w)->RequestProgress());
+}
+
 BOOST_FIXTURE_TEST_CASE(EventsAreSharedAcrossWatchers, Fixture) {
   auto w1 = store->Watch(Kind::kPoolLease, 0);
   auto w2 = store->Watch(Kind::kPoolLease, 0);
