@@ -207,6 +207,40 @@ if fo:
     targets.append(("watch fan-out p99 ≤ 50 ms", f"p99 {ms(fo['p99_us'])}",
                     fo["p99_us"] <= 50000 and fo["incomplete"] == 0 and fo["watchers_ready"] == fo["watchers"]))
 
+wc = [(b, c, n, load(f"wc-{b}-cache-{c}-w{n}.json"))
+      for b in ("etcd3", "memory") for c in ("false", "true")
+      for n in (1, s.get("watchers", 1000))]
+wc = [x for x in wc if x[3]]
+if wc:
+    w(f"### 6. Watch cache: each store with --watch-cache=false and =true, 1 and {s.get('watchers', 1000):,} "
+      f"watchers on delegatedleases, {s.get('watch_rate')} writes/s")
+    w("")
+    w("| store | --watch-cache | watchers ready | server threads | etcd watchers | etcd watch streams | "
+      "server connections to etcd | write → last watcher p50 | p99 | max | writes not seen by all | "
+      "write latency p50 / p99 |")
+    w("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    na = lambda v: "–" if v is None else f"{v:,}"
+    for b, c, n, j in wc:
+        wr = j.get("write", {})
+        w(f"| {b} | {c} | {na(j.get('watchers_ready'))} of {n:,} | {na(j.get('server_threads'))} | "
+          f"{na(j.get('etcd_watchers'))} | {na(j.get('etcd_watch_streams'))} | {na(j.get('etcd_connections'))} | "
+          f"{ms(j.get('p50_us'))} | {ms(j.get('p99_us'))} | {ms(j.get('max_us'))} | {na(j.get('incomplete'))} | "
+          f"{ms(wr.get('p50_us'))} / {ms(wr.get('p99_us'))} |")
+    w("")
+    one = load("wc-etcd3-cache-true-w1.json")
+    many = load(f"wc-etcd3-cache-true-w{s.get('watchers', 1000)}.json")
+    if one and many:
+        targets.append((f"etcd3 + watch cache: threads and etcd watchers with {s.get('watchers', 1000):,} "
+                        "watchers as with 1",
+                        f"threads {one.get('server_threads')} → {many.get('server_threads')}, etcd watchers "
+                        f"{one.get('etcd_watchers')} → {many.get('etcd_watchers')}",
+                        one.get("server_threads") == many.get("server_threads") and
+                        one.get("etcd_watchers") == many.get("etcd_watchers")))
+        targets.append((f"etcd3 + watch cache: fan-out p99 ≤ 100 ms at {s.get('watchers', 1000):,} watchers",
+                        f"p99 {ms(many.get('p99_us'))}",
+                        many.get("p99_us") is not None and many["p99_us"] <= 100000 and
+                        many.get("incomplete") == 0 and many.get("watchers_ready") == many.get("watchers")))
+
 se = load("sim-exit.json")
 if se is not None:
     w("### 5. Simulator, 1,000 pools × 10 nodes")

@@ -20,7 +20,7 @@
 #   BENCH_MEM_POOLS [10000]  pools of the memory run (x BENCH_NODES nodes each)
 #   BENCH_NODES [10]
 #   BENCH_SIM_SECONDS [120]  simulator run (0: skip)
-#   BENCH_ONLY [renewals,webhook,fanout,memory,sim]
+#   BENCH_ONLY [renewals,webhook,fanout,watchcache,memory,sim]
 #   BENCH_BUILD [/tmp/build-bench]  CMake build directory
 #   BENCH_OUT [/tmp/poolcoord-bench-<date>]  results (results.md, *.json, logs)
 #   BENCH_SKIP_INSTALL / BENCH_SKIP_BUILD [0]
@@ -31,7 +31,7 @@ BENCH_DIR=$ROOT/bench
 : "${BENCH_SECONDS:=10}" "${BENCH_WARMUP:=2}" "${BENCH_ROUNDS:=2}" "${BENCH_CONNECTIONS:=32}"
 : "${BENCH_THREADS:=2}" "${BENCH_RATE:=10000}" "${BENCH_WEBHOOK_RATE:=5000}"
 : "${BENCH_WATCHERS:=1000}" "${BENCH_WATCH_RATE:=20}" "${BENCH_MEM_POOLS:=10000}" "${BENCH_NODES:=10}"
-: "${BENCH_SIM_SECONDS:=120}" "${BENCH_ONLY:=renewals,webhook,fanout,memory,sim}"
+: "${BENCH_SIM_SECONDS:=120}" "${BENCH_ONLY:=renewals,webhook,fanout,watchcache,memory,sim}"
 : "${BENCH_BUILD:=/tmp/build-bench}" "${BENCH_OUT:=/tmp/poolcoord-bench-$(date -u +%Y%m%dT%H%M%SZ)}"
 : "${BENCH_SKIP_INSTALL:=0}" "${BENCH_SKIP_BUILD:=0}" "${BENCH_PROFILE:=0}"
 export BENCH_LUA_DIR=$BENCH_DIR/wrk BENCH_WRK_THREADS=$BENCH_THREADS
@@ -297,6 +297,81 @@ if wants fanout; then
 fi
 if [ -n "$SERVER_PID" ]; then stop_pid "$SERVER_PID"; SERVER_PID=""; fi
 if [ -n "${HELLO_PID:-}" ]; then stop_pid "$HELLO_PID"; HELLO_PID=""; fi
+
+# ---------------------------------------------------------------- 6. watch cache
+# Each store with --watch-cache=false and =true, in one run: the server's threads,
+# etcd's watchers and watch streams and the server's connections to etcd while 1
+# and then BENCH_WATCHERS watches are open, and the fan-out of section 4 at each.
+if wants watchcache; then
+  log "watch cache: memory and etcd3, --watch-cache=false/true, 1 and $BENCH_WATCHERS watchers"
+  WC_ETCD_PORT=$(free_port) WC_ETCD_PEER_PORT=$(free_port)
+  etcd --name wc --data-dir "$SHM/wc" --listen-client-urls "http://127.0.0.1:$WC_ETCD_PORT" \
+    --advertise-client-urls "http://127.0.0.1:$WC_ETCD_PORT" \
+    --listen-peer-urls "http://127.0.0.1:$WC_ETCD_PEER_PORT" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$WC_ETCD_PEER_PORT" \
+    --initial-cluster "wc=http://127.0.0.1:$WC_ETCD_PEER_PORT" --log-level error >"$OUT/etcd-wc.log" 2>&1 &
+  WC_ETCD_PID=$!; PIDS+=("$WC_ETCD_PID")
+  wait_https "http://127.0.0.1:$WC_ETCD_PORT/health" "$WC_ETCD_PID" etcd
+  etcd_metric() { curl -sf "http://127.0.0.1:$WC_ETCD_PORT/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
+  for backend in etcd3 memory; do
+    for cache in false true; do
+      name="wc-$backend-cache-$cache"
+      args=("--watch-cache=$cache")
+      [ "$backend" = etcd3 ] && args+=(--storage-backend=etcd3 "--etcd-servers=http://127.0.0.1:$WC_ETCD_PORT"
+                                       "--etcd-prefix=/bench/$name")
+      start_server "$name" "$RENEW" "${args[@]}"
+      populate "$RENEW" 16 "$OUT/$name-setup.json"
+      renew_poolleases "$RENEW"
+      RV=$(curl -ksf -H "Authorization: Bearer $ADMIN_TOKEN" \
+        "https://127.0.0.1:$SERVER_PORT/apis/coordination.pool/v1alpha1/delegatedleases?limit=1" |
+        python3 -c 'import json,sys; print(json.load(sys.stdin)["metadata"]["resourceVersion"])')
+      printf 'GET /apis/coordination.pool/v1alpha1/delegatedleases?watch=1&resourceVersion=%s&timeoutSeconds=600\nAuthorization: Bearer %s\nAccept: application/json\n' \
+        "$RV" "$ADMIN_TOKEN" >"$WORK/$name-watch.tmpl"
+      head -1 "$RENEW/keys.tsv" >"$WORK/fanout-key.tsv"
+      for watchers in 1 "$BENCH_WATCHERS"; do
+        run="$name-w$watchers"
+        "$LOADGEN" fanout --port="$SERVER_PORT" --watchers="$watchers" --rate="$BENCH_WATCH_RATE" \
+          --duration="$BENCH_SECONDS" --watch-template="$WORK/$name-watch.tmpl" \
+          --keys="$WORK/fanout-key.tsv" --template="$RENEW/dl_renew.tmpl" \
+          >"$OUT/$run.json" 2>"$OUT/$run.log" &
+        lg=$!; PIDS+=("$lg")
+        # Sample while every watch is open: the load generator says so before its first write.
+        for i in $(seq 1200); do
+          grep -q "watchers ready" "$OUT/$run.log" && break
+          kill -0 "$lg" 2>/dev/null || break
+          sleep 0.1
+        done
+        sleep 1
+        threads=$(awk '/^Threads:/ {print $2}' "/proc/$SERVER_PID/status")
+        conns=$(ss -Htnp state established "( dport = :$WC_ETCD_PORT )" 2>/dev/null | grep -c "pid=$SERVER_PID," || true)
+        etcd_watchers=null etcd_streams=null
+        if [ "$backend" = etcd3 ]; then
+          etcd_watchers=$(etcd_metric etcd_debugging_mvcc_watcher_total)
+          etcd_streams=$(etcd_metric etcd_debugging_mvcc_watch_stream_total)
+        else
+          conns=null
+        fi
+        wait "$lg" || true
+        python3 - "$OUT/$run.json" "$backend" "$cache" "$threads" "$etcd_watchers" "$etcd_streams" "$conns" <<'PY' || true
+import json, sys
+path, backend, cache, threads, watchers, streams, conns = sys.argv[1:]
+try:
+    j = json.load(open(path))
+except ValueError:
+    j = {}
+num = lambda v: None if v in ("", "null") else int(float(v))
+j.update({"backend": backend, "watch_cache": cache == "true", "server_threads": num(threads),
+          "etcd_watchers": num(watchers), "etcd_watch_streams": num(streams),
+          "etcd_connections": num(conns)})
+json.dump(j, open(path, "w"))
+PY
+        log "$run: $(cat "$OUT/$run.json")"
+      done
+      stop_pid "$SERVER_PID"; SERVER_PID=""
+    done
+  done
+  stop_pid "$WC_ETCD_PID"
+fi
 
 # ---------------------------------------------------------------- 3. memory
 if wants memory; then
