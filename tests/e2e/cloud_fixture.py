@@ -12,7 +12,11 @@ cluster. It keeps kube-apiserver's semantics for what poolcoord uses:
 - ConfigMaps in kube-system (kube-system/extension-apiserver-authentication): get,
   list and watch (fieldSelector metadata.name=<name>); set_configmap/delete_configmap
   change them live;
-- count(method, path) tells how often a path was called (e.g. TokenReview caching).
+- count(method, path) tells how often a path was called (e.g. TokenReview caching);
+- inject(method, path, action) makes the next calls of a path fail (a status
+  code, a timeout, a dropped connection): what a real kube-apiserver cannot be
+  made to do, and what the tests that use this fixture are for (the rest runs
+  against the real one, tests/e2e/kube_cluster.py).
 
 One global resourceVersion counter, as etcd gives. HTTPS with a throw-away CA made
 by the openssl CLI; clients authenticate with a bearer token. Standard library only.
@@ -22,6 +26,7 @@ import http.server
 import json
 import os
 import queue
+import socket
 import socketserver
 import ssl
 import subprocess
@@ -52,6 +57,7 @@ class CloudState:
         self.sar_allow = lambda spec: False
         self.requests = []  # (method, path, user) log
         self.configmap_events = []  # (rv, type, object) of kube-system ConfigMaps, for watches
+        self.faults = []  # [method, path, action, times left]: see inject()
 
     def next_rv(self):
         self.rv += 1
@@ -128,6 +134,22 @@ class CloudState:
     def count(self, method, path):
         """How many requests the fixture has answered for exactly this method and path."""
         return sum(1 for m, p in list(self.requests) if m == method and p == path)
+
+    # --- faults: what a real kube-apiserver cannot be made to do on purpose
+    def inject(self, method, path, action, times=1):
+        """The next `times` requests for exactly `method` and `path` fail: `action` is
+        an HTTP status code (answered with a Status of that code), "timeout" (read,
+        then no answer for 60 s) or "drop" (the connection closes without an answer)."""
+        with self.lock:
+            self.faults.append([method, path, action, times])
+
+    def take_fault(self, method, path):
+        with self.lock:
+            for f in self.faults:
+                if f[0] == method and f[1] == path and f[3] > 0:
+                    f[3] -= 1
+                    return f[2]
+        return None
 
 
 def label_match(obj, selector):
@@ -207,6 +229,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         st = self.state
         st.requests.append((method, u.path))
         body = self._body() if method in ("POST", "PUT", "PATCH") else None
+        fault = st.take_fault(method, u.path)
+        if fault is not None:
+            return self._fault(fault)
         # /apis/coordination.k8s.io/v1/namespaces/{ns}/leases[/{name}]
         if parts[:3] == ["apis", "coordination.k8s.io", "v1"] and len(parts) >= 6 and parts[5] == "leases":
             return self._leases(method, parts[4], parts[6] if len(parts) > 6 else None, q, body)
@@ -239,6 +264,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 return self._send(404, status(404, "NotFound", f'configmaps "{parts[5]}" not found'))
             return self._send(200, cm)
         self._send(404, status(404, "NotFound", "the server could not find the requested resource"))
+
+    def _fault(self, action):
+        if action == "timeout":
+            time.sleep(60)
+            self.close_connection = True
+        elif action == "drop":
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+        else:
+            self._send(action, status(action, "InternalError" if action == 500 else "ServiceUnavailable",
+                                      f"injected by the test: {action}"))
 
     def _configmaps(self, q):
         """List or watch kube-system ConfigMaps; fieldSelector metadata.name=<n> narrows to one."""

@@ -345,6 +345,15 @@ class KubeCluster:
     def kubectl_json(self, *args, **kw):
         return json.loads(self.kubectl(*args, "-o", "json", check=True, **kw).stdout)
 
+    def apiserver_requests(self, resource, verb="POST"):
+        """kube-apiserver's apiserver_request_total for `resource` and `verb`, all codes."""
+        total = 0.0
+        for line in self.admin().request("GET", "/metrics", accept=None).body.splitlines():
+            if line.startswith("apiserver_request_total{") and f'resource="{resource}"' in line \
+                    and f'verb="{verb}"' in line:
+                total += float(line.rsplit(" ", 1)[1])
+        return total
+
     def logs(self):
         return "\n".join(f"--- {p.name} log tail:\n{p.log(3000)}" for p in self.procs)
 
@@ -368,8 +377,9 @@ class ChartInstall:
     POD_KUBECONFIG = "/etc/poolcoord/kubeconfig"
 
     def __init__(self, cluster, binary, values=(), namespace="pool-system", release="poolcoord",
-                 extra_args=(), wait_available=True):
+                 extra_args=(), wait_available=True, files=None):
         self.cluster, self.binary, self.namespace, self.release = cluster, binary, namespace, release
+        self.files = dict(files or {})  # path in the pod -> path here, for values that name files
         self.port = free_port()
         self.dir = tempfile.mkdtemp(prefix="poolcoord-chart-", dir=cluster.workdir)
         self.sets = [f"service.type=ExternalName", "service.externalName=localhost",
@@ -407,6 +417,8 @@ class ChartInstall:
 
     def _host_arg(self, arg, mount, certs):
         arg = arg.replace(mount, certs).replace(self.POD_KUBECONFIG, self.kubeconfig)
+        for pod_path, host_path in self.files.items():
+            arg = arg.replace(pod_path, host_path)
         if arg.startswith("--cert-dir="):
             arg = "--cert-dir=" + os.path.join(self.dir, "scratch")
         return arg
