@@ -501,7 +501,8 @@ class Kubelet:
         self.thread = None
         self.node_uid = None
 
-    def register(self):
+    def register(self, lease=True):
+        """Creates the Node (Ready) and, unless lease=False, the node's Lease."""
         now = now_micro()[:19] + "Z"
         node = {"apiVersion": "v1", "kind": "Node",
                 "metadata": {"name": self.name, "labels": {"kubernetes.io/hostname": self.name, **self.labels}},
@@ -512,7 +513,8 @@ class Kubelet:
         if r.status not in (200, 201):
             raise AssertionError(f"kubelet {self.name}: creating its Node: {r.status} {r.body[:300]}")
         self.node_uid = r.json()["metadata"]["uid"]
-        self.renew()
+        if lease:
+            self.renew()
         return self
 
     @staticmethod
@@ -529,16 +531,17 @@ class Kubelet:
         if r.status != 200:
             raise AssertionError(f"kubelet {self.name}: posting Ready: {r.status} {r.body[:300]}")
 
-    def renew(self, only_if_online=False):
+    def renew(self, only_if_online=False, renew_time=None):
         """One renewal; returns the renewTime written (None when only_if_online and
-        the node is cut off)."""
+        the node is cut off). `renew_time` (a MicroTime string) stands for a kubelet
+        whose clock is off."""
         with self._lock:
             if only_if_online and not self.online:
                 return None
             path = f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{self.name}"
             for _ in range(5):
                 r = self.client.request("GET", path)
-                renew = now_micro()
+                renew = renew_time or now_micro()
                 if r.status == 404:
                     lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                              "metadata": {"name": self.name, "namespace": "kube-node-lease",
