@@ -199,6 +199,13 @@ class Process:
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
 
+    def kill(self):
+        """SIGKILL, as a node or pod dying would."""
+        if self.alive():
+            self.proc.kill()
+            self.proc.wait()
+        self._log.close()
+
     def stop(self, timeout=15):
         if self.alive():
             self.proc.send_signal(signal.SIGTERM)
@@ -372,7 +379,9 @@ class ChartInstall:
     server.securePort is the same port, so the Deployment's --secure-port is used
     as it is; server.kubeconfig points the chart's --kubeconfig,
     --authentication-kubeconfig and --authorization-kubeconfig at a file that
-    exists here."""
+    exists here. With replicas=N in `values`, N processes run (procs[i], ports[i]):
+    replica 0 on the Service's port, the others on ports of their own (one
+    ExternalName target cannot spread load; the tests address them directly)."""
 
     POD_KUBECONFIG = "/etc/poolcoord/kubeconfig"
 
@@ -409,9 +418,18 @@ class ChartInstall:
         mount = [m for m in container["volumeMounts"] if m["name"] == "serving-cert"][0]["mountPath"]
         self.args = [self._host_arg(a, mount, certs) for a in container["args"]]
         self.args += ["--bind-address=127.0.0.1", *extra_args]
-        self.proc = Process(f"poolcoord-{release}", [binary, *self.args], self.dir)
-        cluster.procs.insert(0, self.proc)
-        self.wait_ready()
+        self.procs, self.ports = [], []
+        for i in range(int(self.one("Deployment")["spec"]["replicas"])):
+            port = self.port if i == 0 else free_port()
+            args = [f"--secure-port={port}" if a.startswith("--secure-port=") else
+                    a + (f"-{i}" if a.startswith("--cert-dir=") and i else "") for a in self.args]
+            name = f"poolcoord-{release}" + (f"-{i}" if i else "")
+            self.procs.append(Process(name, [binary, *args], self.dir))
+            self.ports.append(port)
+        self.proc = self.procs[0]
+        cluster.procs[:0] = self.procs
+        for i in range(len(self.procs)):
+            self.wait_ready(replica=i)
         if wait_available:
             self.wait_available()
 
@@ -428,23 +446,25 @@ class ChartInstall:
         assert len(hits) == 1, f"{len(hits)} rendered objects of kind {kind} {name or ''}"
         return hits[0]
 
-    def direct(self, cert=None):
+    def direct(self, cert=None, replica=0):
         """A client of poolcoord itself (not through kube-apiserver), verifying the
         serving certificate against the chart's CA (its SANs name the Service, not
         127.0.0.1)."""
-        c = Client(self.port, self.ca, cert=cert)
+        c = Client(self.ports[replica], self.ca, cert=cert)
         c.ctx.check_hostname = False
         return c
 
-    def wait_ready(self, timeout=30):
+    def wait_ready(self, timeout=30, replica=0):
+        proc = self.procs[replica]
+
         def ready():
-            if not self.proc.alive():
-                raise RuntimeError(f"poolcoord exited ({self.proc.proc.returncode}):\n{self.proc.log()}")
+            if not proc.alive():
+                raise RuntimeError(f"poolcoord exited ({proc.proc.returncode}):\n{proc.log()}")
             try:
-                return self.direct().request("GET", "/readyz", accept=None).status == 200
+                return self.direct(replica=replica).request("GET", "/readyz", accept=None).status == 200
             except OSError:
                 return False
-        wait_for("poolcoord /readyz", ready, timeout=timeout)
+        wait_for(f"poolcoord replica {replica} /readyz", ready, timeout=timeout)
 
     def wait_available(self, timeout=60):
         p = self.cluster.kubectl("wait", "--for=condition=Available", "apiservice/v1alpha1.coordination.pool",
@@ -453,13 +473,13 @@ class ChartInstall:
             st = self.cluster.kubectl("get", "apiservice", "v1alpha1.coordination.pool", "-o", "json").stdout
             raise AssertionError(f"APIService not Available: {p.stderr}\n{st[-1500:]}\n{self.proc.log()}")
 
-    def metrics(self):
-        return self.direct().request("GET", "/metrics", accept=None).body
+    def metrics(self, replica=0):
+        return self.direct(replica=replica).request("GET", "/metrics", accept=None).body
 
-    def metric(self, name, **labels):
+    def metric(self, name, replica=0, **labels):
         """Sum of the samples of `name` whose labels include `labels`."""
         total = 0.0
-        for line in self.metrics().splitlines():
+        for line in self.metrics(replica).splitlines():
             if not line.startswith(name) or line.startswith("#"):
                 continue
             series, _, value = line.rpartition(" ")
@@ -470,13 +490,14 @@ class ChartInstall:
                 total += float(value)
         return total
 
-    def restart(self):
-        self.proc.stop()
-        self.proc.start()
-        self.wait_ready()
+    def restart(self, replica=0):
+        self.procs[replica].stop()
+        self.procs[replica].start()
+        self.wait_ready(replica=replica)
 
     def stop(self):
-        self.proc.stop()
+        for p in self.procs:
+            p.stop()
 
 
 class Kubelet:
