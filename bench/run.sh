@@ -24,6 +24,7 @@
 #   BENCH_BUILD [/tmp/build-bench]  CMake build directory
 #   BENCH_OUT [/tmp/poolcoord-bench-<date>]  results (results.md, *.json, logs)
 #   BENCH_SKIP_INSTALL / BENCH_SKIP_BUILD [0]
+#   BENCH_SERVER_ARGS []     extra flags for every server start (e.g. --watch-cache=false)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -118,7 +119,7 @@ start_server() {  # start_server NAME FIXTURE_DIR [extra args...]: sets SERVER_P
   local args=("--secure-port=$SERVER_PORT" --bind-address=127.0.0.1 "--cert-dir=$WORK/$name-certs"
               "--tls-cert-file=$WORK/tls.crt" "--tls-private-key-file=$WORK/tls.key"
               "--token-auth-file=$dir/tokens.csv" "--pool-membership-file=$dir/membership.yaml"
-              "--forwarder-user=$FORWARDER_USER" "$@")
+              "--forwarder-user=$FORWARDER_USER" ${BENCH_SERVER_ARGS:-} "$@")
   echo "$SERVER ${args[*]}" >"$OUT/$name.cmd"
   "$SERVER" "${args[@]}" >"$OUT/$name.log" 2>&1 &
   SERVER_PID=$!
