@@ -11,16 +11,15 @@
 // (`["X-Remote-User"]`); a missing or empty key is an empty list.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <functional>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "store/kube_client.h"
+#include "cloud/clientset.h"
+#include "cloud/reflector.h"
 
 namespace poolcoord::apiservice {
 
@@ -51,13 +50,11 @@ absl::StatusOr<std::vector<std::string>> ParseJsonStringList(std::string_view te
 // not JSON.
 absl::StatusOr<AuthenticationConfigMap> ParseAuthenticationConfigMap(std::string_view json);
 
-// Follows the ConfigMap as a client-go reflector would: LIST with
+// Follows the ConfigMap with a reflector (cloud/reflector.h): LIST with
 // fieldSelector=metadata.name=extension-apiserver-authentication (the
 // extension-apiserver-authentication-reader Role allows get, list and watch of
-// that one name), then WATCH from the list's resourceVersion; the watch is
-// resumed from the last seen resourceVersion when it ends, retried with backoff
-// (initial_backoff doubling to max_backoff) on errors, and the whole thing
-// relisted on 410 Expired. `on_change` runs on the watcher's thread each time the
+// that one name), then WATCH from the list's resourceVersion, resumed, retried
+// with backoff and relisted on 410 Expired as client-go does. `on_change` runs on the watcher's thread each time the
 // content differs from what it last delivered (a deleted ConfigMap delivers
 // exists=false).
 class AuthenticationConfigMapWatcher {
@@ -69,9 +66,10 @@ class AuthenticationConfigMapWatcher {
   };
   using Callback = std::function<void(const AuthenticationConfigMap&)>;
 
-  // `client` is not owned and must outlive this object.
-  AuthenticationConfigMapWatcher(store::KubeClient* client, Callback on_change, Options options);
-  AuthenticationConfigMapWatcher(store::KubeClient* client, Callback on_change)
+  // `client` (ConfigMaps of kube-system) is not owned and must outlive this object.
+  AuthenticationConfigMapWatcher(cloud::ConfigMapInterface* client, Callback on_change,
+                                 Options options);
+  AuthenticationConfigMapWatcher(cloud::ConfigMapInterface* client, Callback on_change)
       : AuthenticationConfigMapWatcher(client, std::move(on_change), Options()) {}
   ~AuthenticationConfigMapWatcher();
   AuthenticationConfigMapWatcher(const AuthenticationConfigMapWatcher&) = delete;
@@ -90,15 +88,15 @@ class AuthenticationConfigMapWatcher {
   void Stop();
 
  private:
-  void Run(std::string resource_version);
   void Deliver(const AuthenticationConfigMap& config);
+  void OnList(const std::vector<cloud::ConfigMap>& items);
+  void OnEvent(const cloud::WatchEvent<cloud::ConfigMap>& event);
 
-  store::KubeClient* client_;
+  cloud::ConfigMapInterface* client_;
   Callback on_change_;
   Options options_;
-  AuthenticationConfigMap last_;  // owned by the thread once started
-  std::atomic<bool> stopping_{false};
-  std::thread thread_;
+  AuthenticationConfigMap last_;  // owned by the reflector's thread once started
+  cloud::Reflector<cloud::ConfigMapInterface, cloud::ConfigMapList> reflector_;
 };
 
 }  // namespace poolcoord::apiservice

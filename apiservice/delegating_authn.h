@@ -3,10 +3,9 @@
 // (plugin/pkg/authenticator/token/webhook, wrapped in
 // pkg/authentication/token/cache with 10 s TTLs for success and failure).
 //
-// Request: POST /apis/authentication.k8s.io/v1/tokenreviews with
-//   {"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","spec":{"token":"..."}}
-// Answer: status.authenticated, status.user{username, uid, groups, extra},
-// status.error.
+// The review (cloud::TokenReview, through the typed client) carries
+// spec.token; the answer status.authenticated, status.user{username, uid,
+// groups, extra}, status.error.
 #pragma once
 
 #include <chrono>
@@ -19,19 +18,9 @@
 #include "apiservice/ttl_cache.h"
 #include "base/clock.h"
 #include "base/user_info.h"
-#include "store/kube_client.h"
+#include "cloud/clientset.h"
 
 namespace poolcoord::apiservice {
-
-inline constexpr char kTokenReviewPath[] = "/apis/authentication.k8s.io/v1/tokenreviews";
-
-// POSTs a review body to `path` and returns the answer (any HTTP status); an
-// error only for transport failures. Lets tests stand in for the cloud.
-using ReviewPoster =
-    std::function<absl::StatusOr<store::KubeResponse>(std::string_view path, std::string_view body)>;
-
-// A poster on a KubeClient (not owned; must outlive the poster).
-ReviewPoster KubeClientPoster(store::KubeClient* client);
 
 struct TokenReviewResult {
   bool authenticated = false;
@@ -58,23 +47,19 @@ struct WebhookTokenReviewerOptions {
   const base::Clock* clock = base::RealClock::Get();  // not owned
 };
 
-// TokenReview over `post`, with the cache in front. The cache key is an
+// TokenReview through `reviews` (not owned; must outlive this), with the cache
+// in front. The cache key is an
 // HMAC-SHA256 of the token under a per-process random key, so the cache never
 // holds a token or a plain hash of it (as kube's token cache keys it).
 class WebhookTokenReviewer : public TokenReviewer {
  public:
-  WebhookTokenReviewer(ReviewPoster post, WebhookTokenReviewerOptions options);
+  WebhookTokenReviewer(cloud::TokenReviewInterface* reviews, WebhookTokenReviewerOptions options);
   absl::StatusOr<TokenReviewResult> Review(const std::string& token) override;
-
-  // The request body for `token` (for tests).
-  static std::string RequestBody(const std::string& token);
-  // Reads a TokenReview answer body. InvalidArgument when it is not one.
-  static absl::StatusOr<TokenReviewResult> ParseResponse(std::string_view body);
 
  private:
   std::string CacheKey(const std::string& token) const;
 
-  ReviewPoster post_;
+  cloud::TokenReviewInterface* reviews_;
   WebhookTokenReviewerOptions options_;
   std::string hmac_key_;
   TtlCache<TokenReviewResult> cache_;

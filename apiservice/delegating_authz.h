@@ -4,13 +4,10 @@
 // pkg/server/options/authorization.go: allowed answers cached 10 s, denied ones
 // 10 s, keyed by the review's spec).
 //
-// Request: POST /apis/authorization.k8s.io/v1/subjectaccessreviews with
-//   {"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview",
-//    "spec":{"resourceAttributes":{"namespace","verb","group","version",
-//            "resource","subresource","name"}   (resource requests)
-//          | "nonResourceAttributes":{"path","verb"}  (everything else),
-//            "user","groups","extra","uid"}}
-// Empty fields are left out (Go's omitempty). Answer: status.allowed,
+// The review (cloud::SubjectAccessReview, through the typed client) carries
+// resourceAttributes {namespace, verb, group, version, resource, subresource,
+// name} for resource requests, nonResourceAttributes {path, verb} for everything
+// else, and the user, groups, extra and uid. Answer: status.allowed,
 // status.denied, status.reason, status.evaluationError.
 #pragma once
 
@@ -20,15 +17,13 @@
 
 #include "absl/status/statusor.h"
 #include "apiservice/delegating_authn.h"
+#include "cloud/clientset.h"
 #include "apiservice/request_info.h"
 #include "apiservice/ttl_cache.h"
 #include "base/clock.h"
 #include "base/user_info.h"
 
 namespace poolcoord::apiservice {
-
-inline constexpr char kSubjectAccessReviewPath[] =
-    "/apis/authorization.k8s.io/v1/subjectaccessreviews";
 
 struct AccessReviewResult {
   bool allowed = false;
@@ -47,7 +42,10 @@ class AccessReviewer {
                                                     const RequestInfo& info) = 0;
 };
 
-// The review's spec as JSON, fields in Go's declaration order; also the cache key.
+// The review of `info` by `user`: resourceAttributes for resource requests,
+// nonResourceAttributes for everything else.
+cloud::SubjectAccessReview ReviewFor(const base::UserInfo& user, const RequestInfo& info);
+// Its spec as JSON, fields in Go's declaration order; also the cache key.
 std::string SubjectAccessReviewSpec(const base::UserInfo& user, const RequestInfo& info);
 
 struct WebhookAccessReviewerOptions {
@@ -57,21 +55,18 @@ struct WebhookAccessReviewerOptions {
   const base::Clock* clock = base::RealClock::Get();  // not owned
 };
 
-// SubjectAccessReview over `post`, with the cache in front. Errors are not
-// cached.
+// SubjectAccessReview through `reviews` (not owned; must outlive this), with the
+// cache in front. Errors are not cached; an answer both allowed and denied is
+// Internal (as kube's webhook authorizer refuses it).
 class WebhookAccessReviewer : public AccessReviewer {
  public:
-  WebhookAccessReviewer(ReviewPoster post, WebhookAccessReviewerOptions options);
+  WebhookAccessReviewer(cloud::SubjectAccessReviewInterface* reviews,
+                        WebhookAccessReviewerOptions options);
   absl::StatusOr<AccessReviewResult> Review(const base::UserInfo& user,
                                             const RequestInfo& info) override;
 
-  static std::string RequestBody(const std::string& spec_json);
-  // Reads an answer body. InvalidArgument when it is not a review, Internal when
-  // it is both allowed and denied (as kube's webhook authorizer refuses it).
-  static absl::StatusOr<AccessReviewResult> ParseResponse(std::string_view body);
-
  private:
-  ReviewPoster post_;
+  cloud::SubjectAccessReviewInterface* reviews_;
   WebhookAccessReviewerOptions options_;
   TtlCache<AccessReviewResult> cache_;
 };

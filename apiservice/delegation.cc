@@ -7,19 +7,19 @@ namespace poolcoord::apiservice {
 namespace {
 
 // The explicit kubeconfig, else the in-cluster config, else none (nullptr).
-absl::StatusOr<std::unique_ptr<store::KubeClient>> ClientFor(const std::string& kubeconfig,
+absl::StatusOr<std::unique_ptr<cloud::RestClient>> ClientFor(const std::string& kubeconfig,
                                                              const char* flag,
                                                              const DelegationOptions& options) {
-  absl::StatusOr<store::KubeClientConfig> config =
-      kubeconfig.empty() ? store::InClusterConfig(options.service_account_dir)
-                         : store::LoadKubeconfig(kubeconfig);
+  absl::StatusOr<cloud::RestConfig> config =
+      kubeconfig.empty() ? cloud::InClusterConfig(options.service_account_dir)
+                         : cloud::LoadKubeconfig(kubeconfig);
   if (!config.ok()) {
-    if (kubeconfig.empty()) return std::unique_ptr<store::KubeClient>();  // not in a pod
+    if (kubeconfig.empty()) return std::unique_ptr<cloud::RestClient>();  // not in a pod
     return absl::Status(config.status().code(),
                         absl::StrCat(flag, ": ", config.status().message()));
   }
   config->timeout = options.request_timeout;
-  absl::StatusOr<std::unique_ptr<store::KubeClient>> client = store::KubeClient::New(*config);
+  absl::StatusOr<std::unique_ptr<cloud::RestClient>> client = cloud::RestClient::New(*config);
   if (!client.ok()) {
     return absl::Status(client.status().code(),
                         absl::StrCat(flag, ": ", client.status().message()));
@@ -32,29 +32,31 @@ absl::StatusOr<std::unique_ptr<store::KubeClient>> ClientFor(const std::string& 
 absl::StatusOr<std::unique_ptr<Delegation>> Delegation::Create(const DelegationOptions& options) {
   std::unique_ptr<Delegation> d(new Delegation());
   d->watch_options_ = options.watch;
-  absl::StatusOr<std::unique_ptr<store::KubeClient>> authn =
+  absl::StatusOr<std::unique_ptr<cloud::RestClient>> authn =
       ClientFor(options.authentication_kubeconfig, "--authentication-kubeconfig", options);
   if (!authn.ok()) return authn.status();
   d->authn_client_ = *std::move(authn);
-  absl::StatusOr<std::unique_ptr<store::KubeClient>> authz =
+  absl::StatusOr<std::unique_ptr<cloud::RestClient>> authz =
       ClientFor(options.authorization_kubeconfig, "--authorization-kubeconfig", options);
   if (!authz.ok()) return authz.status();
   d->authz_client_ = *std::move(authz);
 
   if (d->authn_client_) {
+    d->authn_ = std::make_unique<cloud::Clientset>(d->authn_client_.get());
     WebhookTokenReviewerOptions o;
     o.cache_ttl = options.token_cache_ttl;
     o.clock = options.clock;
     d->token_reviewer_ =
-        std::make_unique<WebhookTokenReviewer>(KubeClientPoster(d->authn_client_.get()), o);
+        std::make_unique<WebhookTokenReviewer>(d->authn_->TokenReviews(), o);
   }
   if (d->authz_client_) {
+    d->authz_ = std::make_unique<cloud::Clientset>(d->authz_client_.get());
     WebhookAccessReviewerOptions o;
     o.allow_cache_ttl = options.allow_cache_ttl;
     o.deny_cache_ttl = options.deny_cache_ttl;
     o.clock = options.clock;
     d->access_reviewer_ =
-        std::make_unique<WebhookAccessReviewer>(KubeClientPoster(d->authz_client_.get()), o);
+        std::make_unique<WebhookAccessReviewer>(d->authz_->SubjectAccessReviews(), o);
   }
   return d;
 }
@@ -74,7 +76,7 @@ absl::Status Delegation::Start(Authenticator* authenticator) {
   const std::string where =
       absl::StrCat("configmap ", kAuthenticationConfigMapNamespace, "/", kAuthenticationConfigMapName);
   watcher_ = std::make_unique<AuthenticationConfigMapWatcher>(
-      authn_client_.get(),
+      authn_->ConfigMaps(kAuthenticationConfigMapNamespace),
       [authenticator, where](const AuthenticationConfigMap& config) {
         absl::Status st = authenticator->ApplyConfigMap(config);
         if (!st.ok()) {

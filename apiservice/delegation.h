@@ -27,7 +27,8 @@
 #include "apiservice/delegating_authn.h"
 #include "apiservice/delegating_authz.h"
 #include "base/clock.h"
-#include "store/kube_client.h"
+#include "cloud/clientset.h"
+#include "cloud/rest_client.h"
 
 namespace poolcoord::apiservice {
 
@@ -71,8 +72,10 @@ class Delegation {
 
  private:
   Delegation() = default;
-  std::unique_ptr<store::KubeClient> authn_client_;
-  std::unique_ptr<store::KubeClient> authz_client_;
+  std::unique_ptr<cloud::RestClient> authn_client_;
+  std::unique_ptr<cloud::RestClient> authz_client_;
+  std::unique_ptr<cloud::Clientset> authn_;
+  std::unique_ptr<cloud::Clientset> authz_;
   std::unique_ptr<TokenReviewer> token_reviewer_;
   std::unique_ptr<AccessReviewer> access_reviewer_;
   AuthenticationConfigMapWatcher::Options watch_options_;

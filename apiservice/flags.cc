@@ -166,6 +166,13 @@ std::vector<Flag> FlagTable(ServerOptions* o) {
     "(OpenYurt: 4 delegated renewals, about 40 s).");
   d("forwarder-resync-period", &o->forwarder_resync_period,
     "How often the forwarder re-checks every delegated node and marked cloud Lease.");
+  d("kubelet-renew-interval", &o->kubelet_renew_interval,
+    "The kubelets' Lease renew interval (theirs is 10s): forwarding starts once a delegated "
+    "node's own renewal is this old, and renews its cloud Lease at least this often.");
+  d("node-monitor-grace-period", &o->node_monitor_grace_period,
+    "kube-controller-manager's --node-monitor-grace-period (40s before Kubernetes 1.32, 50s "
+    "since): a delegation not forwarded for longer has lapsed, and forwarding again starts a "
+    "new one.");
   b("leader-elect", &o->leader_elect,
     "Elect one replica (a coordination.k8s.io Lease) to run the forwarder.");
   d("leader-elect-lease-duration", &o->leader_elect_lease_duration,

@@ -67,6 +67,8 @@ struct ServerOptions {
   // Forwarding into the cloud (--kubeconfig or in-cluster config).
   absl::Duration delegation_taint_after = absl::Seconds(40);
   absl::Duration forwarder_resync_period = absl::Seconds(5);
+  absl::Duration kubelet_renew_interval = absl::Seconds(10);
+  absl::Duration node_monitor_grace_period = absl::Seconds(40);
 
   // Replica leader election (client-go defaults).
   bool leader_elect = false;

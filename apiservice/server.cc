@@ -13,23 +13,24 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "apiservice/delegation.h"
-#include "base/log.h"
-#include "base/metrics.h"
 #include "apiservice/pki.h"
 #include "base/clock.h"
+#include "base/log.h"
+#include "base/metrics.h"
+#include "cloud/clientset.h"
+#include "cloud/rest_client.h"
 #include "election/delegated_lease_gc.h"
+#include "election/forwarder.h"
+#include "election/leader_elector.h"
 #include "election/lease_rules.h"
 #include "election/membership.h"
 #include "election/membership_file_source.h"
-#include "handlers/status_mapping.h"
-#include "store/api_error.h"
-#include "election/forwarder.h"
-#include "election/leader_elector.h"
 #include "election/node_membership_source.h"
 #include "election/pool_lease_lock.h"
+#include "handlers/status_mapping.h"
+#include "store/api_error.h"
 #include "store/cacher.h"
 #include "store/etcd3_store.h"
-#include "store/kube_client.h"
 #include "store/memory_store.h"
 
 namespace poolcoord::apiservice {
@@ -179,7 +180,8 @@ struct ApiServer::Parts {
   std::unique_ptr<election::LeaseRules> rules;
   std::unique_ptr<election::DelegatedLeaseGc> gc;
   // The cloud cluster (--kubeconfig or in-cluster), and what runs against it.
-  std::unique_ptr<store::KubeClient> cloud;
+  std::unique_ptr<cloud::RestClient> cloud;
+  std::unique_ptr<cloud::Clientset> clientset;
   std::unique_ptr<election::NodeMembershipSource> node_source;
   std::unique_ptr<election::Forwarder> forwarder;
   std::unique_ptr<election::LeaseLock> replica_lock;
@@ -304,9 +306,9 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ServerOptions&
 
   // The cloud cluster: an explicit --kubeconfig, else the in-cluster config.
   {
-    absl::StatusOr<store::KubeClientConfig> cloud_config =
-        options.kubeconfig.empty() ? store::InClusterConfig()
-                                   : store::LoadKubeconfig(options.kubeconfig);
+    absl::StatusOr<cloud::RestConfig> cloud_config =
+        options.kubeconfig.empty() ? cloud::InClusterConfig()
+                                   : cloud::LoadKubeconfig(options.kubeconfig);
     if (cloud_config.ok()) {
       if (options.leader_elect) {
         // client-go: max(1 s, RenewDeadline / 2), so one hung request cannot
@@ -314,10 +316,11 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ServerOptions&
         cloud_config->timeout = std::chrono::milliseconds(std::max<int64_t>(
             1000, absl::ToInt64Milliseconds(options.leader_elect_renew_deadline) / 2));
       }
-      absl::StatusOr<std::unique_ptr<store::KubeClient>> cloud =
-          store::KubeClient::New(*cloud_config);
-      if (!cloud.ok()) return cloud.status();
-      p->cloud = *std::move(cloud);
+      absl::StatusOr<std::unique_ptr<cloud::RestClient>> rest =
+          cloud::RestClient::New(*cloud_config);
+      if (!rest.ok()) return rest.status();
+      p->cloud = *std::move(rest);
+      p->clientset = std::make_unique<cloud::Clientset>(p->cloud.get());
       base::LogInfo("cloud cluster: ", p->cloud->config().server);
     } else if (!options.kubeconfig.empty()) {
       return absl::Status(cloud_config.status().code(),
@@ -344,7 +347,7 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ServerOptions&
   }
   if (p->cloud) {
     p->node_source = std::make_unique<election::NodeMembershipSource>(
-        p->cloud.get(), p->membership.get(), options.pool_label);
+        p->clientset->Nodes(), p->membership.get(), options.pool_label);
     p->node_source->Start();
     base::LogInfo("pool membership from the Nodes' label ", options.pool_label);
   }
@@ -363,8 +366,13 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ServerOptions&
     election::ForwarderOptions fo;
     fo.taint_after = absl::ToChronoMicroseconds(options.delegation_taint_after);
     fo.resync_period = absl::ToChronoMilliseconds(options.forwarder_resync_period);
+    fo.kubelet_renew_interval = absl::ToChronoMicroseconds(options.kubelet_renew_interval);
+    fo.node_monitor_grace_period = absl::ToChronoMicroseconds(options.node_monitor_grace_period);
     p->forwarder = std::make_unique<election::Forwarder>(
-        p->store.get(), p->rules.get(), p->cloud.get(), base::RealClock::Get(), &p->registry, fo);
+        p->store.get(), p->rules.get(),
+        election::ForwarderCloud{p->clientset->Leases(fo.node_lease_namespace), p->clientset->Nodes(),
+                                 p->clientset->Events(fo.events_namespace)},
+        base::RealClock::Get(), &p->registry, fo);
     if (!options.leader_elect) {
       // One replica (the memory store): it is the only forwarder there is.
       p->forwarder->Start();
@@ -487,7 +495,8 @@ absl::Status ApiServer::StartReplicaElection(Parts* p) {
   gethostname(host, sizeof(host) - 1);
   std::string identity = absl::StrCat(host, "_", RandomHex(8));
   p->replica_lock = std::make_unique<election::ResourceLeaseLock>(
-      p->cloud.get(), election::CoordinationLeaseResource(o.leader_elect_resource_namespace),
+      p->clientset->Leases(o.leader_elect_resource_namespace),
+      absl::StrCat("leases/", o.leader_elect_resource_namespace),
       o.leader_elect_resource_name, identity);
   election::LeaderElectionConfig config;
   config.lock = p->replica_lock.get();

@@ -147,7 +147,8 @@ M& Family<M>::Find(It begin, It end) {
   if (!slot.second) {
     slot.first.assign(labels_.size(), "");
     size_t i = 0;
-    for (It it = begin; it != end && i < labels_.size(); ++it, ++i) slot.first[i] = std::string(*it);
+    for (It it = begin; it != end && i < labels_.size(); ++it, ++i)
+      slot.first[i] = std::string(*it);
     if constexpr (std::is_same_v<M, Histogram>) {
       slot.second = std::make_unique<Histogram>(&bounds_);
     } else {
@@ -218,8 +219,8 @@ std::string MetricsRegistry::Render() const {
     AppendHeader(&out, name, family->help_, "counter");
     const auto order = LabelOrder(family->labels_);
     for (const auto& [values, series] : family->Series()) {
-      absl::StrAppend(&out, SeriesName(name, family->labels_, order, values), " ",
-                      series->Value(), "\n");
+      absl::StrAppend(&out, SeriesName(name, family->labels_, order, values), " ", series->Value(),
+                      "\n");
     }
   }
   for (const auto& [name, family] : gauges_) {
@@ -227,8 +228,8 @@ std::string MetricsRegistry::Render() const {
     AppendHeader(&out, name, family->help_, "gauge");
     const auto order = LabelOrder(family->labels_);
     for (const auto& [values, series] : family->Series()) {
-      absl::StrAppend(&out, SeriesName(name, family->labels_, order, values), " ",
-                      series->Value(), "\n");
+      absl::StrAppend(&out, SeriesName(name, family->labels_, order, values), " ", series->Value(),
+                      "\n");
     }
   }
   for (const auto& [name, family] : histograms_) {

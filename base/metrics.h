@@ -6,7 +6,8 @@
 //
 //   MetricsRegistry registry;
 //   CounterFamily& requests = registry.AddCounter(
-//       "apiserver_request_total", "Counter of apiserver requests ...", {"verb", "resource", "code"});
+//       "apiserver_request_total", "Counter of apiserver requests ...", {"verb", "resource",
+//       "code"});
 //   requests.WithLabels({"GET", "poolleases", "200"}).Inc();
 //   HistogramFamily& d = registry.AddHistogram("x_seconds", "...", {}, {0.1, 1, 10});
 //   d.WithLabels({}).Observe(0.25);
@@ -109,8 +110,8 @@ class Family {
   struct Shard {
     mutable absl::Mutex mu;
     // key: the label values joined with '\x1f'
-    absl::flat_hash_map<std::string, std::pair<std::vector<std::string>, std::unique_ptr<M>>>
-        series ABSL_GUARDED_BY(mu);
+    absl::flat_hash_map<std::string, std::pair<std::vector<std::string>, std::unique_ptr<M>>> series
+        ABSL_GUARDED_BY(mu);
   };
   std::array<Shard, kShards> shards_;
 };

@@ -18,21 +18,22 @@ uint32_t DecodeRune(std::string_view s, size_t i, size_t len) {
 // Runes unicode.IsPrint rejects among those we can tell without tables.
 bool GoPrintable(uint32_t r) {
   if (r < 0x20 || r == 0x7F) return false;
-  if (r >= 0x80 && r <= 0x9F) return false;             // C1 controls
-  if (r == 0xAD) return false;                           // soft hyphen (Cf)
-  if (r >= 0x200B && r <= 0x200F) return false;          // zero-width, marks (Cf)
-  if (r >= 0x2028 && r <= 0x202E) return false;          // separators, embeddings
-  if (r >= 0x2060 && r <= 0x206F) return false;          // invisible operators (Cf)
-  if (r == 0xFEFF) return false;                         // BOM (Cf)
-  if (r >= 0xE000 && r <= 0xF8FF) return false;          // private use (Co)
-  if (r >= 0xF0000) return false;                        // supplementary private use
+  if (r >= 0x80 && r <= 0x9F) return false;      // C1 controls
+  if (r == 0xAD) return false;                   // soft hyphen (Cf)
+  if (r >= 0x200B && r <= 0x200F) return false;  // zero-width, marks (Cf)
+  if (r >= 0x2028 && r <= 0x202E) return false;  // separators, embeddings
+  if (r >= 0x2060 && r <= 0x206F) return false;  // invisible operators (Cf)
+  if (r == 0xFEFF) return false;                 // BOM (Cf)
+  if (r >= 0xE000 && r <= 0xF8FF) return false;  // private use (Co)
+  if (r >= 0xF0000) return false;                // supplementary private use
   return true;
 }
 
 void AppendHexEscape(std::string* out, char kind, uint32_t v, int digits) {
   out->push_back('\\');
   out->push_back(kind);
-  for (int shift = (digits - 1) * 4; shift >= 0; shift -= 4) out->push_back(kHex[(v >> shift) & 0xF]);
+  for (int shift = (digits - 1) * 4; shift >= 0; shift -= 4)
+    out->push_back(kHex[(v >> shift) & 0xF]);
 }
 
 }  // namespace
@@ -65,15 +66,33 @@ std::string GoQuote(std::string_view s) {
     }
     const uint32_t r = DecodeRune(s, i, len);
     switch (r) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\a': out += "\\a"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\v': out += "\\v"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\a':
+        out += "\\a";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\v':
+        out += "\\v";
+        break;
       default:
         if (GoPrintable(r)) {
           out.append(s.substr(i, len));

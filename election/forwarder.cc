@@ -1,90 +1,36 @@
 #include "election/forwarder.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "rapidjson/document.h"
-#include "rapidjson/stringbuffer.h"
-#include "rapidjson/writer.h"
+#include "base/log.h"
 #include "base/microtime.h"
+#include "cloud/codec.h"
+#include "cloud/errors.h"
 
 namespace poolcoord::election {
 namespace {
 
-using rapidjson::Document;
-using rapidjson::Value;
-
-constexpr char kDelegatedLabel[] = "coordination.pool/delegated";
-
-std::string ToJson(const Value& v) {
-  rapidjson::StringBuffer buf;
-  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
-  v.Accept(w);
-  return std::string(buf.GetString(), buf.GetSize());
-}
-
-const Value* Member(const Value& v, const char* name) {
-  if (!v.IsObject()) return nullptr;
-  auto it = v.FindMember(name);
-  return it == v.MemberEnd() ? nullptr : &it->value;
-}
-
-std::string StringAt(const Value& v, const char* a, const char* b) {
-  const Value* x = Member(v, a);
-  const Value* y = x ? Member(*x, b) : nullptr;
-  return y && y->IsString() ? std::string(y->GetString(), y->GetStringLength()) : "";
-}
-
-Value& EnsureObject(Value& parent, const char* name, Document::AllocatorType& a) {
-  auto it = parent.FindMember(name);
-  if (it == parent.MemberEnd() || !it->value.IsObject()) {
-    if (it != parent.MemberEnd()) parent.RemoveMember(it);
-    parent.AddMember(Value(name, a), Value(rapidjson::kObjectType), a);
-    it = parent.FindMember(name);
-  }
-  return it->value;
-}
-
-void SetString(Value& obj, const char* name, const std::string& value, Document::AllocatorType& a) {
-  auto it = obj.FindMember(name);
-  if (it != obj.MemberEnd()) {
-    it->value.SetString(value.c_str(), value.size(), a);
-  } else {
-    obj.AddMember(Value(name, a), Value(value.c_str(), value.size(), a), a);
-  }
-}
-
-void RemoveKey(Document& doc, const char* section, const char* key) {
-  auto md = doc.FindMember("metadata");
-  if (md == doc.MemberEnd() || !md->value.IsObject()) return;
-  auto s = md->value.FindMember(section);
-  if (s == md->value.MemberEnd() || !s->value.IsObject()) return;
-  s->value.RemoveMember(key);
-}
-
-std::optional<int64_t> MicroTimeAt(const std::string& text) {
-  if (text.empty()) return std::nullopt;
-  auto t = base::ParseMicroTime(text);
+std::optional<int64_t> AnnotationTime(const cloud::Lease& lease, const char* key) {
+  auto it = lease.metadata.annotations.find(key);
+  if (it == lease.metadata.annotations.end() || it->second.empty()) return std::nullopt;
+  auto t = base::ParseMicroTime(it->second);
   if (!t.ok()) return std::nullopt;
   return *t;
 }
 
-absl::StatusOr<Document> ParseObject(const std::string& body) {
-  Document d;
-  d.Parse(body.c_str(), body.size());
-  if (d.HasParseError() || !d.IsObject()) {
-    return absl::InternalError("the cloud answered with a body that is not a JSON object");
-  }
-  return d;
-}
-
-int64_t LeaseDurationMicros(const Document& lease) {
-  const Value* spec = Member(lease, "spec");
-  const Value* d = spec ? Member(*spec, "leaseDurationSeconds") : nullptr;
-  return (d && d->IsInt() ? d->GetInt() : 40) * 1'000'000LL;
+bool HasUnschedulableTaint(const cloud::Node& node) {
+  return std::any_of(node.taints.begin(), node.taints.end(),
+                     [](const cloud::Taint& t) { return t.key == kUnschedulableTaint; });
 }
 
 }  // namespace
+
+struct Forwarder::Delegation {
+  bool started = false;  // this forward began a delegation
+  int64_t since_us = 0;  // when the delegation began (wall)
+};
 
 ForwarderMetrics::ForwarderMetrics(base::MetricsRegistry* r)
     : forwards(r->AddCounter("poolcoord_forwards_total",
@@ -94,9 +40,9 @@ ForwarderMetrics::ForwarderMetrics(base::MetricsRegistry* r)
                                    "Failed cloud Lease, Node or Event reads and writes of the "
                                    "forwarder.")
                          .WithLabels({})),
-      delegations_started(r->AddCounter("poolcoord_delegations_started_total",
-                                        "Nodes whose delegation began.")
-                              .WithLabels({})),
+      delegations_started(
+          r->AddCounter("poolcoord_delegations_started_total", "Nodes whose delegation began.")
+              .WithLabels({})),
       delegations_stopped(r->AddCounter("poolcoord_delegations_stopped_total",
                                         "Nodes that renew their own Lease again.")
                               .WithLabels({})),
@@ -106,22 +52,27 @@ ForwarderMetrics::ForwarderMetrics(base::MetricsRegistry* r)
       taints_removed(
           r->AddCounter("poolcoord_taints_removed_total", "Unschedulable taints removed.")
               .WithLabels({})),
-      leader_changes(r->AddCounter("poolcoord_pool_leader_changes_total",
-                                   "PoolLease holder changes seen.")
-                         .WithLabels({})),
-      delegated_nodes(
-          r->AddGauge("poolcoord_delegated_nodes", "Nodes with a current delegation.").WithLabels({})),
-      pools_without_leader(r->AddGauge("poolcoord_pools_without_leader",
-                                       "PoolLeases without a live holder.")
-                               .WithLabels({})),
+      leader_changes(
+          r->AddCounter("poolcoord_pool_leader_changes_total", "PoolLease holder changes seen.")
+              .WithLabels({})),
+      delegated_nodes(r->AddGauge("poolcoord_delegated_nodes", "Nodes with a current delegation.")
+                          .WithLabels({})),
+      pools_without_leader(
+          r->AddGauge("poolcoord_pools_without_leader", "PoolLeases without a live holder.")
+              .WithLabels({})),
       forward_duration(r->AddHistogram("poolcoord_forward_duration_seconds",
                                        "Time to write one cloud Lease renewal.", {},
                                        {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10})
                            .WithLabels({})) {}
 
-Forwarder::Forwarder(store::Store* store, const LeaseRules* rules, store::KubeClient* cloud,
-                     const base::Clock* clock, base::MetricsRegistry* metrics, ForwarderOptions options)
-    : store_(store), rules_(rules), cloud_(cloud), clock_(clock), options_(std::move(options)),
+Forwarder::Forwarder(store::Store* store, const LeaseRules* rules, ForwarderCloud cloud,
+                     const base::Clock* clock, base::MetricsRegistry* metrics,
+                     ForwarderOptions options)
+    : store_(store),
+      rules_(rules),
+      cloud_(cloud),
+      clock_(clock),
+      options_(std::move(options)),
       metrics_(metrics) {}
 
 Forwarder::~Forwarder() { Stop(); }
@@ -145,20 +96,36 @@ void Forwarder::Stop() {
   threads_.clear();
 }
 
-void Forwarder::NoteKubeletRenewal(const std::string& node, int64_t renew_us, bool changed) {
-  absl::MutexLock l(&mu_);
-  auto [it, inserted] = kubelet_seen_.try_emplace(
-      node, KubeletSeen{renew_us, changed ? clock_->MonotonicMicros() : kNeverSeen});
-  if (!inserted && it->second.renew_us != renew_us) {
-    it->second = KubeletSeen{renew_us, clock_->MonotonicMicros()};
-  }
+absl::Status Forwarder::Failed(const std::string& node, const char* what, absl::Status status) {
+  metrics_.forward_errors.Inc();
+  base::LogWarning("forwarder: node ", node, ": ", what, " failed: ", status.message());
+  return status;
 }
 
-bool Forwarder::KubeletRenewalLive(const std::string& node, int64_t duration_us) {
+int64_t Forwarder::RenewalAge(const std::string& node, std::optional<int64_t> renew_us) {
+  const int64_t mono = clock_->MonotonicMicros();
+  constexpr int64_t kAncient = std::numeric_limits<int64_t>::max() / 4;
+  // The value's age on our wall clock. A renewTime in the future cannot be
+  // dated: seen for the first time it counts as old (a restart delays nothing),
+  // seen changing it counts as new.
+  const int64_t wall_age = renew_us ? clock_->NowMicros() - *renew_us : kAncient;
   absl::MutexLock l(&mu_);
-  auto it = kubelet_seen_.find(node);
-  if (it == kubelet_seen_.end() || it->second.seen_mono_us == kNeverSeen) return false;
-  return clock_->MonotonicMicros() - it->second.seen_mono_us < duration_us;
+  auto [it, inserted] = seen_.try_emplace(
+      node, RenewalSeen{renew_us, mono - (wall_age < 0 ? kAncient : wall_age), mono});
+  RenewalSeen& seen = it->second;
+  if (!inserted && seen.renew_us != renew_us) {
+    // Written since we last saw the old value, and not before then.
+    const int64_t age = std::clamp<int64_t>(wall_age, 0, mono - seen.looked_mono_us);
+    seen = RenewalSeen{renew_us, mono - age, mono};
+  }
+  seen.looked_mono_us = mono;
+  return mono - seen.changed_mono_us;
+}
+
+void Forwarder::RecheckAt(const std::string& node, int64_t mono_us) {
+  absl::MutexLock l(&mu_);
+  auto [it, inserted] = due_.try_emplace(node, mono_us);
+  if (!inserted) it->second = std::min(it->second, mono_us);
 }
 
 void Forwarder::Enqueue(const std::string& node) {
@@ -226,7 +193,7 @@ void Forwarder::WorkLoop() {
   auto next_resync = std::chrono::steady_clock::now();
   while (!stopping_) {
     if (std::chrono::steady_clock::now() >= next_resync) {
-      SyncAll().IgnoreError();  // errors are counted; the next resync retries
+      SyncAll().IgnoreError();  // errors are counted and logged; the next resync retries
       next_resync = std::chrono::steady_clock::now() + options_.resync_period;
     }
     std::set<std::string> batch;
@@ -241,12 +208,35 @@ void Forwarder::WorkLoop() {
       if (stopping_) break;
       SyncNode(node).IgnoreError();
     }
+    SyncDue().IgnoreError();
   }
+}
+
+absl::Status Forwarder::SyncDue() {
+  std::vector<std::string> due;
+  {
+    absl::MutexLock l(&mu_);
+    const int64_t mono = clock_->MonotonicMicros();
+    for (auto it = due_.begin(); it != due_.end();) {
+      if (it->second <= mono) {
+        due.push_back(it->first);
+        it = due_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  absl::Status first;
+  for (const auto& node : due) {
+    if (stopping_) break;
+    absl::Status s = SyncNode(node);
+    if (!s.ok() && first.ok()) first = s;
+  }
+  return first;
 }
 
 absl::Status Forwarder::SyncAll() {
   absl::Status first;
-  int64_t delegated = 0;
   std::set<std::string> nodes;
   auto list = store_->List(store::Kind::kDelegatedLease, {});
   if (list.ok()) {
@@ -259,19 +249,13 @@ absl::Status Forwarder::SyncAll() {
     metrics_.pools_without_leader.Set(without);
   }
   // Cloud Leases we marked, to notice kubelets that renew on their own again.
-  auto marked = cloud_->Get(absl::StrCat("/apis/coordination.k8s.io/v1/namespaces/",
-                                         options_.node_lease_namespace, "/leases?labelSelector=",
-                                         kDelegatedLabel, "%3Dtrue"));
-  if (marked.ok() && marked->status == 200) {
-    auto doc = ParseObject(marked->body);
-    if (doc.ok()) {
-      const Value* items = Member(*doc, "items");
-      if (items && items->IsArray()) {
-        for (const auto& item : items->GetArray()) nodes.insert(StringAt(item, "metadata", "name"));
-      }
-    }
-  } else if (!marked.ok()) {
-    first = marked.status();
+  cloud::ListOptions marked;
+  marked.label_selector = absl::StrCat(kDelegatedLabel, "=true");
+  absl::StatusOr<cloud::LeaseList> leases = cloud_.node_leases->List(marked);
+  if (leases.ok()) {
+    for (const auto& lease : leases->items) nodes.insert(lease.metadata.name);
+  } else {
+    first = Failed("*", "listing the marked cloud Leases", leases.status());
   }
   for (const auto& node : nodes) {
     if (stopping_) break;
@@ -279,6 +263,7 @@ absl::Status Forwarder::SyncAll() {
     absl::Status s = SyncNode(node);
     if (!s.ok() && first.ok()) first = s;
   }
+  int64_t delegated = 0;
   if (list.ok()) {
     for (const auto& dl : list->items) {
       auto pool = store_->Get(store::Kind::kPoolLease, dl->spec.pool_name.value_or(""));
@@ -297,131 +282,112 @@ absl::Status Forwarder::SyncNode(const std::string& node) {
     if (auto got = store_->Get(store::Kind::kPoolLease, *dl->spec.pool_name); got.ok()) pool = *got;
   }
   const bool current = dl && rules_->DelegationCurrent(*dl, pool.get());
-  const std::string path = absl::StrCat("/apis/coordination.k8s.io/v1/namespaces/",
-                                        options_.node_lease_namespace, "/leases/", node);
+  const int64_t interval = options_.kubelet_renew_interval.count();
+  // After a forward: renew again within one renew interval, and taint once the
+  // delegation is old enough (a new delegation first drops a lapsed one's taint).
+  auto after_forward = [&](const Delegation& d) {
+    RecheckAt(node, clock_->MonotonicMicros() + interval);
+    if (clock_->NowMicros() - d.since_us >= options_.taint_after.count()) {
+      return SetTaint(node, true, d.since_us);
+    }
+    return d.started ? SetTaint(node, false, d.since_us) : absl::OkStatus();
+  };
   for (int attempt = 0; attempt <= options_.conflict_retries; ++attempt) {
-    auto got = cloud_->Get(path);
-    if (!got.ok()) {
-      metrics_.forward_errors.Inc();
-      return got.status();
-    }
-    if (got->status == 404) {
+    absl::StatusOr<cloud::Lease> got = cloud_.node_leases->Get(node);
+    if (cloud::IsNotFound(got.status())) {
       if (!current) return absl::OkStatus();
-      bool started = false;
-      int64_t since = 0;
-      absl::Status s = ForwardOnce(node, *dl, nullptr, &started, &since);
-      if (absl::IsAborted(s) || absl::IsAlreadyExists(s)) continue;
-      return s;
+      absl::StatusOr<Delegation> d = Forward(node, *dl, std::nullopt, /*new_delegation=*/true);
+      if (cloud::IsAlreadyExists(d.status()) || cloud::IsConflict(d.status())) continue;
+      if (!d.ok()) return d.status();
+      return after_forward(*d);
     }
-    if (got->status != 200) {
-      metrics_.forward_errors.Inc();
-      return store::StatusFromKubeResponse(*got);
-    }
-    auto doc = ParseObject(got->body);
-    if (!doc.ok()) return doc.status();
-    const Value* md = Member(*doc, "metadata");
-    const Value* ann = md ? Member(*md, "annotations") : nullptr;
-    auto annotation = [&](const char* key) -> std::string {
-      const Value* v = ann ? Member(*ann, key) : nullptr;
-      return v && v->IsString() ? v->GetString() : "";
-    };
-    const bool marked = !annotation(kDelegatedSinceAnnotation).empty();
-    const auto renew = MicroTimeAt(StringAt(*doc, "spec", "renewTime"));
-    const auto forwarded = MicroTimeAt(annotation(kForwardedRenewTimeAnnotation));
-    const bool kubelet_renewed = marked && renew && (!forwarded || *renew != *forwarded);
-    // On a marked Lease a renewTime other than ours was written by the kubelet
-    // since our last forward: a change seen now.
-    if (renew && (!forwarded || *renew != *forwarded)) NoteKubeletRenewal(node, *renew, marked);
-    if (kubelet_renewed) {
-      absl::Status s = ClearDelegation(node);
-      if (absl::IsAborted(s)) continue;
+    if (!got.ok()) return Failed(node, "reading its cloud Lease", got.status());
+    const cloud::Lease& lease = *got;
+    const bool marked = lease.metadata.annotations.count(kDelegatedSinceAnnotation) > 0;
+    const std::optional<int64_t> since = AnnotationTime(lease, kDelegatedSinceAnnotation);
+    const std::optional<int64_t> forwarded = AnnotationTime(lease, kForwardedRenewTimeAnnotation);
+    const std::optional<int64_t> renew = lease.spec.renew_time_us;
+    const bool ours = renew && forwarded && *renew == *forwarded;
+    const int64_t renewal_age = RenewalAge(node, renew);
+    if (marked && !ours) {
+      // The kubelet renewed on its own since our last forward: the node is back.
+      absl::Status s = ClearDelegation(lease);
+      if (cloud::IsConflict(s)) continue;
       if (!s.ok()) return s;
-      return SetTaint(node, false);
+      return SetTaint(node, false, 0);
     }
     if (!current) return absl::OkStatus();
-    if (!marked && KubeletRenewalLive(node, LeaseDurationMicros(*doc))) {
-      // The node renews its own Lease: the leader's DelegatedLease is stale news
-      // (it expires soon); forwarding now would fight the kubelet.
+    if (!marked && renewal_age < interval) {
+      // The kubelet's own renewal is fresh: it may still be renewing (a node
+      // that came back while its DelegatedLease runs out). Look again when it
+      // is one renew interval old.
+      RecheckAt(node, clock_->MonotonicMicros() + (interval - renewal_age));
       return absl::OkStatus();
     }
-    // Forward only what the leader renewed since our last forward (the resync
-    // must not turn into extra heartbeats of its own).
-    if (marked && dl->status.last_forward_time_us && dl->status.observed_time_us &&
-        *dl->status.last_forward_time_us >= *dl->status.observed_time_us) {
-      auto since = MicroTimeAt(annotation(kDelegatedSinceAnnotation));
-      if (since && clock_->NowMicros() - *since >= options_.taint_after.count()) {
-        return SetTaint(node, true);
-      }
+    const int64_t now = clock_->NowMicros();
+    if (!marked && dl->status.observed_time_us.value_or(0) <= now - renewal_age) {
+      // The leader has not renewed the DelegatedLease since the kubelet's own
+      // last renewal: stale news about a node that came back, not a new loss.
       return absl::OkStatus();
     }
-    bool started = false;
-    int64_t since = 0;
-    absl::Status s = ForwardOnce(node, *dl, &*doc, &started, &since);
-    if (absl::IsAborted(s)) continue;
-    if (!s.ok()) return s;
-    if (clock_->NowMicros() - since >= options_.taint_after.count()) return SetTaint(node, true);
-    return absl::OkStatus();
+    // Marked by us, but not renewed for longer than the grace period: the node
+    // went Unknown in between, so this is a new delegation, not a resumed one.
+    const bool lapsed = marked && (!since || !forwarded ||
+                                   now - *forwarded > options_.node_monitor_grace_period.count());
+    const bool leader_renewed = !(dl->status.last_forward_time_us && dl->status.observed_time_us &&
+                                  *dl->status.last_forward_time_us >= *dl->status.observed_time_us);
+    if (marked && !lapsed && !leader_renewed && now - *forwarded < interval) {
+      // Nothing new from the leader and our renewal is fresh: the resync must
+      // not turn into extra heartbeats of its own.
+      RecheckAt(node, clock_->MonotonicMicros() + (interval - (now - *forwarded)));
+      if (now - *since >= options_.taint_after.count()) return SetTaint(node, true, *since);
+      return absl::OkStatus();
+    }
+    absl::StatusOr<Delegation> d = Forward(node, *dl, lease, /*new_delegation=*/!marked || lapsed);
+    if (cloud::IsConflict(d.status()) || cloud::IsAlreadyExists(d.status())) continue;
+    if (!d.ok()) return d.status();
+    return after_forward(*d);
   }
-  metrics_.forward_errors.Inc();
-  return absl::AbortedError(absl::StrCat("cloud Lease ", node, ": still conflicting after ",
-                                         options_.conflict_retries, " retries"));
+  return Failed(node, "writing its cloud Lease",
+                absl::AbortedError(absl::StrCat("still conflicting after ",
+                                                options_.conflict_retries, " retries")));
 }
 
-// One PUT of the cloud Lease read as `existing` (or a POST when it is nullptr).
-// Aborted on a 409 so the caller re-reads and retries.
-absl::Status Forwarder::ForwardOnce(const std::string& node, const store::Object& delegated,
-                                    rapidjson::Document* existing, bool* started,
-                                    int64_t* since_us) {
+absl::StatusOr<Forwarder::Delegation> Forwarder::Forward(const std::string& node,
+                                                         const store::Object& delegated,
+                                                         std::optional<cloud::Lease> existing,
+                                                         bool new_delegation) {
   const int64_t t0 = clock_->MonotonicMicros();
-  const std::string collection = absl::StrCat("/apis/coordination.k8s.io/v1/namespaces/",
-                                              options_.node_lease_namespace, "/leases");
-  Document created;
-  const bool exists = existing != nullptr;
-  if (!exists) created.Parse("{\"apiVersion\":\"coordination.k8s.io/v1\",\"kind\":\"Lease\"}");
-  Document& doc = exists ? *existing : created;
-  auto& a = doc.GetAllocator();
-  // Adding a member may move its siblings (RapidJSON grows member arrays), so
-  // every container is created first and references are taken afterwards.
-  EnsureObject(doc, "metadata", a);
-  EnsureObject(doc, "spec", a);
-  SetString(doc["metadata"], "name", node, a);
-  SetString(doc["metadata"], "namespace", options_.node_lease_namespace, a);
-  EnsureObject(doc["metadata"], "annotations", a);
-  EnsureObject(doc["metadata"], "labels", a);
-  Value& ann = doc["metadata"]["annotations"];
-  Value& labels = doc["metadata"]["labels"];
-  Value& spec = doc["spec"];
+  const bool exists = existing.has_value();
+  cloud::Lease lease = exists ? *std::move(existing) : cloud::Lease{};
+  lease.metadata.name = node;
+  lease.metadata.namespace_ = options_.node_lease_namespace;
   const int64_t now = clock_->NowMicros();
-  std::optional<int64_t> cloud_renew;
-  if (auto it = spec.FindMember("renewTime"); it != spec.MemberEnd() && it->value.IsString()) {
-    cloud_renew = MicroTimeAt(it->value.GetString());
+  const int64_t renew =
+      lease.spec.renew_time_us ? std::max(now, *lease.spec.renew_time_us + 1) : now;
+  const std::optional<int64_t> old_since = AnnotationTime(lease, kDelegatedSinceAnnotation);
+  Delegation d;
+  d.started = new_delegation || !old_since;
+  d.since_us = d.started ? now : *old_since;
+  auto& ann = lease.metadata.annotations;
+  ann[kDelegateAnnotation] = "true";
+  ann[kDelegatedSinceAnnotation] = base::FormatMicroTime(d.since_us);
+  ann[kForwardedRenewTimeAnnotation] = base::FormatMicroTime(renew);
+  lease.metadata.labels[kDelegatedLabel] = "true";
+  lease.spec.holder_identity = node;
+  if (!lease.spec.lease_duration_seconds) {
+    lease.spec.lease_duration_seconds = delegated.spec.lease_duration_seconds.value_or(40);
   }
-  const int64_t renew = cloud_renew ? std::max(now, *cloud_renew + 1) : now;
-  std::optional<int64_t> since;
-  if (auto it = ann.FindMember(kDelegatedSinceAnnotation); it != ann.MemberEnd() && it->value.IsString()) {
-    since = MicroTimeAt(it->value.GetString());
-  }
-  *started = !since.has_value();
-  *since_us = since.value_or(now);
-  SetString(ann, kDelegateAnnotation, "true", a);
-  SetString(ann, kDelegatedSinceAnnotation, base::FormatMicroTime(*since_us), a);
-  SetString(ann, kForwardedRenewTimeAnnotation, base::FormatMicroTime(renew), a);
-  SetString(labels, kDelegatedLabel, "true", a);
-  SetString(spec, "holderIdentity", node, a);
-  if (!spec.HasMember("leaseDurationSeconds")) {
-    spec.AddMember("leaseDurationSeconds", delegated.spec.lease_duration_seconds.value_or(40), a);
-  }
-  SetString(spec, "renewTime", base::FormatMicroTime(renew), a);
-  auto put = exists ? cloud_->Put(absl::StrCat(collection, "/", node), ToJson(doc))
-                    : cloud_->Post(collection, ToJson(doc));
-  if (!put.ok()) {
-    metrics_.forward_errors.Inc();
-    return put.status();
-  }
-  if (put->status == 409) return absl::AbortedError("conflict");
-  if (put->status >= 300) {
-    metrics_.forward_errors.Inc();
-    return store::StatusFromKubeResponse(*put);
+  lease.spec.renew_time_us = renew;
+  absl::StatusOr<cloud::Lease> written =
+      exists ? cloud_.node_leases->Update(lease) : cloud_.node_leases->Create(lease);
+  if (!written.ok()) {
+    // Someone wrote first: the caller reads again (not a failure of ours).
+    if (cloud::IsConflict(written.status()) || cloud::IsAlreadyExists(written.status())) {
+      return written.status();
+    }
+    return Failed(node, exists ? "renewing its cloud Lease" : "creating its cloud Lease",
+                  written.status());
   }
   metrics_.forwards.Inc();
   metrics_.forward_duration.Observe((clock_->MonotonicMicros() - t0) / 1e6);
@@ -443,7 +409,7 @@ absl::Status Forwarder::ForwardOnce(const std::string& node, const store::Object
                })
       .status()
       .IgnoreError();
-  if (*started) {
+  if (d.started) {
     metrics_.delegations_started.Inc();
     RecordEvent("Node", "v1", node, "DelegationStarted",
                 absl::StrCat("node ", node, " lost the cloud; its pool leader ",
@@ -451,123 +417,87 @@ absl::Status Forwarder::ForwardOnce(const std::string& node, const store::Object
                              " renews its Lease while it heartbeats inside pool ",
                              delegated.spec.pool_name.value_or("?")));
   }
-  return absl::OkStatus();
+  return d;
 }
 
-absl::Status Forwarder::ClearDelegation(const std::string& node) {
-  const std::string path = absl::StrCat("/apis/coordination.k8s.io/v1/namespaces/",
-                                        options_.node_lease_namespace, "/leases/", node);
-  auto got = cloud_->Get(path);
-  if (!got.ok()) return got.status();
-  if (got->status == 404) return absl::OkStatus();
-  if (got->status != 200) return store::StatusFromKubeResponse(*got);
-  auto doc = ParseObject(got->body);
-  if (!doc.ok()) return doc.status();
-  RemoveKey(*doc, "annotations", kDelegateAnnotation);
-  RemoveKey(*doc, "annotations", kDelegatedSinceAnnotation);
-  RemoveKey(*doc, "annotations", kForwardedRenewTimeAnnotation);
-  RemoveKey(*doc, "labels", kDelegatedLabel);
-  auto put = cloud_->Put(path, ToJson(*doc));
-  if (!put.ok()) return put.status();
-  if (put->status == 409) return absl::AbortedError("conflict");
-  if (put->status >= 300) return store::StatusFromKubeResponse(*put);
+absl::Status Forwarder::ClearDelegation(cloud::Lease lease) {
+  const std::string node = lease.metadata.name;
+  lease.metadata.annotations.erase(kDelegateAnnotation);
+  lease.metadata.annotations.erase(kDelegatedSinceAnnotation);
+  lease.metadata.annotations.erase(kForwardedRenewTimeAnnotation);
+  lease.metadata.labels.erase(kDelegatedLabel);
+  absl::StatusOr<cloud::Lease> written = cloud_.node_leases->Update(lease);
+  if (cloud::IsNotFound(written.status())) return absl::OkStatus();
+  if (cloud::IsConflict(written.status())) return written.status();
+  if (!written.ok()) return Failed(node, "clearing the marks of its cloud Lease", written.status());
   metrics_.delegations_stopped.Inc();
   RecordEvent("Node", "v1", node, "DelegationStopped",
               absl::StrCat("node ", node, " renews its own Lease again; delegation ended"));
   return absl::OkStatus();
 }
 
-absl::Status Forwarder::SetTaint(const std::string& node, bool present) {
-  const std::string path = absl::StrCat("/api/v1/nodes/", node);
+absl::Status Forwarder::SetTaint(const std::string& node, bool present, int64_t since_us) {
+  const char* what = present ? "tainting its Node" : "removing the taint of its Node";
   for (int attempt = 0; attempt <= options_.conflict_retries; ++attempt) {
-    auto got = cloud_->Get(path);
-    if (!got.ok()) return got.status();
-    if (got->status == 404) return absl::OkStatus();  // no Node object: nothing to taint
-    if (got->status != 200) return store::StatusFromKubeResponse(*got);
-    auto doc = ParseObject(got->body);
-    if (!doc.ok()) return doc.status();
-    auto& a = doc->GetAllocator();
-    Value& spec = EnsureObject(*doc, "spec", a);
-    auto taints_it = spec.FindMember("taints");
-    bool has = false;
-    if (taints_it != spec.MemberEnd() && taints_it->value.IsArray()) {
-      for (const auto& t : taints_it->value.GetArray()) {
-        const Value* key = Member(t, "key");
-        if (key && key->IsString() && std::string_view(key->GetString()) == kUnschedulableTaint) has = true;
-      }
-    }
-    if (has == present) return absl::OkStatus();
+    absl::StatusOr<cloud::Node> got = cloud_.nodes->Get(node);
+    if (cloud::IsNotFound(got.status())) return absl::OkStatus();  // no Node: nothing to taint
+    if (!got.ok()) return Failed(node, "reading its Node", got.status());
+    if (HasUnschedulableTaint(*got) == present) return absl::OkStatus();
+    std::vector<cloud::Taint> taints = got->taints;
     if (present) {
-      if (taints_it == spec.MemberEnd() || !taints_it->value.IsArray()) {
-        if (taints_it != spec.MemberEnd()) spec.RemoveMember(taints_it);
-        spec.AddMember("taints", Value(rapidjson::kArrayType), a);
-        taints_it = spec.FindMember("taints");
-      }
-      Value taint(rapidjson::kObjectType);
-      taint.AddMember("key", Value(kUnschedulableTaint, a), a);
-      taint.AddMember("value", "true", a);
-      taint.AddMember("effect", "NoSchedule", a);
-      taints_it->value.PushBack(taint, a);
+      taints.push_back(cloud::Taint{kUnschedulableTaint, "true", "NoSchedule", std::nullopt});
     } else {
-      Value kept(rapidjson::kArrayType);
-      for (auto& t : taints_it->value.GetArray()) {
-        const Value* key = Member(t, "key");
-        if (key && key->IsString() && std::string_view(key->GetString()) == kUnschedulableTaint) continue;
-        kept.PushBack(Value(t, a), a);
-      }
-      taints_it->value = std::move(kept);
+      taints.erase(
+          std::remove_if(taints.begin(), taints.end(),
+                         [](const cloud::Taint& t) { return t.key == kUnschedulableTaint; }),
+          taints.end());
     }
-    auto put = cloud_->Put(path, ToJson(*doc));
-    if (!put.ok()) return put.status();
-    if (put->status == 409) continue;
-    if (put->status >= 300) return store::StatusFromKubeResponse(*put);
-    (present ? metrics_.taints_added : metrics_.taints_removed).Inc();
-    RecordEvent("Node", "v1", node, present ? "TaintAdded" : "TaintRemoved",
-                present ? absl::StrCat("node ", node, " delegated for ",
-                                       options_.taint_after.count() / 1'000'000,
-                                       "s: tainted ", kUnschedulableTaint, "=true:NoSchedule")
-                        : absl::StrCat("node ", node, " is back: removed taint ", kUnschedulableTaint));
+    // The resourceVersion makes the patch conditional: a taint added by someone
+    // else since our read is never dropped (Conflict, and we read again).
+    absl::StatusOr<cloud::Node> patched = cloud_.nodes->Patch(
+        node, cloud::kMergePatch, cloud::TaintsMergePatch(taints, got->metadata.resource_version));
+    if (cloud::IsConflict(patched.status())) continue;
+    if (!patched.ok()) return Failed(node, what, patched.status());
+    if (present) {
+      metrics_.taints_added.Inc();
+      RecordEvent("Node", "v1", node, "TaintAdded",
+                  absl::StrCat("node ", node, " delegated for ",
+                               (clock_->NowMicros() - since_us) / 1'000'000, "s: tainted ",
+                               kUnschedulableTaint, "=true:NoSchedule"));
+    } else {
+      metrics_.taints_removed.Inc();
+      RecordEvent("Node", "v1", node, "TaintRemoved",
+                  absl::StrCat("node ", node, " is back: removed taint ", kUnschedulableTaint));
+    }
     return absl::OkStatus();
   }
-  return absl::AbortedError(absl::StrCat("node ", node, ": taint update still conflicting"));
+  return Failed(node, what, absl::AbortedError("the Node is still conflicting"));
 }
 
 void Forwarder::RecordEvent(const std::string& kind, const std::string& api_version,
                             const std::string& name, const std::string& reason,
                             const std::string& message) {
-  Document d(rapidjson::kObjectType);
-  auto& a = d.GetAllocator();
-  const std::string now = base::FormatTime(clock_->NowMicros() / 1'000'000);
-  const std::string micro = base::FormatMicroTime(clock_->NowMicros());
-  Value md(rapidjson::kObjectType);
-  md.AddMember("generateName", Value(absl::StrCat(name, ".").c_str(), a), a);
-  md.AddMember("namespace", Value(options_.events_namespace.c_str(), a), a);
-  Value involved(rapidjson::kObjectType);
-  involved.AddMember("kind", Value(kind.c_str(), a), a);
-  involved.AddMember("apiVersion", Value(api_version.c_str(), a), a);
-  involved.AddMember("name", Value(name.c_str(), a), a);
-  Value source(rapidjson::kObjectType);
-  source.AddMember("component", Value(options_.component.c_str(), a), a);
-  d.AddMember("apiVersion", "v1", a);
-  d.AddMember("kind", "Event", a);
-  d.AddMember("metadata", md, a);
-  d.AddMember("involvedObject", involved, a);
-  d.AddMember("reason", Value(reason.c_str(), a), a);
-  d.AddMember("message", Value(message.c_str(), a), a);
-  d.AddMember("type", "Normal", a);
-  d.AddMember("source", source, a);
-  d.AddMember("firstTimestamp", Value(now.c_str(), a), a);
-  d.AddMember("lastTimestamp", Value(now.c_str(), a), a);
-  d.AddMember("eventTime", Value(micro.c_str(), a), a);
-  d.AddMember("count", 1, a);
-  d.AddMember("reportingComponent", Value(options_.component.c_str(), a), a);
-  d.AddMember("reportingInstance", Value(options_.component.c_str(), a), a);
-  d.AddMember("action", Value(reason.c_str(), a), a);
-  // Events are best effort: a lost Event must never stop forwarding.
-  cloud_->Post(absl::StrCat("/api/v1/namespaces/", options_.events_namespace, "/events"), ToJson(d))
-      .status()
-      .IgnoreError();
+  cloud::Event e;
+  const int64_t now = clock_->NowMicros();
+  e.metadata.generate_name = absl::StrCat(name, ".");
+  e.metadata.namespace_ = options_.events_namespace;
+  e.involved_object.kind = kind;
+  e.involved_object.api_version = api_version;
+  e.involved_object.name = name;
+  e.reason = reason;
+  e.message = message;
+  e.type = "Normal";
+  e.source_component = options_.component;
+  e.first_timestamp_us = now;
+  e.last_timestamp_us = now;
+  e.event_time_us = now;
+  e.count = 1;
+  e.reporting_controller = options_.component;
+  e.reporting_instance = options_.component;
+  e.action = reason;
+  // A lost Event never stops forwarding, but it is counted and logged.
+  absl::StatusOr<cloud::Event> created = cloud_.events->Create(e);
+  if (!created.ok()) Failed(name, "recording an Event", created.status()).IgnoreError();
 }
-
 
 }  // namespace poolcoord::election

@@ -3,168 +3,93 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "rapidjson/document.h"
-#include "rapidjson/stringbuffer.h"
-#include "rapidjson/writer.h"
-#include "base/microtime.h"
+#include "cloud/codec.h"
 
 namespace poolcoord::election {
-namespace {
 
-const rapidjson::Value* Member(const rapidjson::Value& v, const char* name) {
-  if (!v.IsObject()) return nullptr;
-  auto it = v.FindMember(name);
-  if (it == v.MemberEnd() || it->value.IsNull()) return nullptr;
-  return &it->value;
+LeaderElectionRecord RecordOf(const cloud::Lease& lease) {
+  LeaderElectionRecord r;
+  r.holder_identity = lease.spec.holder_identity.value_or("");
+  r.lease_duration_seconds = lease.spec.lease_duration_seconds.value_or(0);
+  r.acquire_time_us = lease.spec.acquire_time_us.value_or(0);
+  r.renew_time_us = lease.spec.renew_time_us.value_or(0);
+  r.lease_transitions = lease.spec.lease_transitions.value_or(0);
+  return r;
 }
 
-absl::Status ParseMicro(const rapidjson::Value& spec, const char* field, int64_t* out) {
-  const rapidjson::Value* v = Member(spec, field);
-  if (v == nullptr) return absl::OkStatus();
-  if (!v->IsString()) return absl::InvalidArgumentError(absl::StrCat("spec.", field, " not a string"));
-  absl::StatusOr<int64_t> us = base::ParseMicroTime(std::string_view(v->GetString(), v->GetStringLength()));
-  if (!us.ok()) return us.status();
-  *out = *us;
-  return absl::OkStatus();
+void SetRecord(const LeaderElectionRecord& record, cloud::Lease* lease) {
+  lease->spec.holder_identity = record.holder_identity;
+  lease->spec.lease_duration_seconds = record.lease_duration_seconds;
+  lease->spec.acquire_time_us = record.acquire_time_us;
+  lease->spec.renew_time_us = record.renew_time_us;
+  lease->spec.lease_transitions = record.lease_transitions;
 }
-
-}  // namespace
 
 absl::StatusOr<VersionedRecord> ParseLeaseRecord(std::string_view json) {
-  rapidjson::Document doc;
-  doc.Parse(json.data(), json.size());
-  if (doc.HasParseError() || !doc.IsObject()) {
-    return absl::InvalidArgumentError("lease object is not a JSON object");
+  absl::StatusOr<cloud::Lease> lease = cloud::DecodeLease(json);
+  if (!lease.ok()) return absl::InvalidArgumentError("lease object is not a JSON object");
+  return VersionedRecord{RecordOf(*lease), lease->metadata.resource_version};
+}
+
+std::string EncodePoolLease(std::string_view base_json, const std::string& name,
+                            const LeaderElectionRecord& record, const std::string& version) {
+  cloud::Lease lease;
+  if (!base_json.empty()) {
+    if (absl::StatusOr<cloud::Lease> base = cloud::DecodeLease(base_json); base.ok()) lease = *base;
   }
-  VersionedRecord out;
-  if (const rapidjson::Value* md = Member(doc, "metadata")) {
-    if (const rapidjson::Value* rv = Member(*md, "resourceVersion"); rv && rv->IsString()) {
-      out.version = rv->GetString();
-    }
-  }
-  const rapidjson::Value* spec = Member(doc, "spec");
-  if (spec == nullptr) return out;
-  if (const rapidjson::Value* h = Member(*spec, "holderIdentity"); h && h->IsString()) {
-    out.record.holder_identity = h->GetString();
-  }
-  if (const rapidjson::Value* d = Member(*spec, "leaseDurationSeconds"); d && d->IsInt()) {
-    out.record.lease_duration_seconds = d->GetInt();
-  }
-  if (const rapidjson::Value* t = Member(*spec, "leaseTransitions"); t && t->IsInt()) {
-    out.record.lease_transitions = t->GetInt();
-  }
-  if (absl::Status s = ParseMicro(*spec, "acquireTime", &out.record.acquire_time_us); !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = ParseMicro(*spec, "renewTime", &out.record.renew_time_us); !s.ok()) return s;
+  lease.metadata.name = name;
+  lease.metadata.resource_version = version;
+  SetRecord(record, &lease);
+  const cloud::LeaseResource resource = cloud::PoolLeases();
+  return cloud::EncodeLease(lease, resource.api_version, resource.kind);
+}
+
+ResourceLeaseLock::ResourceLeaseLock(cloud::LeaseInterface* leases, std::string describe,
+                                     std::string name, std::string identity)
+    : leases_(leases),
+      describe_(std::move(describe)),
+      name_(std::move(name)),
+      identity_(std::move(identity)) {}
+
+std::string ResourceLeaseLock::Describe() const { return absl::StrCat(describe_, "/", name_); }
+
+absl::StatusOr<VersionedRecord> ResourceLeaseLock::Get() {
+  absl::StatusOr<cloud::Lease> lease = leases_->Get(name_);
+  if (!lease.ok()) return lease.status();
+  VersionedRecord out{RecordOf(*lease), lease->metadata.resource_version};
+  absl::MutexLock lock(&mu_);
+  last_ = *std::move(lease);
   return out;
 }
 
-LeaseResource PoolLeaseResource() {
-  return {kPoolLeasesPath, "coordination.pool/v1alpha1", "PoolLease"};
-}
-
-LeaseResource CoordinationLeaseResource(const std::string& ns) {
-  return {absl::StrCat("/apis/coordination.k8s.io/v1/namespaces/", ns, "/leases"),
-          "coordination.k8s.io/v1", "Lease"};
-}
-
-std::string EncodeLease(const LeaseResource& resource, std::string_view base_json,
-                        const std::string& name, const LeaderElectionRecord& record,
-                        const std::string& version) {
-  rapidjson::Document doc;
-  if (!base_json.empty()) doc.Parse(base_json.data(), base_json.size());
-  if (base_json.empty() || doc.HasParseError() || !doc.IsObject()) doc.SetObject();
-  auto& a = doc.GetAllocator();
-  auto set = [&](rapidjson::Value& obj, const char* key, rapidjson::Value value) {
-    if (auto it = obj.FindMember(key); it != obj.MemberEnd()) {
-      it->value = std::move(value);
-    } else {
-      obj.AddMember(rapidjson::Value(key, a), std::move(value), a);
-    }
-  };
-  set(doc, "apiVersion", rapidjson::Value(resource.api_version.c_str(), a));
-  set(doc, "kind", rapidjson::Value(resource.kind.c_str(), a));
-  if (!doc.HasMember("metadata") || !doc["metadata"].IsObject()) {
-    set(doc, "metadata", rapidjson::Value(rapidjson::kObjectType));
-  }
-  rapidjson::Value& md = doc["metadata"];
-  set(md, "name", rapidjson::Value(name.c_str(), a));
-  if (!version.empty()) {
-    set(md, "resourceVersion", rapidjson::Value(version.c_str(), a));
-  } else {
-    md.RemoveMember("resourceVersion");
-  }
-  // status is server-owned; the main resource ignores it, so do not echo it.
-  doc.RemoveMember("status");
-  rapidjson::Value spec(rapidjson::kObjectType);
-  spec.AddMember("holderIdentity", rapidjson::Value(record.holder_identity.c_str(), a), a);
-  spec.AddMember("leaseDurationSeconds", record.lease_duration_seconds, a);
-  const std::string acquire = base::FormatMicroTime(record.acquire_time_us);
-  const std::string renew = base::FormatMicroTime(record.renew_time_us);
-  spec.AddMember("acquireTime", rapidjson::Value(acquire.c_str(), a), a);
-  spec.AddMember("renewTime", rapidjson::Value(renew.c_str(), a), a);
-  spec.AddMember("leaseTransitions", record.lease_transitions, a);
-  set(doc, "spec", std::move(spec));
-  rapidjson::StringBuffer buf;
-  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
-  doc.Accept(w);
-  return std::string(buf.GetString(), buf.GetSize());
-}
-
-ResourceLeaseLock::ResourceLeaseLock(store::KubeClient* client, LeaseResource resource,
-                                     std::string name, std::string identity,
-                                     store::KubeRequestOptions options)
-    : client_(client),
-      resource_(std::move(resource)),
-      name_(std::move(name)),
-      identity_(std::move(identity)),
-      options_(std::move(options)) {}
-
-std::string ResourceLeaseLock::Describe() const {
-  return absl::StrCat(resource_.collection_path, "/", name_);
-}
-
-absl::StatusOr<VersionedRecord> ResourceLeaseLock::Get() {
-  absl::StatusOr<store::KubeResponse> r =
-      client_->Get(absl::StrCat(resource_.collection_path, "/", name_), options_);
-  if (!r.ok()) return r.status();
-  if (r->status != 200) return store::StatusFromKubeResponse(*r);
-  absl::StatusOr<VersionedRecord> rec = ParseLeaseRecord(r->body);
-  if (!rec.ok()) return rec.status();
-  absl::MutexLock lock(&mu_);
-  last_object_json_ = std::move(r->body);
-  return rec;
-}
-
 absl::StatusOr<std::string> ResourceLeaseLock::Create(const LeaderElectionRecord& record) {
-  const std::string body = EncodeLease(resource_, "", name_, record, "");
-  absl::StatusOr<store::KubeResponse> r = client_->Post(resource_.collection_path, body, options_);
-  if (!r.ok()) return r.status();
-  if (r->status != 201 && r->status != 200) return store::StatusFromKubeResponse(*r);
-  absl::StatusOr<VersionedRecord> rec = ParseLeaseRecord(r->body);
-  if (!rec.ok()) return rec.status();
+  cloud::Lease lease;
+  lease.metadata.name = name_;
+  SetRecord(record, &lease);
+  absl::StatusOr<cloud::Lease> created = leases_->Create(lease);
+  if (!created.ok()) return created.status();
+  std::string version = created->metadata.resource_version;
   absl::MutexLock lock(&mu_);
-  last_object_json_ = std::move(r->body);
-  return rec->version;
+  last_ = *std::move(created);
+  return version;
 }
 
 absl::StatusOr<std::string> ResourceLeaseLock::Update(const LeaderElectionRecord& record,
                                                       const std::string& version) {
-  std::string body;
+  cloud::Lease lease;
   {
     absl::MutexLock lock(&mu_);
-    body = EncodeLease(resource_, last_object_json_, name_, record, version);
+    lease = last_;
   }
-  absl::StatusOr<store::KubeResponse> r =
-      client_->Put(absl::StrCat(resource_.collection_path, "/", name_), body, options_);
-  if (!r.ok()) return r.status();
-  if (r->status != 200) return store::StatusFromKubeResponse(*r);
-  absl::StatusOr<VersionedRecord> rec = ParseLeaseRecord(r->body);
-  if (!rec.ok()) return rec.status();
+  lease.metadata.name = name_;
+  lease.metadata.resource_version = version;
+  SetRecord(record, &lease);
+  absl::StatusOr<cloud::Lease> updated = leases_->Update(lease);
+  if (!updated.ok()) return updated.status();
+  std::string new_version = updated->metadata.resource_version;
   absl::MutexLock lock(&mu_);
-  last_object_json_ = std::move(r->body);
-  return rec->version;
+  last_ = *std::move(updated);
+  return new_version;
 }
 
 }  // namespace poolcoord::election

@@ -1,5 +1,6 @@
 // A small client for etcd's v3 JSON gateway (grpc-gateway in front of the gRPC
-// API, served on the client port of etcd 3.4 under /v3/...), on libcurl.
+// API, served on the client port of etcd 3.4 under /v3/...), over the process's
+// one HTTP transport (base/http_transport.h).
 //
 // Wire facts (etcd 3.4, checked against etcd-server 3.4.23):
 // - every call is a POST of the gRPC request message as JSON, with proto field
@@ -12,9 +13,8 @@
 // for
 //   a stream error, {"error": {...}}.
 //
-// Thread-safety: Call and Stream may run concurrently from any threads; each
-// borrows its own easy handle from a small pool (an easy handle is never shared
-// between threads).
+// Thread-safety: Call and Stream may run concurrently from any threads (the
+// transport gives each its own connection).
 #pragma once
 
 #include <atomic>
@@ -29,6 +29,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "base/http_transport.h"
 #include "rapidjson/document.h"
 
 namespace poolcoord::store {
@@ -44,24 +45,8 @@ struct Etcd3ClientOptions {
   std::chrono::milliseconds timeout{10'000};
 };
 
-// Lets another thread end a running Stream at once (the streaming thread sleeps
-// in curl_multi_poll, which Stop wakes).
-class Etcd3StreamControl {
- public:
-  Etcd3StreamControl() = default;
-  Etcd3StreamControl(const Etcd3StreamControl&) = delete;
-  Etcd3StreamControl& operator=(const Etcd3StreamControl&) = delete;
-
-  // Idempotent; a later Stream with this control returns at once.
-  void Stop();
-  bool stopped() const { return stopped_.load(); }
-
- private:
-  friend class Etcd3Client;
-  std::atomic<bool> stopped_{false};
-  absl::Mutex mu_;
-  void* multi_ ABSL_GUARDED_BY(mu_) = nullptr;  // CURLM* of the running stream
-};
+// Lets another thread end a running Stream at once (the transport's control).
+using Etcd3StreamControl = base::StreamControl;
 
 class Etcd3Client {
  public:
@@ -90,17 +75,15 @@ class Etcd3Client {
   const std::vector<std::string>& endpoints() const { return endpoints_; }
 
  private:
-  explicit Etcd3Client(Etcd3ClientOptions options, std::vector<std::string> endpoints);
-  void* AcquireHandle();
-  void ReleaseHandle(void* handle);
-  void Configure(void* handle, const std::string& url, std::string_view body, bool streaming);
+  Etcd3Client(Etcd3ClientOptions options, std::vector<std::string> endpoints,
+              std::unique_ptr<base::HttpTransport> transport);
+  base::HttpRequest Request(const std::string& url, std::string_view body) const;
 
   const Etcd3ClientOptions options_;
   const std::vector<std::string> endpoints_;
   // The endpoint that answered last: calls start there.
   std::atomic<size_t> preferred_{0};
-  absl::Mutex mu_;
-  std::vector<void*> idle_ ABSL_GUARDED_BY(mu_);  // CURL* easy handles
+  const std::unique_ptr<base::HttpTransport> transport_;
 };
 
 }  // namespace poolcoord::store

@@ -24,9 +24,10 @@ constexpr int64_t kSec = 1'000'000;
 // A PoolLeaseLock whose network can be cut, remembering its last accepted write.
 class FlakyLock : public election::LeaseLock {
  public:
-  FlakyLock(store::KubeClient* client, const Options& o, const std::string& pool,
+  FlakyLock(cloud::RestClient* client, const Options& o, const std::string& pool,
             const std::string& node)
-      : inner_(client, pool, node, {.bearer_token = TokenFor(o, "system:node:" + node)}) {}
+      : clients_(client, {.bearer_token = TokenFor(o, "system:node:" + node)}),
+        inner_(clients_.LeaseShaped(cloud::PoolLeases()), pool, node) {}
   absl::StatusOr<election::VersionedRecord> Get() override {
     if (down) return absl::UnavailableError("cut off");
     return inner_.Get();
@@ -51,6 +52,7 @@ class FlakyLock : public election::LeaseLock {
   std::atomic<int64_t> last_write{0};
 
  private:
+  cloud::Clientset clients_;  // this node's identity over the shared connections
   election::PoolLeaseLock inner_;
 };
 
@@ -73,9 +75,9 @@ struct Timing {
 
 class Harness {
  public:
-  Harness(const Options& o, store::KubeClient* client, std::string pool)
+  Harness(const Options& o, cloud::RestClient* client, std::string pool)
       : o_(o), client_(client), pool_(std::move(pool)) {
-    (void)client_->Delete(absl::StrCat(election::kPoolLeasesPath, "/", pool_));
+    (void)client_->Send("DELETE", absl::StrCat(election::kPoolLeasesPath, "/", pool_), "");
   }
   Cand& Add(int node, Timing t = {}) {
     auto c = std::make_unique<Cand>();
@@ -147,16 +149,16 @@ class Harness {
     return nullptr;
   }
   absl::StatusOr<election::VersionedRecord> Record() {
-    auto r = client_->Get(absl::StrCat(election::kPoolLeasesPath, "/", pool_));
+    auto r = client_->Send("GET", absl::StrCat(election::kPoolLeasesPath, "/", pool_), "");
     if (!r.ok()) return r.status();
-    if (r->status != 200) return store::StatusFromKubeResponse(*r);
+    if (r->status != 200) return cloud::StatusFromResponse(r->status, r->body);
     return election::ParseLeaseRecord(r->body);
   }
   bool overlap() const { return overlap_; }
 
  private:
   const Options& o_;
-  store::KubeClient* client_;
+  cloud::RestClient* client_;
   std::string pool_;
   std::vector<std::unique_ptr<Cand>> cands_;
   bool overlap_ = false;
@@ -176,7 +178,7 @@ struct Checker {
 
 }  // namespace
 
-int RunElectorChecks(const Options& o, store::KubeClient* client) {
+int RunElectorChecks(const Options& o, cloud::RestClient* client) {
   Checker ck;
   auto check = [&](const char* name, const std::function<void()>& body) {
     ck.current = name;

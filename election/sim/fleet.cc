@@ -120,9 +120,9 @@ class AgentLock : public election::LeaseLock {
   std::string Describe() const override { return "poolleases/" + pool_; }
 
  private:
-  absl::StatusOr<store::KubeResponse> Send(const char* method, const std::string& path,
+  absl::StatusOr<base::HttpResponse> Send(const char* method, const std::string& path,
                                            const std::string& body);
-  absl::StatusOr<std::string> Written(absl::StatusOr<store::KubeResponse> r);
+  absl::StatusOr<std::string> Written(absl::StatusOr<base::HttpResponse> r);
   Fleet* fleet_;
   int agent_;
   std::string pool_, identity_;
@@ -218,7 +218,7 @@ struct TermEntry {
 
 struct Fleet {
   const Options& o;
-  store::KubeClient* client;
+  cloud::RestClient* client;
   std::vector<std::unique_ptr<Agent>> agents;
   std::vector<std::unique_ptr<Pool>> pools;
   std::unordered_map<std::string, int> agent_by_node;
@@ -226,6 +226,7 @@ struct Fleet {
   int64_t start = 0, end = 0, warmup = 0;
   int64_t wall_minus_mono = 0;
   std::atomic<bool> stopping{false};
+  base::StreamControl watch_control;  // ends the watches at once on stop
   Latencies latency;
   Latencies tick_lag;  // how late agents are ticked: the simulator's own overload
   std::atomic<int64_t> requests{0}, request_errors{0}, conflicts{0}, forbidden{0};
@@ -277,7 +278,7 @@ struct Fleet {
                       std::greater<>>
       queue;
 
-  Fleet(const Options& opts, store::KubeClient* c) : o(opts), client(c) {}
+  Fleet(const Options& opts, cloud::RestClient* c) : o(opts), client(c) {}
 
   // A LAN heartbeat is fresh for one heartbeat interval plus 2 s: a leader
   // (also a new one) delegates only evidence that young, so the cloud never
@@ -502,13 +503,13 @@ struct Fleet {
     }
   }
 
-  absl::StatusOr<store::KubeResponse> Request(const Agent& a, const char* method,
+  absl::StatusOr<base::HttpResponse> Request(const Agent& a, const char* method,
                                               const std::string& path, const std::string& body) {
     const int64_t t0 = MonoMicros();
     requests++;
-    store::KubeRequestOptions ro;
+    cloud::RequestOptions ro;
     ro.bearer_token = a.token;
-    auto r = client->Do(method, path, body, ro);
+    auto r = client->Send(method, path, body, ro);
     latency.Add(MonoMicros() - t0);
     if (!r.ok()) {
       request_errors++;
@@ -539,7 +540,7 @@ struct Fleet {
     // (under load a leader's queue of writes may outlast the evidence), and its
     // response is the stored object with the term the server wrote it in.
     auto write = [&](const char* method, const std::string& to,
-                     const std::string& rv) -> absl::StatusOr<store::KubeResponse> {
+                     const std::string& rv) -> absl::StatusOr<base::HttpResponse> {
       const int64_t sent = MonoMicros();
       if (sent - hb >= Fresh()) {
         stale_evidence_skipped++;
@@ -557,7 +558,7 @@ struct Fleet {
     };
     for (int attempt = 0; attempt < 3; ++attempt) {
       auto it = a.dl_version.find(member);
-      absl::StatusOr<store::KubeResponse> r;
+      absl::StatusOr<base::HttpResponse> r;
       if (it == a.dl_version.end()) {
         r = Request(a, "GET", path, "");
         if (!r.ok()) return r.status();
@@ -568,7 +569,7 @@ struct Fleet {
           if (!rec.ok()) return rec.status();
           r = write("PUT", path, rec->version);
         } else {
-          return store::StatusFromKubeResponse(*r);
+          return cloud::StatusFromResponse(r->status, r->body);
         }
       } else {
         r = write("PUT", path, it->second);
@@ -580,7 +581,7 @@ struct Fleet {
         dl_writes++;
         return absl::OkStatus();
       }
-      absl::Status s = store::StatusFromKubeResponse(*r);
+      absl::Status s = cloud::StatusFromResponse(r->status, r->body);
       a.dl_version.erase(member);
       // A stale resourceVersion or a racing create: read again and retry.
       if (!absl::IsAborted(s) && !absl::IsAlreadyExists(s) && !absl::IsNotFound(s)) return s;
@@ -609,11 +610,10 @@ struct Fleet {
   void WatchLoop(const std::string& plural, bool delegated) {
     const std::string base = absl::StrCat("/apis/coordination.pool/v1alpha1/", plural);
     std::string rv;
-    std::atomic<bool>* cancel = &stopping;
     std::string last_rv;  // the last revision seen before a re-list
     while (!stopping) {
       if (rv.empty()) {
-        auto r = client->Get(base);
+        auto r = client->Send("GET", base, "");
         if (!r.ok() || r->status != 200) {
           std::this_thread::sleep_for(std::chrono::milliseconds(500));
           continue;
@@ -641,8 +641,6 @@ struct Fleet {
           pl_complete_rv = std::atoll(rv.c_str());
         }
       }
-      store::KubeRequestOptions ro;
-      ro.cancel = cancel;
       absl::Status s = client->Watch(
           absl::StrCat(base, "?watch=true&allowWatchBookmarks=true&resourceVersion=", rv),
           [&](std::string_view line) {
@@ -670,7 +668,7 @@ struct Fleet {
             }
             return true;
           },
-          ro);
+          &watch_control);
       if (stopping) break;
       watch_restarts++;
       std::fprintf(stderr, "watch %s ended at rv %s: %s\n", plural.c_str(), rv.c_str(),
@@ -968,7 +966,7 @@ struct Fleet {
   }
 };
 
-absl::StatusOr<store::KubeResponse> AgentLock::Send(const char* method, const std::string& path,
+absl::StatusOr<base::HttpResponse> AgentLock::Send(const char* method, const std::string& path,
                                                     const std::string& body) {
   const Agent& a = *fleet_->agents[agent_];
   if (!a.alive || a.killed || !fleet_->CloudOk(a, MonoMicros())) {
@@ -980,16 +978,16 @@ absl::StatusOr<store::KubeResponse> AgentLock::Send(const char* method, const st
 absl::StatusOr<election::VersionedRecord> AgentLock::Get() {
   auto r = Send("GET", absl::StrCat(election::kPoolLeasesPath, "/", pool_), "");
   if (!r.ok()) return r.status();
-  if (r->status != 200) return store::StatusFromKubeResponse(*r);
+  if (r->status != 200) return cloud::StatusFromResponse(r->status, r->body);
   auto rec = election::ParseLeaseRecord(r->body);
   if (!rec.ok()) return rec.status();
   last_object_json_ = std::move(r->body);
   return rec;
 }
 
-absl::StatusOr<std::string> AgentLock::Written(absl::StatusOr<store::KubeResponse> r) {
+absl::StatusOr<std::string> AgentLock::Written(absl::StatusOr<base::HttpResponse> r) {
   if (!r.ok()) return r.status();
-  if (r->status != 200 && r->status != 201) return store::StatusFromKubeResponse(*r);
+  if (r->status != 200 && r->status != 201) return cloud::StatusFromResponse(r->status, r->body);
   fleet_->RecordLeaseWrite(agent_, r->body, MonoMicros());
   auto rec = election::ParseLeaseRecord(r->body);
   if (!rec.ok()) return rec.status();
@@ -1017,7 +1015,7 @@ void CreateExtraObjects(Fleet& f) {
         const std::string body = absl::StrFormat(
             R"({"apiVersion":"coordination.pool/v1alpha1","kind":"PoolLease","metadata":{"name":"sim-extra-%05d","labels":{"poolcoord-sim/extra":"true"}},"spec":{"leaseDurationSeconds":300}})",
             i);
-        auto r = f.client->Post(election::kPoolLeasesPath, body);
+        auto r = f.client->Send("POST", election::kPoolLeasesPath, body);
         if (!r.ok() || (r->status != 201 && r->status != 409)) failed++;
       }
     });
@@ -1090,7 +1088,7 @@ int RunTermSelfTest(const Options& o) {
   return failed == 0 ? 0 : 1;
 }
 
-int RunFleet(const Options& o, store::KubeClient* client) {
+int RunFleet(const Options& o, cloud::RestClient* client) {
   Fleet f(o, client);
   std::mt19937_64 rng(o.seed);
   std::uniform_real_distribution<double> unit(0, 1);
@@ -1251,6 +1249,7 @@ int RunFleet(const Options& o, store::KubeClient* client) {
     last_requests = reqs;
   }
   f.stopping = true;
+  f.watch_control.Stop();
   f.q_cv.notify_all();
   for (auto& w : workers) w.join();
   pl_watch.join();

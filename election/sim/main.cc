@@ -170,13 +170,13 @@ ServerProcess::~ServerProcess() {
   waitpid(pid_, &status, 0);
 }
 
-absl::Status WaitReady(store::KubeClient* client, double timeout_s) {
+absl::Status WaitReady(cloud::RestClient* client, double timeout_s) {
   const int64_t deadline = MonoMicros() + static_cast<int64_t>(timeout_s * 1e6);
   absl::Status last = absl::DeadlineExceededError("not ready");
   while (MonoMicros() < deadline) {
-    store::KubeRequestOptions ro;
+    cloud::RequestOptions ro;
     ro.timeout = std::chrono::milliseconds(2000);
-    auto r = client->Get("/readyz", ro);
+    auto r = client->Send("GET", "/readyz", "", ro);
     if (r.ok() && r->status == 200) return absl::OkStatus();
     last = r.ok() ? absl::UnavailableError(absl::StrCat("/readyz: HTTP ", r->status)) : r.status();
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -392,16 +392,17 @@ int main(int argc, char** argv) {
     o.server = server->url();
     o.ca_file = server->ca_file();
   }
-  store::KubeClientConfig cfg;
+  cloud::RestConfig cfg;
   cfg.server = o.server;
-  cfg.ca_file = o.ca_file;
+  cfg.tls.ca_file = o.ca_file;
+  cfg.retry.max_attempts = 1;  // every request counts as sent once
   cfg.bearer_token = sim::TokenFor(o, sim::kAdminUser);
   // client-go's leader election: request timeout max(1 s, RenewDeadline / 2).
   cfg.timeout = std::chrono::milliseconds(
       static_cast<int64_t>(std::max(1.0, o.renew_deadline_s / 2) * 1000));
   cfg.max_idle_connections = std::max(8, o.workers + 8);
   cfg.user_agent = "poolcoord-sim";
-  auto client = store::KubeClient::New(cfg);
+  auto client = cloud::RestClient::New(cfg);
   if (!client.ok()) {
     std::cerr << client.status() << "\n";
     return 2;

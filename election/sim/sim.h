@@ -12,7 +12,8 @@
 
 #include "absl/status/statusor.h"
 #include "base/clock.h"
-#include "store/kube_client.h"
+#include "cloud/errors.h"
+#include "cloud/rest_client.h"
 
 namespace poolcoord::sim {
 
@@ -76,7 +77,7 @@ class ServerProcess {
 };
 
 // Waits for /readyz to answer 200.
-absl::Status WaitReady(store::KubeClient* client, double timeout_s);
+absl::Status WaitReady(cloud::RestClient* client, double timeout_s);
 
 // Wall-clock µs and steady µs.
 int64_t WallMicros();
@@ -110,8 +111,8 @@ class Latencies {
   std::shared_ptr<Impl> impl_;
 };
 
-int RunFleet(const Options& o, store::KubeClient* client);
-int RunElectorChecks(const Options& o, store::KubeClient* client);
+int RunFleet(const Options& o, cloud::RestClient* client);
+int RunElectorChecks(const Options& o, cloud::RestClient* client);
 // --scenario=term-selftest: the term checks on a hand-made history; no server.
 int RunTermSelfTest(const Options& o);
 

@@ -152,6 +152,20 @@ class CloudState:
         return None
 
 
+def merge_patch(target, patch):
+    """RFC 7386 JSON merge patch, as kube-apiserver applies application/merge-patch+json."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    if not isinstance(target, dict):
+        target = {}
+    for k, v in patch.items():
+        if v is None:
+            target.pop(k, None)
+        else:
+            target[k] = merge_patch(target.get(k), v)
+    return target
+
+
 def label_match(obj, selector):
     if not selector:
         return True
@@ -378,10 +392,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if method == "GET":
                 return self._send(200, cur)
             if method == "PUT":
-                rv = body.get("metadata", {}).get("resourceVersion")
+                # The chart grants nodes get/list/watch/patch, not update (issue 11).
+                return self._send(403, status(403, "Forbidden",
+                                              f'nodes "{name}" is forbidden: User cannot update resource '
+                                              '"nodes" in API group "" at the cluster scope'))
+            if method == "PATCH":
+                if self.headers.get("Content-Type") != "application/merge-patch+json":
+                    return self._send(415, status(415, "UnsupportedMediaType", "merge patches only"))
+                rv = (body.get("metadata") or {}).get("resourceVersion")
                 if rv and rv != cur["metadata"]["resourceVersion"]:
                     return self._send(409, status(409, "Conflict", f'Operation cannot be fulfilled on nodes "{name}"'))
-                obj = copy.deepcopy(body)
+                obj = merge_patch(copy.deepcopy(cur), body)
                 obj["metadata"]["resourceVersion"] = st.next_rv()
                 st.nodes[name] = obj
                 st.node_events.append((int(st.rv), "MODIFIED", copy.deepcopy(obj)))

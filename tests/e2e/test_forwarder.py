@@ -115,6 +115,12 @@ def taint_after_threshold_and_cleanup_after_restart(s):
         return any(t["key"] == TAINT and t["effect"] == "NoSchedule" and t["value"] == "true"
                    for t in n["spec"].get("taints", []))
     wait_for("taint after the threshold", tainted, timeout=30)
+    # Issue 11: the taint is a patch (the chart's RBAC grants nodes patch, not
+    # update; the fixture refuses a PUT with 403), and nothing failed on the way.
+    expect(CLOUD.state.count("PATCH", "/api/v1/nodes/hz-4") >= 1, "the taint is a PATCH")
+    expect(CLOUD.state.count("PUT", "/api/v1/nodes/hz-4") == 0, "no PUT of the Node")
+    m = s.anonymous().request("GET", "/metrics", accept=None).body
+    expect("poolcoord_forward_errors_total 0\n" in m, "forwarding errors counted: " + m[:2000])
     # poolcoord restarts; meanwhile the node comes back and its kubelet renews
     s.stop()
     CLOUD.state.kubelet_renew("hz-4", microtime())

@@ -11,6 +11,7 @@
 #include "election/lease_rules.h"
 #include "election/membership.h"
 #include "store/memory_store.h"
+#include "tests/rules_writes.h"
 
 namespace pe = poolcoord::election;
 namespace ps = poolcoord::store;
@@ -19,9 +20,7 @@ using std::chrono::seconds;
 
 namespace {
 
-poolcoord::base::UserInfo Node(const std::string& name) {
-  return {"system:node:" + name, "", {"system:nodes", "system:authenticated"}, {}};
-}
+poolcoord::base::UserInfo Node(const std::string& name) { return poolcoord::testing::NodeUser(name); }
 
 struct Fixture {
   Fixture() : rules(&clock, &membership, {}) {
@@ -37,33 +36,13 @@ struct Fixture {
     BOOST_REQUIRE(Write(pl).ok());
   }
 
-  // A write through the store with the rules inside, as the REST handler does it.
   absl::Status Write(const ps::Object& proposed) {
-    auto result = store->Update(
-        proposed.kind, proposed.metadata.name,
-        [&](const ps::ObjectPtr& current,
-            ps::TxnReader& reader) -> absl::StatusOr<ps::MutableObjectPtr> {
-          auto next = std::make_shared<ps::Object>(proposed);
-          next->metadata.uid = current ? current->metadata.uid : "uid-" + proposed.metadata.name;
-          if (current) next->status = current->status;
-          absl::Status s = rules.AdmitWrite(Node("hz-1"), current, *next, reader);
-          if (!s.ok()) return s;
-          return next;
-        });
-    return result.status();
+    return poolcoord::testing::WriteThroughRules(store.get(), rules, Node("hz-1"), proposed);
   }
 
   absl::Status Delegate(const std::string& node, int32_t duration) {
-    ps::Object o;
-    o.kind = ps::Kind::kDelegatedLease;
-    o.metadata.name = node;
-    o.metadata.annotations[pe::kDelegateAnnotation] = "true";
-    o.spec.holder_identity = node;
-    o.spec.lease_duration_seconds = duration;
-    o.spec.renew_time_us = clock.NowMicros();
-    o.spec.pool_name = "hangzhou";
-    o.spec.delegate = "hz-1";
-    return Write(o);
+    return Write(poolcoord::testing::DelegatedLeaseFor(node, "hangzhou", "hz-1", duration,
+                                                       clock.NowMicros()));
   }
 
   ps::ObjectPtr Get(const std::string& name) {

@@ -1,4 +1,4 @@
-#define BOOST_TEST_MODULE kube_client
+#define BOOST_TEST_MODULE rest_client
 #include <boost/test/unit_test.hpp>
 
 #include <arpa/inet.h>
@@ -18,9 +18,10 @@
 #include <vector>
 
 #include "absl/strings/escaping.h"
-#include "store/kube_client.h"
+#include "cloud/errors.h"
+#include "cloud/rest_client.h"
 
-namespace poolcoord::store {
+namespace poolcoord::cloud {
 namespace {
 
 namespace fs = std::filesystem;
@@ -141,6 +142,11 @@ class EchoServer {
           goto done;
         }
         std::string out;
+        if (path == "/fail-once" && fail_once_.exchange(false)) {
+          out = "HTTP/1.1 503 X\r\nContent-Length: 0\r\n\r\n";
+          SSL_write(ssl, out.data(), static_cast<int>(out.size()));
+          continue;
+        }
         if (path == "/watch") {
           std::string chunks;
           for (const char* l : {"{\"type\":\"ADDED\"}\n", "{\"type\":\"MODIFIED\"}\n{\"type\":",
@@ -178,15 +184,20 @@ class EchoServer {
   std::atomic<bool> stopping_{false};
   std::atomic<int> connections_{0};
   std::thread acceptor_;
+
+ public:
+  std::atomic<bool> fail_once_{true};
+
+ private:
   std::vector<std::thread> conns_;
 };
 
 struct Fixture {
   Pki pki;
   EchoServer server{pki};
-  std::unique_ptr<KubeClient> Client(KubeClientConfig cfg) {
+  std::unique_ptr<RestClient> Client(RestConfig cfg) {
     cfg.server = server.url();
-    auto c = KubeClient::New(cfg);
+    auto c = RestClient::New(cfg);
     BOOST_TEST_REQUIRE(c.ok(), c.status().ToString());
     return *std::move(c);
   }
@@ -197,60 +208,78 @@ struct Fixture {
 BOOST_AUTO_TEST_SUITE(requests)
 
 BOOST_FIXTURE_TEST_CASE(verbs_body_token_and_keepalive, Fixture) {
-  KubeClientConfig cfg;
-  cfg.ca_file = pki.Path("server.crt");
+  RestConfig cfg;
+  cfg.tls.ca_file = pki.Path("server.crt");
   cfg.bearer_token = "secret";
   auto client = Client(cfg);
   auto r = client->Get("/apis/x?watch=false");
   BOOST_TEST_REQUIRE(r.ok(), r.status().ToString());
-  BOOST_TEST(r->status == 200);
-  BOOST_TEST(r->body == "GET /apis/x?watch=false|Bearer secret|application/json|");
+  BOOST_TEST(*r == "GET /apis/x?watch=false|Bearer secret||");
   r = client->Put("/p", "{\"a\":1}");
   BOOST_TEST_REQUIRE(r.ok());
-  BOOST_TEST(r->body == "PUT /p|Bearer secret|application/json|{\"a\":1}");
+  BOOST_TEST(*r == "PUT /p|Bearer secret|application/json|{\"a\":1}");
   r = client->Post("/p", "{}", {.bearer_token = "per-request"});
   BOOST_TEST_REQUIRE(r.ok());
-  BOOST_TEST(r->body == "POST /p|Bearer per-request|application/json|{}");
-  r = client->Patch("/p", "{\"b\":2}");
+  BOOST_TEST(*r == "POST /p|Bearer per-request|application/json|{}");
+  r = client->Patch("/p", kMergePatch, "{\"b\":2}");
   BOOST_TEST_REQUIRE(r.ok());
-  BOOST_TEST(r->body == "PATCH /p|Bearer secret|application/merge-patch+json|{\"b\":2}");
+  BOOST_TEST(*r == "PATCH /p|Bearer secret|application/merge-patch+json|{\"b\":2}");
   r = client->Delete("/p");
   BOOST_TEST_REQUIRE(r.ok());
-  BOOST_TEST(r->body.rfind("DELETE /p|", 0) == 0);
+  BOOST_TEST(r->rfind("DELETE /p|", 0) == 0);
   BOOST_TEST(server.connections() == 1, "sequential requests reuse one connection");
 }
 
 BOOST_FIXTURE_TEST_CASE(ca_data_and_error_statuses, Fixture) {
-  KubeClientConfig cfg;
-  cfg.ca_data = ReadAll(pki.Path("server.crt"));
+  RestConfig cfg;
+  cfg.tls.ca_data = ReadAll(pki.Path("server.crt"));
   auto client = Client(cfg);
-  auto r = client->Get("/code/409");
-  BOOST_TEST_REQUIRE(r.ok(), "an HTTP error answer is not a transport error");
-  BOOST_TEST(r->status == 409);
-  absl::Status s = StatusFromKubeResponse(*r);
-  BOOST_TEST(absl::IsAborted(s), s.ToString());
+  absl::Status s = client->Get("/code/409").status();
+  BOOST_TEST(cloud::IsConflict(s), s.ToString());
+  BOOST_TEST(absl::IsAborted(s));
   BOOST_TEST(std::string(s.message()).find("told to fail") != std::string::npos);
-  BOOST_TEST(absl::IsNotFound(StatusFromKubeResponse(*client->Get("/code/404"))));
-  BOOST_TEST(absl::IsPermissionDenied(StatusFromKubeResponse(*client->Get("/code/403"))));
-  BOOST_TEST(absl::IsInvalidArgument(StatusFromKubeResponse(*client->Get("/code/422"))));
-  BOOST_TEST(absl::IsUnavailable(StatusFromKubeResponse(*client->Get("/code/503"))));
-  BOOST_TEST(StatusFromKubeResponse(KubeResponse{201, ""}).ok());
-  BOOST_TEST(absl::IsAlreadyExists(StatusFromKubeResponse(
-      KubeResponse{409, "{\"kind\":\"Status\",\"reason\":\"AlreadyExists\",\"message\":\"m\"}"})));
+  // Unknown reasons ("Whatever") fall back to the code, as apimachinery's do.
+  BOOST_TEST(cloud::IsNotFound(client->Get("/code/404").status()));
+  BOOST_TEST(cloud::IsForbidden(client->Get("/code/403").status()));
+  BOOST_TEST(cloud::IsInvalid(client->Get("/code/422").status()));
+  BOOST_TEST(absl::IsInvalidArgument(client->Get("/code/422").status()));
+  BOOST_TEST(cloud::IsServiceUnavailable(client->Get("/code/503").status()));
+  BOOST_TEST(cloud::IsResourceExpired(client->Get("/code/410").status()));
+  BOOST_TEST(StatusFromResponse(201, "").ok());
+  absl::Status exists =
+      StatusFromResponse(409, "{\"kind\":\"Status\",\"reason\":\"AlreadyExists\",\"message\":\"m\"}");
+  BOOST_TEST(cloud::IsAlreadyExists(exists));
+  BOOST_TEST(!cloud::IsConflict(exists));
+  BOOST_TEST(absl::IsAlreadyExists(exists));
+}
+
+BOOST_FIXTURE_TEST_CASE(idempotent_requests_are_retried, Fixture) {
+  RestConfig cfg;
+  cfg.tls.ca_file = pki.Path("server.crt");
+  auto client = Client(cfg);
+  server.fail_once_ = true;
+  BOOST_TEST(client->Post("/fail-once", "{}").status().ToString().find("503") != std::string::npos,
+             "a POST is never retried");
+  server.fail_once_ = true;
+  auto r = client->Get("/fail-once");
+  BOOST_TEST(r.ok(), r.status().ToString());
+  cfg.retry.max_attempts = 1;
+  server.fail_once_ = true;
+  BOOST_TEST(cloud::IsServiceUnavailable(Client(cfg)->Get("/fail-once").status()));
 }
 
 BOOST_FIXTURE_TEST_CASE(untrusted_server_is_transport_error, Fixture) {
-  KubeClientConfig cfg;
-  cfg.ca_file = pki.Path("other.crt");
+  RestConfig cfg;
+  cfg.tls.ca_file = pki.Path("other.crt");
   auto r = Client(cfg)->Get("/");
   BOOST_TEST(absl::IsUnavailable(r.status()), r.status().ToString());
-  cfg.insecure_skip_tls_verify = true;
+  cfg.tls.insecure_skip_verify = true;
   BOOST_TEST(Client(cfg)->Get("/").ok());
 }
 
 BOOST_FIXTURE_TEST_CASE(timeout_is_deadline_exceeded, Fixture) {
-  KubeClientConfig cfg;
-  cfg.ca_file = pki.Path("server.crt");
+  RestConfig cfg;
+  cfg.tls.ca_file = pki.Path("server.crt");
   cfg.timeout = std::chrono::milliseconds(300);
   auto client = Client(cfg);
   const auto start = std::chrono::steady_clock::now();
@@ -260,14 +289,14 @@ BOOST_FIXTURE_TEST_CASE(timeout_is_deadline_exceeded, Fixture) {
 }
 
 BOOST_FIXTURE_TEST_CASE(watch_delivers_lines_across_chunks, Fixture) {
-  KubeClientConfig cfg;
-  cfg.ca_file = pki.Path("server.crt");
+  RestConfig cfg;
+  cfg.tls.ca_file = pki.Path("server.crt");
   auto client = Client(cfg);
   std::vector<std::string> lines;
   absl::Status s = client->Watch("/watch", [&](std::string_view l) {
     lines.emplace_back(l);
     return true;
-  });
+  }, nullptr);
   BOOST_TEST(s.ok(), s.ToString());
   BOOST_TEST(lines == (std::vector<std::string>{"{\"type\":\"ADDED\"}", "{\"type\":\"MODIFIED\"}",
                                                 "{\"type\":\"DELETED\"}"}));
@@ -275,21 +304,21 @@ BOOST_FIXTURE_TEST_CASE(watch_delivers_lines_across_chunks, Fixture) {
   s = client->Watch("/watch", [&](std::string_view l) {
     lines.emplace_back(l);
     return false;  // stop after the first event
-  });
+  }, nullptr);
   BOOST_TEST(s.ok());
   BOOST_TEST(lines.size() == 1u);
-  s = client->Watch("/code/410", [&](std::string_view) { return true; });
-  BOOST_TEST(absl::IsFailedPrecondition(s), s.ToString());
+  s = client->Watch("/code/410", [&](std::string_view) { return true; }, nullptr);
+  BOOST_TEST(cloud::IsResourceExpired(s), s.ToString());
 }
 
 BOOST_AUTO_TEST_CASE(nothing_listening_is_unavailable) {
-  KubeClientConfig cfg;
+  RestConfig cfg;
   cfg.server = "https://127.0.0.1:1";
-  auto client = KubeClient::New(cfg);
+  auto client = RestClient::New(cfg);
   BOOST_TEST_REQUIRE(client.ok());
   BOOST_TEST(absl::IsUnavailable((*client)->Get("/").status()));
   cfg.server = "127.0.0.1:1";
-  BOOST_TEST(absl::IsInvalidArgument(KubeClient::New(cfg).status()));
+  BOOST_TEST(absl::IsInvalidArgument(RestClient::New(cfg).status()));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -314,19 +343,19 @@ BOOST_FIXTURE_TEST_CASE(current_context_files_and_data, Fixture) {
   auto b = LoadKubeconfig(path);
   BOOST_TEST_REQUIRE(b.ok(), b.status().ToString());
   BOOST_TEST(b->server == server.url());
-  BOOST_TEST(b->ca_data == crt);
+  BOOST_TEST(b->tls.ca_data == crt);
   BOOST_TEST(b->bearer_token == "tok-b");
-  auto client = KubeClient::New(*b);
+  auto client = RestClient::New(*b);
   BOOST_TEST_REQUIRE(client.ok());
   auto r = (*client)->Get("/x");
   BOOST_TEST_REQUIRE(r.ok(), r.status().ToString());
-  BOOST_TEST(r->body == "GET /x|Bearer tok-b|application/json|");
+  BOOST_TEST(*r == "GET /x|Bearer tok-b||");
 
   auto a = LoadKubeconfig(path, "a");
   BOOST_TEST_REQUIRE(a.ok());
-  BOOST_TEST(a->ca_file == pki.Path("server.crt"), "relative paths resolve against the file");
-  BOOST_TEST(a->client_cert_file == "/abs/c.crt");
-  BOOST_TEST(a->client_key_file == pki.Path("k.key"));
+  BOOST_TEST(a->tls.ca_file == pki.Path("server.crt"), "relative paths resolve against the file");
+  BOOST_TEST(a->tls.cert_file == "/abs/c.crt");
+  BOOST_TEST(a->tls.key_file == pki.Path("k.key"));
   BOOST_TEST(a->bearer_token.empty());
 
   BOOST_TEST(absl::IsInvalidArgument(LoadKubeconfig(path, "nope").status()));
@@ -337,4 +366,4 @@ BOOST_FIXTURE_TEST_CASE(current_context_files_and_data, Fixture) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
-}  // namespace poolcoord::store
+}  // namespace poolcoord::cloud

@@ -1,0 +1,565 @@
+#include "cloud/codec.h"
+
+#include "absl/strings/str_cat.h"
+#include "base/microtime.h"
+#include "cloud/errors.h"
+#include "rapidjson/document.h"
+#include "rapidjson/stringbuffer.h"
+#include "rapidjson/writer.h"
+
+namespace poolcoord::cloud {
+namespace {
+
+using rapidjson::Value;
+using Writer = rapidjson::Writer<rapidjson::StringBuffer>;
+
+// ----------------------------------------------------------------- reading --
+
+const Value* Member(const Value& v, const char* name) {
+  if (!v.IsObject()) return nullptr;
+  auto it = v.FindMember(name);
+  return it == v.MemberEnd() || it->value.IsNull() ? nullptr : &it->value;
+}
+
+std::string Str(const Value& v, const char* name) {
+  const Value* m = Member(v, name);
+  return m && m->IsString() ? std::string(m->GetString(), m->GetStringLength()) : "";
+}
+
+std::optional<std::string> OptStr(const Value& v, const char* name) {
+  const Value* m = Member(v, name);
+  if (!m || !m->IsString()) return std::nullopt;
+  return std::string(m->GetString(), m->GetStringLength());
+}
+
+std::optional<int32_t> OptInt(const Value& v, const char* name) {
+  const Value* m = Member(v, name);
+  if (!m || !m->IsInt()) return std::nullopt;
+  return m->GetInt();
+}
+
+std::optional<bool> OptBool(const Value& v, const char* name) {
+  const Value* m = Member(v, name);
+  if (!m || !m->IsBool()) return std::nullopt;
+  return m->GetBool();
+}
+
+std::optional<int64_t> OptMicroTime(const Value& v, const char* name) {
+  const Value* m = Member(v, name);
+  if (!m || !m->IsString()) return std::nullopt;
+  auto t = base::ParseMicroTime(std::string_view(m->GetString(), m->GetStringLength()));
+  if (!t.ok()) return std::nullopt;
+  return *t;
+}
+
+std::optional<int64_t> OptTime(const Value& v, const char* name) {
+  const Value* m = Member(v, name);
+  if (!m || !m->IsString()) return std::nullopt;
+  auto t = base::ParseTime(std::string_view(m->GetString(), m->GetStringLength()));
+  if (!t.ok()) return std::nullopt;
+  return *t * 1'000'000;
+}
+
+std::vector<std::string> StrArray(const Value* v) {
+  std::vector<std::string> out;
+  if (!v || !v->IsArray()) return out;
+  for (const auto& s : v->GetArray()) {
+    if (s.IsString()) out.emplace_back(s.GetString(), s.GetStringLength());
+  }
+  return out;
+}
+
+std::map<std::string, std::string> StrMap(const Value* v) {
+  std::map<std::string, std::string> out;
+  if (!v || !v->IsObject()) return out;
+  for (const auto& m : v->GetObject()) {
+    if (m.value.IsString()) {
+      out.emplace(std::string(m.name.GetString(), m.name.GetStringLength()),
+                  std::string(m.value.GetString(), m.value.GetStringLength()));
+    }
+  }
+  return out;
+}
+
+ObjectMeta ReadMeta(const Value& obj) {
+  ObjectMeta m;
+  const Value* md = Member(obj, "metadata");
+  if (!md) return m;
+  m.name = Str(*md, "name");
+  m.generate_name = Str(*md, "generateName");
+  m.namespace_ = Str(*md, "namespace");
+  m.uid = Str(*md, "uid");
+  m.resource_version = Str(*md, "resourceVersion");
+  m.labels = StrMap(Member(*md, "labels"));
+  m.annotations = StrMap(Member(*md, "annotations"));
+  m.finalizers = StrArray(Member(*md, "finalizers"));
+  if (const Value* refs = Member(*md, "ownerReferences"); refs && refs->IsArray()) {
+    for (const auto& r : refs->GetArray()) {
+      OwnerReference o;
+      o.api_version = Str(r, "apiVersion");
+      o.kind = Str(r, "kind");
+      o.name = Str(r, "name");
+      o.uid = Str(r, "uid");
+      o.controller = OptBool(r, "controller");
+      o.block_owner_deletion = OptBool(r, "blockOwnerDeletion");
+      m.owner_references.push_back(std::move(o));
+    }
+  }
+  return m;
+}
+
+base::UserInfo ReadUser(const Value* u, const char* name_key) {
+  base::UserInfo user;
+  if (!u || !u->IsObject()) return user;
+  user.username = Str(*u, name_key);
+  user.uid = Str(*u, "uid");
+  user.groups = StrArray(Member(*u, "groups"));
+  if (const Value* e = Member(*u, "extra"); e && e->IsObject()) {
+    for (const auto& m : e->GetObject()) {
+      user.extra[std::string(m.name.GetString(), m.name.GetStringLength())] = StrArray(&m.value);
+    }
+  }
+  return user;
+}
+
+absl::StatusOr<rapidjson::Document> Parse(std::string_view json, const char* what) {
+  rapidjson::Document d;
+  d.Parse(json.data(), json.size());
+  if (d.HasParseError() || !d.IsObject()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the cloud answered with a ", what, " that is not a JSON object"));
+  }
+  return d;
+}
+
+std::string ListVersion(const Value& list) {
+  const Value* md = Member(list, "metadata");
+  return md ? Str(*md, "resourceVersion") : "";
+}
+
+Lease ReadLease(const Value& v) {
+  Lease l;
+  l.metadata = ReadMeta(v);
+  if (const Value* spec = Member(v, "spec")) {
+    l.spec.holder_identity = OptStr(*spec, "holderIdentity");
+    l.spec.lease_duration_seconds = OptInt(*spec, "leaseDurationSeconds");
+    l.spec.acquire_time_us = OptMicroTime(*spec, "acquireTime");
+    l.spec.renew_time_us = OptMicroTime(*spec, "renewTime");
+    l.spec.lease_transitions = OptInt(*spec, "leaseTransitions");
+  }
+  return l;
+}
+
+Node ReadNode(const Value& v) {
+  Node n;
+  n.metadata = ReadMeta(v);
+  const Value* spec = Member(v, "spec");
+  const Value* taints = spec ? Member(*spec, "taints") : nullptr;
+  if (taints && taints->IsArray()) {
+    for (const auto& t : taints->GetArray()) {
+      n.taints.push_back(
+          Taint{Str(t, "key"), Str(t, "value"), Str(t, "effect"), OptTime(t, "timeAdded")});
+    }
+  }
+  return n;
+}
+
+ConfigMap ReadConfigMap(const Value& v) {
+  ConfigMap c;
+  c.metadata = ReadMeta(v);
+  c.data = StrMap(Member(v, "data"));
+  return c;
+}
+
+// A list object: its resourceVersion and each item read with `read`.
+template <typename List, typename Read>
+absl::StatusOr<List> DecodeList(std::string_view json, const char* what, Read read) {
+  auto d = Parse(json, what);
+  if (!d.ok()) return d.status();
+  List out;
+  out.resource_version = ListVersion(*d);
+  if (const Value* items = Member(*d, "items"); items && items->IsArray()) {
+    for (const auto& item : items->GetArray()) out.items.push_back(read(item));
+  }
+  return out;
+}
+
+template <typename T, typename Read>
+absl::StatusOr<WatchEvent<T>> ReadWatchEvent(std::string_view line, Read read) {
+  auto d = Parse(line, "watch event");
+  if (!d.ok()) return d.status();
+  WatchEvent<T> ev;
+  ev.type = Str(*d, "type");
+  const Value* obj = Member(*d, "object");
+  if (ev.type == "ERROR") {
+    int code = obj ? OptInt(*obj, "code").value_or(500) : 500;
+    return ApiError(code, obj ? Str(*obj, "reason") : "",
+                    obj ? absl::StrCat("watch: ", Str(*obj, "message")) : "watch: ERROR event");
+  }
+  if (obj) ev.object = read(*obj);
+  return ev;
+}
+
+// ----------------------------------------------------------------- writing --
+
+void Key(Writer& w, const char* key) { w.Key(key); }
+void String(Writer& w, const std::string& s) {
+  w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
+}
+void Field(Writer& w, const char* key, const std::string& s) {
+  Key(w, key);
+  String(w, s);
+}
+void FieldIfSet(Writer& w, const char* key, const std::string& s) {
+  if (!s.empty()) Field(w, key, s);
+}
+void MicroField(Writer& w, const char* key, int64_t us) {
+  Field(w, key, base::FormatMicroTime(us));
+}
+void TimeField(Writer& w, const char* key, int64_t us) {
+  Field(w, key, base::FormatTime(us / 1'000'000));
+}
+
+void WriteStrMap(Writer& w, const char* key, const std::map<std::string, std::string>& m) {
+  if (m.empty()) return;
+  Key(w, key);
+  w.StartObject();
+  for (const auto& [k, v] : m) Field(w, k.c_str(), v);
+  w.EndObject();
+}
+
+void WriteStrArray(Writer& w, const char* key, const std::vector<std::string>& a) {
+  if (a.empty()) return;
+  Key(w, key);
+  w.StartArray();
+  for (const auto& s : a) String(w, s);
+  w.EndArray();
+}
+
+void WriteMeta(Writer& w, const ObjectMeta& m) {
+  Key(w, "metadata");
+  w.StartObject();
+  FieldIfSet(w, "name", m.name);
+  FieldIfSet(w, "generateName", m.generate_name);
+  FieldIfSet(w, "namespace", m.namespace_);
+  FieldIfSet(w, "uid", m.uid);
+  FieldIfSet(w, "resourceVersion", m.resource_version);
+  WriteStrMap(w, "labels", m.labels);
+  WriteStrMap(w, "annotations", m.annotations);
+  if (!m.owner_references.empty()) {
+    Key(w, "ownerReferences");
+    w.StartArray();
+    for (const auto& o : m.owner_references) {
+      w.StartObject();
+      Field(w, "apiVersion", o.api_version);
+      Field(w, "kind", o.kind);
+      Field(w, "name", o.name);
+      Field(w, "uid", o.uid);
+      if (o.controller) {
+        Key(w, "controller");
+        w.Bool(*o.controller);
+      }
+      if (o.block_owner_deletion) {
+        Key(w, "blockOwnerDeletion");
+        w.Bool(*o.block_owner_deletion);
+      }
+      w.EndObject();
+    }
+    w.EndArray();
+  }
+  WriteStrArray(w, "finalizers", m.finalizers);
+  w.EndObject();
+}
+
+template <typename Fn>
+std::string Write(Fn fn) {
+  rapidjson::StringBuffer buf;
+  Writer w(buf);
+  fn(w);
+  return std::string(buf.GetString(), buf.GetSize());
+}
+
+void PercentEscape(std::string* out, std::string_view s) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  for (unsigned char c : s) {
+    if (isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out->push_back(static_cast<char>(c));
+    } else {
+      out->push_back('%');
+      out->push_back(kHex[c >> 4]);
+      out->push_back(kHex[c & 15]);
+    }
+  }
+}
+
+}  // namespace
+
+std::string EncodeLease(const Lease& l, const std::string& api_version, const std::string& kind) {
+  return Write([&](Writer& w) {
+    w.StartObject();
+    Field(w, "apiVersion", api_version);
+    Field(w, "kind", kind);
+    WriteMeta(w, l.metadata);
+    Key(w, "spec");
+    w.StartObject();
+    if (l.spec.holder_identity) Field(w, "holderIdentity", *l.spec.holder_identity);
+    if (l.spec.lease_duration_seconds) {
+      Key(w, "leaseDurationSeconds");
+      w.Int(*l.spec.lease_duration_seconds);
+    }
+    if (l.spec.acquire_time_us) MicroField(w, "acquireTime", *l.spec.acquire_time_us);
+    if (l.spec.renew_time_us) MicroField(w, "renewTime", *l.spec.renew_time_us);
+    if (l.spec.lease_transitions) {
+      Key(w, "leaseTransitions");
+      w.Int(*l.spec.lease_transitions);
+    }
+    w.EndObject();
+    w.EndObject();
+  });
+}
+
+absl::StatusOr<Lease> DecodeLease(std::string_view json) {
+  auto d = Parse(json, "Lease");
+  if (!d.ok()) return d.status();
+  return ReadLease(*d);
+}
+
+absl::StatusOr<LeaseList> DecodeLeaseList(std::string_view json) {
+  return DecodeList<LeaseList>(json, "LeaseList", ReadLease);
+}
+
+absl::StatusOr<Node> DecodeNode(std::string_view json) {
+  auto d = Parse(json, "Node");
+  if (!d.ok()) return d.status();
+  return ReadNode(*d);
+}
+
+absl::StatusOr<NodeList> DecodeNodeList(std::string_view json) {
+  return DecodeList<NodeList>(json, "NodeList", ReadNode);
+}
+
+std::string TaintsMergePatch(const std::vector<Taint>& taints,
+                             const std::string& resource_version) {
+  return Write([&](Writer& w) {
+    w.StartObject();
+    if (!resource_version.empty()) {
+      Key(w, "metadata");
+      w.StartObject();
+      Field(w, "resourceVersion", resource_version);
+      w.EndObject();
+    }
+    Key(w, "spec");
+    w.StartObject();
+    Key(w, "taints");
+    // An empty list, not null: null would delete the field, which a Node
+    // validates the same but reads as "never tainted" in diffs.
+    w.StartArray();
+    for (const auto& t : taints) {
+      w.StartObject();
+      Field(w, "key", t.key);
+      FieldIfSet(w, "value", t.value);
+      Field(w, "effect", t.effect);
+      if (t.time_added_us) TimeField(w, "timeAdded", *t.time_added_us);
+      w.EndObject();
+    }
+    w.EndArray();
+    w.EndObject();
+    w.EndObject();
+  });
+}
+
+std::string EncodeEvent(const Event& e) {
+  return Write([&](Writer& w) {
+    w.StartObject();
+    Field(w, "apiVersion", "v1");
+    Field(w, "kind", "Event");
+    WriteMeta(w, e.metadata);
+    Key(w, "involvedObject");
+    w.StartObject();
+    Field(w, "kind", e.involved_object.kind);
+    Field(w, "apiVersion", e.involved_object.api_version);
+    FieldIfSet(w, "namespace", e.involved_object.namespace_);
+    Field(w, "name", e.involved_object.name);
+    FieldIfSet(w, "uid", e.involved_object.uid);
+    w.EndObject();
+    Field(w, "reason", e.reason);
+    Field(w, "message", e.message);
+    Field(w, "type", e.type);
+    Key(w, "source");
+    w.StartObject();
+    Field(w, "component", e.source_component);
+    w.EndObject();
+    TimeField(w, "firstTimestamp", e.first_timestamp_us);
+    TimeField(w, "lastTimestamp", e.last_timestamp_us);
+    MicroField(w, "eventTime", e.event_time_us);
+    Key(w, "count");
+    w.Int(e.count);
+    Field(w, "reportingComponent", e.reporting_controller);
+    Field(w, "reportingInstance", e.reporting_instance);
+    Field(w, "action", e.action);
+    w.EndObject();
+  });
+}
+
+absl::StatusOr<Event> DecodeEvent(std::string_view json) {
+  auto d = Parse(json, "Event");
+  if (!d.ok()) return d.status();
+  Event e;
+  e.metadata = ReadMeta(*d);
+  if (const Value* io = Member(*d, "involvedObject")) {
+    e.involved_object = {Str(*io, "apiVersion"), Str(*io, "kind"), Str(*io, "namespace"),
+                         Str(*io, "name"), Str(*io, "uid")};
+  }
+  e.reason = Str(*d, "reason");
+  e.message = Str(*d, "message");
+  e.type = Str(*d, "type");
+  if (const Value* src = Member(*d, "source")) e.source_component = Str(*src, "component");
+  e.first_timestamp_us = OptTime(*d, "firstTimestamp").value_or(0);
+  e.last_timestamp_us = OptTime(*d, "lastTimestamp").value_or(0);
+  e.event_time_us = OptMicroTime(*d, "eventTime").value_or(0);
+  e.count = OptInt(*d, "count").value_or(0);
+  e.reporting_controller = Str(*d, "reportingComponent");
+  e.reporting_instance = Str(*d, "reportingInstance");
+  e.action = Str(*d, "action");
+  return e;
+}
+
+std::string EncodeTokenReview(const TokenReview& r) {
+  return Write([&](Writer& w) {
+    w.StartObject();
+    Field(w, "apiVersion", "authentication.k8s.io/v1");
+    Field(w, "kind", "TokenReview");
+    Key(w, "spec");
+    w.StartObject();
+    Field(w, "token", r.token);
+    WriteStrArray(w, "audiences", r.audiences);
+    w.EndObject();
+    w.EndObject();
+  });
+}
+
+absl::StatusOr<TokenReview> DecodeTokenReview(std::string_view json) {
+  auto d = Parse(json, "TokenReview");
+  if (!d.ok()) return d.status();
+  TokenReview r;
+  if (const Value* spec = Member(*d, "spec")) {
+    r.token = Str(*spec, "token");
+    r.audiences = StrArray(Member(*spec, "audiences"));
+  }
+  if (const Value* s = Member(*d, "status")) {
+    r.authenticated = OptBool(*s, "authenticated").value_or(false);
+    r.error = Str(*s, "error");
+    r.user = ReadUser(Member(*s, "user"), "username");
+  }
+  return r;
+}
+
+std::string EncodeSubjectAccessReviewSpec(const SubjectAccessReview& r) {
+  return Write([&](Writer& w) {
+    // Go's field order of SubjectAccessReviewSpec, empty fields left out
+    // (omitempty), so equal reviews encode equally (a cache key).
+    w.StartObject();
+    if (r.resource_attributes) {
+      const ResourceAttributes& a = *r.resource_attributes;
+      Key(w, "resourceAttributes");
+      w.StartObject();
+      FieldIfSet(w, "namespace", a.namespace_);
+      FieldIfSet(w, "verb", a.verb);
+      FieldIfSet(w, "group", a.group);
+      FieldIfSet(w, "version", a.version);
+      FieldIfSet(w, "resource", a.resource);
+      FieldIfSet(w, "subresource", a.subresource);
+      FieldIfSet(w, "name", a.name);
+      w.EndObject();
+    }
+    if (r.non_resource_attributes) {
+      Key(w, "nonResourceAttributes");
+      w.StartObject();
+      FieldIfSet(w, "path", r.non_resource_attributes->path);
+      FieldIfSet(w, "verb", r.non_resource_attributes->verb);
+      w.EndObject();
+    }
+    FieldIfSet(w, "user", r.user.username);
+    WriteStrArray(w, "groups", r.user.groups);
+    if (!r.user.extra.empty()) {
+      Key(w, "extra");
+      w.StartObject();
+      for (const auto& [k, v] : r.user.extra) {  // std::map: sorted, as Go marshals maps
+        Key(w, k.c_str());
+        w.StartArray();
+        for (const auto& s : v) String(w, s);
+        w.EndArray();
+      }
+      w.EndObject();
+    }
+    FieldIfSet(w, "uid", r.user.uid);
+    w.EndObject();
+  });
+}
+
+std::string EncodeSubjectAccessReview(const SubjectAccessReview& r) {
+  return absl::StrCat(
+      R"({"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview","spec":)",
+      EncodeSubjectAccessReviewSpec(r), "}");
+}
+
+absl::StatusOr<SubjectAccessReview> DecodeSubjectAccessReview(std::string_view json) {
+  auto d = Parse(json, "SubjectAccessReview");
+  if (!d.ok()) return d.status();
+  SubjectAccessReview r;
+  if (const Value* spec = Member(*d, "spec")) {
+    r.user = ReadUser(spec, "user");
+    if (const Value* a = Member(*spec, "resourceAttributes")) {
+      r.resource_attributes = ResourceAttributes{
+          Str(*a, "namespace"), Str(*a, "verb"),        Str(*a, "group"), Str(*a, "version"),
+          Str(*a, "resource"),  Str(*a, "subresource"), Str(*a, "name")};
+    }
+    if (const Value* a = Member(*spec, "nonResourceAttributes")) {
+      r.non_resource_attributes = NonResourceAttributes{Str(*a, "path"), Str(*a, "verb")};
+    }
+  }
+  if (const Value* s = Member(*d, "status")) {
+    r.allowed = OptBool(*s, "allowed").value_or(false);
+    r.denied = OptBool(*s, "denied").value_or(false);
+    r.reason = Str(*s, "reason");
+    r.evaluation_error = Str(*s, "evaluationError");
+  }
+  return r;
+}
+
+absl::StatusOr<ConfigMap> DecodeConfigMap(std::string_view json) {
+  auto d = Parse(json, "ConfigMap");
+  if (!d.ok()) return d.status();
+  return ReadConfigMap(*d);
+}
+
+absl::StatusOr<ConfigMapList> DecodeConfigMapList(std::string_view json) {
+  return DecodeList<ConfigMapList>(json, "ConfigMapList", ReadConfigMap);
+}
+
+absl::StatusOr<WatchEvent<Node>> DecodeNodeWatchEvent(std::string_view line) {
+  return ReadWatchEvent<Node>(line, ReadNode);
+}
+
+absl::StatusOr<WatchEvent<ConfigMap>> DecodeConfigMapWatchEvent(std::string_view line) {
+  return ReadWatchEvent<ConfigMap>(line, ReadConfigMap);
+}
+
+std::string ListQuery(const ListOptions& o, bool watch) {
+  std::string q;
+  auto add = [&q](const char* key, std::string_view value) {
+    q += q.empty() ? '?' : '&';
+    q += key;
+    q += '=';
+    PercentEscape(&q, value);
+  };
+  if (watch) add("watch", "true");
+  if (watch && o.allow_watch_bookmarks) add("allowWatchBookmarks", "true");
+  if (watch && o.timeout_seconds > 0) add("timeoutSeconds", std::to_string(o.timeout_seconds));
+  if (!o.label_selector.empty()) add("labelSelector", o.label_selector);
+  if (!o.field_selector.empty()) add("fieldSelector", o.field_selector);
+  if (!o.resource_version.empty()) add("resourceVersion", o.resource_version);
+  return q;
+}
+
+}  // namespace poolcoord::cloud

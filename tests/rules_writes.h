@@ -1,0 +1,54 @@
+// Writes the way the REST handler makes them, for tests of what reads the
+// store (the forwarder, the DelegatedLease GC): the lease rules run inside the
+// store's Update, so a write a real client could not make fails here too.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "base/user_info.h"
+#include "election/lease_rules.h"
+#include "store/store.h"
+
+namespace poolcoord::testing {
+
+inline base::UserInfo NodeUser(const std::string& name) {
+  return {"system:node:" + name, "", {"system:nodes", "system:authenticated"}, {}};
+}
+
+// `proposed` written by `user` through `rules` (the uid kept or made up, the
+// status carried over as a spec write does).
+inline absl::Status WriteThroughRules(store::Store* store, const election::LeaseRules& rules,
+                                      const base::UserInfo& user, const store::Object& proposed) {
+  auto result = store->Update(
+      proposed.kind, proposed.metadata.name,
+      [&](const store::ObjectPtr& current,
+          store::TxnReader& reader) -> absl::StatusOr<store::MutableObjectPtr> {
+        auto next = std::make_shared<store::Object>(proposed);
+        next->metadata.uid = current ? current->metadata.uid : "uid-" + proposed.metadata.name;
+        if (current) next->status = current->status;
+        absl::Status s = rules.AdmitWrite(user, current, *next, reader);
+        if (!s.ok()) return s;
+        return next;
+      });
+  return result.status();
+}
+
+// The DelegatedLease of `node` in `pool` as its leader `delegate` writes it.
+inline store::Object DelegatedLeaseFor(const std::string& node, const std::string& pool,
+                                       const std::string& delegate, int32_t duration_seconds,
+                                       int64_t renew_us) {
+  store::Object o;
+  o.kind = store::Kind::kDelegatedLease;
+  o.metadata.name = node;
+  o.metadata.annotations[election::kDelegateAnnotation] = "true";
+  o.spec.holder_identity = node;
+  o.spec.lease_duration_seconds = duration_seconds;
+  o.spec.renew_time_us = renew_us;
+  o.spec.pool_name = pool;
+  o.spec.delegate = delegate;
+  return o;
+}
+
+}  // namespace poolcoord::testing
