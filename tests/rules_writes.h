@@ -35,6 +35,18 @@ inline absl::Status WriteThroughRules(store::Store* store, const election::Lease
   return result.status();
 }
 
+// The PoolLease of `pool` held by `holder` (taken, or renewed when it holds it).
+inline store::Object PoolLeaseFor(const std::string& pool, const std::string& holder,
+                                  int32_t duration_seconds = 300) {
+  store::Object o;
+  o.kind = store::Kind::kPoolLease;
+  o.metadata.name = pool;
+  o.spec.holder_identity = holder;
+  o.spec.lease_duration_seconds = duration_seconds;
+  o.spec.lease_transitions = 0;
+  return o;
+}
+
 // The DelegatedLease of `node` in `pool` as its leader `delegate` writes it.
 inline store::Object DelegatedLeaseFor(const std::string& node, const std::string& pool,
                                        const std::string& delegate, int32_t duration_seconds,

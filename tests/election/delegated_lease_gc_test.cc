@@ -27,13 +27,7 @@ struct Fixture {
     clock.Advance(seconds(100));
     BOOST_REQUIRE(membership.Replace("file", {{"hangzhou", {"hz-1", "hz-2", "hz-3"}}}).ok());
     store = ps::NewMemoryStore({});
-    ps::Object pl;
-    pl.kind = ps::Kind::kPoolLease;
-    pl.metadata.name = "hangzhou";
-    pl.spec.holder_identity = "hz-1";
-    pl.spec.lease_duration_seconds = 300;
-    pl.spec.lease_transitions = 0;
-    BOOST_REQUIRE(Write(pl).ok());
+    BOOST_REQUIRE(Write(poolcoord::testing::PoolLeaseFor("hangzhou", "hz-1")).ok());
   }
 
   absl::Status Write(const ps::Object& proposed) {

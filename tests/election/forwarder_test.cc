@@ -52,13 +52,7 @@ struct Fixture {
 
   // hz-1 takes or renews the PoolLease of hangzhou.
   void RenewPool() {
-    ps::Object pl;
-    pl.kind = ps::Kind::kPoolLease;
-    pl.metadata.name = "hangzhou";
-    pl.spec.holder_identity = "hz-1";
-    pl.spec.lease_duration_seconds = 300;
-    pl.spec.lease_transitions = 0;
-    absl::Status s = Write(pl);
+    absl::Status s = Write(poolcoord::testing::PoolLeaseFor("hangzhou", "hz-1"));
     BOOST_REQUIRE_MESSAGE(s.ok(), s.ToString());
   }
 
