@@ -222,6 +222,7 @@ struct Authenticator::RequestHeaderSource {
 struct Authenticator::State {
   X509_STORE* client_ca = nullptr;  // nullptr: no x509 authentication
   std::vector<RequestHeaderSource> requestheader;  // flags first, then the ConfigMap
+  std::string accepted_ca_pem;  // every CA above, PEM
   State() = default;
   State(const State&) = delete;
   State& operator=(const State&) = delete;
@@ -235,16 +236,17 @@ absl::StatusOr<std::unique_ptr<Authenticator>> Authenticator::Create(
     const AuthenticatorOptions& options) {
   std::unique_ptr<Authenticator> a(new Authenticator());
   a->options_ = options;
+  std::string client_ca_pem, requestheader_ca_pem;
   if (!options.client_ca_file.empty()) {
     absl::StatusOr<std::string> pem = ReadCaFile(options.client_ca_file, "--client-ca-file");
     if (!pem.ok()) return pem.status();
-    a->client_ca_pem_ = *std::move(pem);
+    client_ca_pem = *std::move(pem);
   }
   if (!options.requestheader_client_ca_file.empty()) {
     absl::StatusOr<std::string> pem =
         ReadCaFile(options.requestheader_client_ca_file, "--requestheader-client-ca-file");
     if (!pem.ok()) return pem.status();
-    a->requestheader_ca_pem_ = *std::move(pem);
+    requestheader_ca_pem = *std::move(pem);
   }
   if (!options.token_auth_file.empty()) {
     absl::StatusOr<std::string> content = ReadFileToString(options.token_auth_file);
@@ -259,15 +261,44 @@ absl::StatusOr<std::unique_ptr<Authenticator>> Authenticator::Create(
     }
     for (TokenEntry& e : *entries) a->tokens_[e.token] = std::move(e.user);
   }
-  if (absl::Status st = a->ApplyConfigMap(AuthenticationConfigMap{}); !st.ok()) return st;
+  if (absl::Status st = a->SetFileCaBundles(client_ca_pem, requestheader_ca_pem); !st.ok()) {
+    return st;
+  }
   return a;
 }
 
 absl::Status Authenticator::ApplyConfigMap(const AuthenticationConfigMap& config) {
+  absl::MutexLock update(&update_mu_);
+  if (absl::Status st = Rebuild(client_ca_pem_, requestheader_ca_pem_, config); !st.ok()) return st;
+  config_ = config;
+  if (trust_changed_) trust_changed_();
+  return absl::OkStatus();
+}
+
+absl::Status Authenticator::SetFileCaBundles(const std::string& client_ca_pem,
+                                             const std::string& requestheader_ca_pem) {
+  absl::MutexLock update(&update_mu_);
+  if (absl::Status st = Rebuild(client_ca_pem, requestheader_ca_pem, config_); !st.ok()) return st;
+  client_ca_pem_ = client_ca_pem;
+  requestheader_ca_pem_ = requestheader_ca_pem;
+  if (trust_changed_) trust_changed_();
+  return absl::OkStatus();
+}
+
+void Authenticator::SetTrustChangedListener(std::function<void()> listener) {
+  absl::MutexLock update(&update_mu_);
+  trust_changed_ = std::move(listener);
+}
+
+std::string Authenticator::AcceptedCaPem() const { return Snapshot()->accepted_ca_pem; }
+
+absl::Status Authenticator::Rebuild(const std::string& client_ca_pem,
+                                    const std::string& requestheader_ca_pem,
+                                    const AuthenticationConfigMap& config) {
   auto state = std::make_shared<State>();
   const std::string where =
       absl::StrCat("configmap ", kAuthenticationConfigMapNamespace, "/", kAuthenticationConfigMapName);
-  std::string client_pem = client_ca_pem_;
+  std::string client_pem = client_ca_pem;
   if (config.exists && !config.client_ca_pem.empty()) {
     absl::StrAppend(&client_pem, "\n", config.client_ca_pem);
   }
@@ -275,10 +306,11 @@ absl::Status Authenticator::ApplyConfigMap(const AuthenticationConfigMap& config
     absl::StatusOr<X509_STORE*> store = CaStoreFromPem(client_pem, absl::StrCat(where, " client-ca-file"));
     if (!store.ok()) return store.status();
     state->client_ca = *store;
+    absl::StrAppend(&state->accepted_ca_pem, client_pem, "\n");
   }
-  if (!requestheader_ca_pem_.empty()) {
+  if (!requestheader_ca_pem.empty()) {
     absl::StatusOr<X509_STORE*> store =
-        CaStoreFromPem(requestheader_ca_pem_, "--requestheader-client-ca-file");
+        CaStoreFromPem(requestheader_ca_pem, "--requestheader-client-ca-file");
     if (!store.ok()) return store.status();
     RequestHeaderSource source;
     source.ca = *store;
@@ -287,6 +319,7 @@ absl::Status Authenticator::ApplyConfigMap(const AuthenticationConfigMap& config
     source.group_headers = LowerAll(options_.requestheader_group_headers);
     source.extra_prefixes = LowerAll(options_.requestheader_extra_headers_prefix);
     state->requestheader.push_back(std::move(source));
+    absl::StrAppend(&state->accepted_ca_pem, requestheader_ca_pem, "\n");
   }
   if (config.exists && !config.requestheader_client_ca_pem.empty()) {
     absl::StatusOr<X509_STORE*> store = CaStoreFromPem(
@@ -299,6 +332,7 @@ absl::Status Authenticator::ApplyConfigMap(const AuthenticationConfigMap& config
     source.group_headers = LowerAll(config.requestheader_group_headers);
     source.extra_prefixes = LowerAll(config.requestheader_extra_headers_prefix);
     state->requestheader.push_back(std::move(source));
+    absl::StrAppend(&state->accepted_ca_pem, config.requestheader_client_ca_pem, "\n");
   }
   absl::MutexLock lock(&mu_);
   if (state_ != nullptr) retired_.push_back(std::move(state_));

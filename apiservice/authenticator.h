@@ -33,8 +33,13 @@
 //   flags win: a certificate that verifies against the flag CA is judged by the
 //   flag settings). Without --requestheader-client-ca-file the ConfigMap's is
 //   the only one, as in any aggregated API server.
+//
+// The bundles of --client-ca-file and --requestheader-client-ca-file can be
+// replaced while serving (SetFileCaBundles, fed by DynamicCertificates when the
+// files change), as k8s.io/apiserver's DynamicFileCAContent does.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -104,22 +109,48 @@ class Authenticator {
   // configuration then stays. Thread-safe.
   absl::Status ApplyConfigMap(const AuthenticationConfigMap& config);
 
+  // Replaces the CA bundles (PEM) of --client-ca-file and
+  // --requestheader-client-ca-file, which changed on disk ("" = none). Same
+  // rules as ApplyConfigMap: in-flight requests keep the old trust, a bundle
+  // without a certificate is InvalidArgument and changes nothing. Thread-safe.
+  absl::Status SetFileCaBundles(const std::string& client_ca_pem,
+                                const std::string& requestheader_ca_pem);
+
+  // Every CA certificate a client certificate may chain to now (the files' and
+  // the ConfigMap's, client and front-proxy), PEM: the subjects the TLS
+  // CertificateRequest names, as kube's serving controller names the union of
+  // its client CA providers. Thread-safe.
+  std::string AcceptedCaPem() const;
+
+  // Called after each change of the trusted CAs, under the lock that orders
+  // changes: it must not call ApplyConfigMap or SetFileCaBundles. Set once,
+  // before changes can happen concurrently.
+  void SetTrustChangedListener(std::function<void()> listener);
+
  private:
   struct RequestHeaderSource;
   struct State;
   Authenticator() = default;
   bool Verify(X509_STORE* store, const PeerCertificates& peer) const;
   std::shared_ptr<const State> Snapshot() const;
+  // Builds and publishes the State of these inputs.
+  absl::Status Rebuild(const std::string& client_ca_pem, const std::string& requestheader_ca_pem,
+                       const AuthenticationConfigMap& config)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(update_mu_);
 
   AuthenticatorOptions options_;
-  std::string client_ca_pem_;         // --client-ca-file's content
-  std::string requestheader_ca_pem_;  // --requestheader-client-ca-file's content
   std::map<std::string, base::UserInfo, std::less<>> tokens_;
+  // What the State is built from; changes one at a time.
+  absl::Mutex update_mu_;
+  std::string client_ca_pem_ ABSL_GUARDED_BY(update_mu_);         // --client-ca-file's
+  std::string requestheader_ca_pem_ ABSL_GUARDED_BY(update_mu_);  // --requestheader-client-ca-file's
+  AuthenticationConfigMap config_ ABSL_GUARDED_BY(update_mu_);
+  std::function<void()> trust_changed_ ABSL_GUARDED_BY(update_mu_);
   mutable absl::Mutex mu_;
   std::shared_ptr<const State> state_ ABSL_GUARDED_BY(mu_);
   // Replaced states stay alive until destruction: PeerCertificates memoizes
   // verifications by trust-store address, which must never be reused for a
-  // different pool. The ConfigMap changes rarely (CA rotation).
+  // different pool. The CAs change rarely (rotation).
   std::vector<std::shared_ptr<const State>> retired_ ABSL_GUARDED_BY(mu_);
 };
 

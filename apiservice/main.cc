@@ -1,6 +1,7 @@
 // poolcoord-apiserver: the aggregated API server for coordination.pool.
 // Exit status: 0 after a clean SIGTERM/SIGINT shutdown or --help; 2 for bad
-// flags; 1 when start-up fails (certificates, files, bind).
+// flags; 1 when start-up fails (certificates, files, bind). SIGHUP re-reads the
+// certificate files.
 #include <malloc.h>
 #include <signal.h>
 
@@ -55,6 +56,7 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
@@ -78,7 +80,11 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
 
     int received = 0;
-    sigwait(&signals, &received);
+    // SIGHUP re-reads the certificate files at once (they are followed anyway).
+    while (sigwait(&signals, &received) == 0 && received == SIGHUP) {
+      LogInfo("received SIGHUP: re-reading the certificate files");
+      (*server)->ReloadCertificates();
+    }
     LogInfo("received ", received == SIGTERM ? "SIGTERM" : "SIGINT",
             ": stopping; finishing in-flight requests");
     (*server)->Shutdown(std::chrono::seconds(30));

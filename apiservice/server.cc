@@ -12,7 +12,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "apiservice/delegation.h"
+#include "apiservice/dynamic_certificates.h"
 #include "apiservice/pki.h"
 #include "base/clock.h"
 #include "base/log.h"
@@ -193,6 +195,9 @@ struct ApiServer::Parts {
   std::unique_ptr<InflightLimiter> limiter;
   std::unique_ptr<RequestPipeline> pipeline;
   std::unique_ptr<TlsServer> transport;
+  // Last: stopped first, since its listeners feed the transport and the
+  // authenticator.
+  std::unique_ptr<DynamicCertificates> certificates;
 
   absl::Mutex shutdown_mu;
   bool shut_down ABSL_GUARDED_BY(shutdown_mu) = false;
@@ -225,6 +230,18 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ServerOptions&
   for (const std::string& file : p->pki.created) base::LogInfo("generated ", file);
   if (options.tls_cert_file.empty() && p->pki.created.empty()) {
     base::LogInfo("reusing the certificates in ", options.cert_dir);
+  }
+  {
+    DynamicCertificatesOptions files;
+    files.serving_cert_file = p->pki.serving_cert_file;
+    files.serving_key_file = p->pki.serving_key_file;
+    files.client_ca_file = p->pki.client_ca_file;
+    files.requestheader_client_ca_file = options.requestheader_client_ca_file;
+    files.registry = &p->registry;
+    absl::StatusOr<std::unique_ptr<DynamicCertificates>> certificates =
+        DynamicCertificates::Create(files);
+    if (!certificates.ok()) return certificates.status();
+    p->certificates = *std::move(certificates);
   }
 
   AuthenticatorOptions authn;
@@ -441,6 +458,44 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ServerOptions&
     return server.status();
   }
   p->transport = *std::move(server);
+  {
+    // New certificate files reach the transport (serving pair) and the
+    // authenticator (CA bundles); whatever the authenticator trusts, from the
+    // files or the ConfigMap, is what the CertificateRequest names.
+    TlsServer* transport_ptr = p->transport.get();
+    Authenticator* authn_ptr = p->authenticator.get();
+    DynamicCertificates* certs = p->certificates.get();
+    authn_ptr->SetTrustChangedListener([transport_ptr, authn_ptr] {
+      if (absl::Status st = transport_ptr->SetClientCaNames(authn_ptr->AcceptedCaPem()); !st.ok()) {
+        base::LogWarning("client CA names for the TLS handshake not updated: ", st.message());
+      }
+    });
+    certs->AddListener([transport_ptr, authn_ptr, certs](CertificateMaterial m) -> absl::Status {
+      if (m == CertificateMaterial::kServing) {
+        std::shared_ptr<const ServingCertificate> serving = certs->serving();
+        return transport_ptr->SetServingCertificate(serving->cert_pem, serving->key_pem);
+      }
+      return authn_ptr->SetFileCaBundles(certs->ca_pem(CertificateMaterial::kClientCa),
+                                         certs->ca_pem(CertificateMaterial::kRequestHeaderCa));
+    });
+    // What changed between the first reads and now (a ConfigMap applied before
+    // the listener was set; files replaced meanwhile are seen by Start's check).
+    (void)transport_ptr->SetClientCaNames(authn_ptr->AcceptedCaPem());
+    if (absl::Status st = authn_ptr->SetFileCaBundles(
+            certs->ca_pem(CertificateMaterial::kClientCa),
+            certs->ca_pem(CertificateMaterial::kRequestHeaderCa));
+        !st.ok()) {
+      base::LogWarning("client CA bundles: ", st.message());
+    }
+    if (std::shared_ptr<const ServingCertificate> serving = certs->serving()) {
+      if (serving->not_after_unix <= absl::ToUnixSeconds(absl::Now())) {
+        base::LogWarning("the serving certificate ", p->pki.serving_cert_file, " has expired (",
+                   serving->Describe(), "); clients will refuse it until the file is replaced");
+      }
+      (void)transport_ptr->SetServingCertificate(serving->cert_pem, serving->key_pem);
+    }
+    certs->Start();
+  }
 
   const std::string url = ServerUrl(options.bind_address, p->transport->port());
   base::LogInfo("serving on ", options.bind_address, ":", p->transport->port(), " (", url, ")");
@@ -459,12 +514,15 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ServerOptions&
   return std::unique_ptr<ApiServer>(new ApiServer(std::move(p)));
 }
 
+void ApiServer::ReloadCertificates() { parts_->certificates->CheckNow(); }
+
 void ApiServer::Shutdown(std::chrono::milliseconds grace) {
   {
     absl::MutexLock lock(&parts_->shutdown_mu);
     if (parts_->shut_down) return;
     parts_->shut_down = true;
   }
+  parts_->certificates->Stop();
   // Stop taking work first, then end watches (store Shutdown closes every
   // watcher, so each stream writes its final chunk), then wait for the rest.
   parts_->transport->BeginShutdown();

@@ -69,6 +69,10 @@ class ApiServer {
   // Shutdown), stops background work; waits up to `grace`. Idempotent.
   void Shutdown(std::chrono::milliseconds grace);
 
+  // Re-reads the serving certificate and the CA bundle files now (SIGHUP);
+  // they are also followed on their own (dynamic_certificates.h).
+  void ReloadCertificates();
+
  private:
   struct Parts;
   // --leader-elect: the elector among replicas, which starts and stops the forwarder.

@@ -1,20 +1,35 @@
-// The HTTPS transport: the one adapter between the wire (Boost.Beast over
-// Boost.Asio with OpenSSL; only tls_server.cc includes them) and our own
-// handlers::Request / handlers::Response.
+// The HTTPS transport: the one adapter between the wire (Boost.Beast's HTTP/1.1
+// over Boost.Asio sockets, TLS by OpenSSL; only tls_server.cc includes them) and
+// our own handlers::Request / handlers::Response.
 //
 // Behaviour, and why (DESIGN.md "Transport", reference/pistache.md):
 // - N I/O threads; accepts and TLS handshakes are asynchronous, each handshake
 //   bounded by `handshake_timeout`, so a client that stalls never delays others.
+// - Time limits as kube-apiserver's http.Server (k8s.io/apiserver
+//   pkg/server/secure_serving.go): a request header must be complete within
+//   `read_header_timeout` (32 s, ReadHeaderTimeout) of the connection's
+//   handshake or of the first byte of a later request; a keep-alive connection
+//   may wait `idle_timeout` (90 s, IdleTimeout) for that first byte. A client
+//   that stalls mid-header is closed silently (no 408; Go answers nothing
+//   either), and so is an idle one.
 // - TLS 1.2 or newer; ALPN offers only http/1.1; no session resumption (the
 //   authenticator sees the chain of every connection's own handshake).
+// - OpenSSL reads and writes each connection's socket itself and releases its
+//   record buffers between records (SSL_MODE_RELEASE_BUFFERS): an idle
+//   connection costs a few KiB, not the ~70 KiB of Asio's ssl::stream buffers
+//   (issue 12). Receive buffers shrink back after a request that grew them, and
+//   after a burst of closed connections the freed heap is returned to the
+//   system (malloc_trim), so memory falls again when clients leave.
+// - The serving certificate and the client CA names can be replaced while
+//   serving (SetServingCertificate, SetClientCaNames): handshakes that start
+//   afterwards get the new ones, established connections keep theirs.
 // - A client certificate is requested, never required: the handshake accepts any
 //   certificate (a verify callback that always agrees) and the chain is handed to
 //   the handler in ConnectionInfo; the authenticator verifies it.
 // - HTTP/1.1 keep-alive, chunked request bodies, `Expect: 100-continue`; repeated
 //   header lines are kept, names lower-cased. A body over `max_body_bytes` is
 //   answered 413 (error_responder) and the connection closed; a malformed request
-//   400 and closed. A connection idle for `idle_timeout` between requests is
-//   closed silently (never a 408 into a stream).
+//   400 and closed. A body must arrive within `body_timeout`.
 // - Path percent-decoded ('+' stays), query decoded as form-urlencoded
 //   (handlers::ParseQueryString).
 // - Plain responses carry Content-Length. A Response with `stream` (a
@@ -70,7 +85,9 @@ struct TlsServerOptions {
   std::vector<std::string> client_ca_files;
   int io_threads = 0;  // 0: max(2, hardware concurrency)
   std::chrono::milliseconds handshake_timeout{10'000};
-  std::chrono::milliseconds idle_timeout{120'000};
+  std::chrono::milliseconds read_header_timeout{32'000};  // kube-apiserver's
+  std::chrono::milliseconds idle_timeout{90'000};         // kube-apiserver's
+  std::chrono::milliseconds body_timeout{60'000};   // from the end of the header
   std::chrono::milliseconds write_timeout{60'000};  // per response or per chunk
   size_t max_body_bytes = kMaxRequestBodyBytes;
   size_t max_header_bytes = 1024 * 1024;  // Go's http.DefaultMaxHeaderBytes
@@ -103,6 +120,17 @@ class TlsServer {
 
   // Requests being served now (handler running or response being written).
   int ActiveRequests() const;
+  // Connections open now (accepted and not yet closed).
+  int OpenConnections() const;
+
+  // Replaces the serving certificate (PEM: the leaf, then intermediates) and
+  // its PEM key for handshakes that start from now on; connections already
+  // established keep the one they got. InvalidArgument, and the current pair
+  // stays, when they do not load or do not match. Thread-safe.
+  absl::Status SetServingCertificate(const std::string& chain_pem, const std::string& key_pem);
+  // Replaces the CA subjects the CertificateRequest names with those of every
+  // certificate in `bundles_pem` ("" names none), as SetServingCertificate.
+  absl::Status SetClientCaNames(const std::string& bundles_pem);
 
  private:
   struct Impl;

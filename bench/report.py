@@ -241,6 +241,20 @@ if wc:
                         many.get("p99_us") is not None and many["p99_us"] <= 100000 and
                         many.get("incomplete") == 0 and many.get("watchers_ready") == many.get("watchers")))
 
+cn = load("connections.json")
+if cn:
+    w("### 7. Connections: stalled half-headers and idle TLS connections")
+    w("")
+    w("| stalled clients | closed by the server | held (min / median / max) | RSS while held | "
+      "idle connections | RSS before | RSS with them open | per connection | RSS after they closed |")
+    w("|---|---|---|---|---|---|---|---|---|")
+    st, idl = cn.get("stalled", {}), cn.get("idle", {})
+    w(f"| {st.get('connections', 0):,} | {st.get('closed_by_server', 0):,} | {st.get('held_min_s')} / "
+      f"{st.get('held_median_s')} / {st.get('held_max_s')} s | {st.get('rss_while_held_mib')} MiB | "
+      f"{idl.get('connections', 0):,} | {idl.get('rss_before_mib')} MiB | {idl.get('rss_open_mib')} MiB | "
+      f"{idl.get('per_connection_kib')} KiB | {idl.get('rss_after_close_mib')} MiB |")
+    w("")
+
 se = load("sim-exit.json")
 if se is not None:
     w("### 5. Simulator, 1,000 pools × 10 nodes")

@@ -20,7 +20,9 @@
 #   BENCH_MEM_POOLS [10000]  pools of the memory run (x BENCH_NODES nodes each)
 #   BENCH_NODES [10]
 #   BENCH_SIM_SECONDS [120]  simulator run (0: skip)
-#   BENCH_ONLY [renewals,webhook,fanout,watchcache,memory,sim]
+#   BENCH_STALLED [200]      clients that send half a request header and stall
+#   BENCH_IDLE [2000]        idle keep-alive TLS connections (RSS open and after close)
+#   BENCH_ONLY [renewals,webhook,fanout,watchcache,memory,connections,sim]
 #   BENCH_BUILD [/tmp/build-bench]  CMake build directory
 #   BENCH_OUT [/tmp/poolcoord-bench-<date>]  results (results.md, *.json, logs)
 #   BENCH_SKIP_INSTALL / BENCH_SKIP_BUILD [0]
@@ -32,7 +34,8 @@ BENCH_DIR=$ROOT/bench
 : "${BENCH_SECONDS:=10}" "${BENCH_WARMUP:=2}" "${BENCH_ROUNDS:=2}" "${BENCH_CONNECTIONS:=32}"
 : "${BENCH_THREADS:=2}" "${BENCH_RATE:=10000}" "${BENCH_WEBHOOK_RATE:=5000}"
 : "${BENCH_WATCHERS:=1000}" "${BENCH_WATCH_RATE:=20}" "${BENCH_MEM_POOLS:=10000}" "${BENCH_NODES:=10}"
-: "${BENCH_SIM_SECONDS:=120}" "${BENCH_ONLY:=renewals,webhook,fanout,watchcache,memory,sim}"
+: "${BENCH_SIM_SECONDS:=120}" "${BENCH_ONLY:=renewals,webhook,fanout,watchcache,memory,connections,sim}"
+: "${BENCH_STALLED:=200}" "${BENCH_IDLE:=2000}"
 : "${BENCH_BUILD:=/tmp/build-bench}" "${BENCH_OUT:=/tmp/poolcoord-bench-$(date -u +%Y%m%dT%H%M%SZ)}"
 : "${BENCH_SKIP_INSTALL:=0}" "${BENCH_SKIP_BUILD:=0}" "${BENCH_PROFILE:=0}"
 export BENCH_LUA_DIR=$BENCH_DIR/wrk BENCH_WRK_THREADS=$BENCH_THREADS
@@ -399,6 +402,16 @@ if wants memory; then
     >"$OUT/memory.json"
   log "memory: $(cat "$OUT/memory.json")"
   stop_pid "$SERVER_PID"; SERVER_PID=""
+fi
+
+# ---------------------------------------------------------------- 7. connections
+if wants connections; then
+  # A fresh server of its own: stalled half-headers (how long they are held)
+  # and idle TLS connections (RSS open, and after they closed). ~1 minute.
+  log "connections: $BENCH_STALLED stalled half-headers, $BENCH_IDLE idle TLS connections"
+  python3 "$BENCH_DIR/connections.py" --binary "$SERVER" --stalled "$BENCH_STALLED" \
+    --idle "$BENCH_IDLE" --out "$OUT/connections.json" >/dev/null 2>"$OUT/connections.log" || true
+  log "connections: $(tr -d '\n ' <"$OUT/connections.json" 2>/dev/null)"
 fi
 
 # ---------------------------------------------------------------- 5. simulator

@@ -393,6 +393,72 @@ BOOST_AUTO_TEST_CASE(AnUnusableCaKeepsThePreviousConfiguration) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
+// --client-ca-file and --requestheader-client-ca-file replaced while serving
+// (issue 12: a CA appended to --client-ca-file did not admit its clients).
+BOOST_FIXTURE_TEST_SUITE(FileCaBundles, ConfigMapFixture)
+
+BOOST_AUTO_TEST_CASE(AnAppendedClientCaAdmitsItsClients) {
+  auto authn = Make();
+  CertKeyPem second_ca = MakeCa("client-ca-2");
+  auto newcomer = Peer(MakeClient(second_ca, "ivy", {"ops"}));
+  auto old_user = Peer(MakeClient(client_ca, "gina"));
+  BOOST_TEST(HttpCode(authn->Authenticate({}, newcomer.get()).status()) == 401);
+  BOOST_REQUIRE(authn->SetFileCaBundles(client_ca.cert_pem + second_ca.cert_pem, proxy_ca.cert_pem)
+                    .ok());
+  absl::StatusOr<base::UserInfo> u = authn->Authenticate({}, newcomer.get());
+  BOOST_REQUIRE_MESSAGE(u.ok(), u.status().ToString());
+  BOOST_TEST(u->username == "ivy");
+  BOOST_TEST(authn->Authenticate({}, old_user.get())->username == "gina");
+  // Removed again: its clients are refused, also on a connection that was
+  // verified before (the memo is per trust store).
+  BOOST_REQUIRE(authn->SetFileCaBundles(client_ca.cert_pem, proxy_ca.cert_pem).ok());
+  BOOST_TEST(HttpCode(authn->Authenticate({}, newcomer.get()).status()) == 401);
+}
+
+BOOST_AUTO_TEST_CASE(ANewFrontProxyCaReplacesTheOld) {
+  auto authn = Make();
+  CertKeyPem next_proxy_ca = MakeCa("front-proxy-ca-2");
+  handlers::HeaderList headers = {{"x-remote-user", "jo"}};
+  auto old_proxy = Peer(MakeClient(proxy_ca, "front-proxy-client"));
+  auto new_proxy = Peer(MakeClient(next_proxy_ca, "front-proxy-client"));
+  BOOST_TEST(authn->Authenticate(headers, old_proxy.get())->username == "jo");
+  BOOST_REQUIRE(authn->SetFileCaBundles(client_ca.cert_pem, next_proxy_ca.cert_pem).ok());
+  BOOST_TEST(authn->Authenticate(headers, new_proxy.get())->username == "jo");
+  BOOST_TEST(HttpCode(authn->Authenticate(headers, old_proxy.get()).status()) == 401);
+}
+
+BOOST_AUTO_TEST_CASE(ABundleWithoutCertificatesChangesNothing) {
+  auto authn = Make();
+  auto user = Peer(MakeClient(client_ca, "gina"));
+  BOOST_TEST(absl::IsInvalidArgument(authn->SetFileCaBundles("-----BEGIN", proxy_ca.cert_pem)));
+  BOOST_TEST(authn->Authenticate({}, user.get())->username == "gina");
+}
+
+BOOST_AUTO_TEST_CASE(TheAcceptedCasAreTheUnionAndTheListenerHearsOfChanges) {
+  auto authn = Make();
+  int changes = 0;
+  authn->SetTrustChangedListener([&changes] { ++changes; });
+  auto has = [](const std::string& pem, const CertKeyPem& ca) {
+    return pem.find(ca.cert_pem) != std::string::npos;
+  };
+  BOOST_TEST(has(authn->AcceptedCaPem(), client_ca));
+  BOOST_TEST(has(authn->AcceptedCaPem(), proxy_ca));
+  BOOST_TEST(!has(authn->AcceptedCaPem(), cm_client_ca));
+  BOOST_REQUIRE(authn->ApplyConfigMap(config).ok());
+  BOOST_TEST(has(authn->AcceptedCaPem(), cm_client_ca));
+  BOOST_TEST(has(authn->AcceptedCaPem(), cm_proxy_ca));
+  CertKeyPem second_ca = MakeCa("client-ca-2");
+  BOOST_REQUIRE(authn->SetFileCaBundles(second_ca.cert_pem, proxy_ca.cert_pem).ok());
+  BOOST_TEST(has(authn->AcceptedCaPem(), second_ca));
+  BOOST_TEST(!has(authn->AcceptedCaPem(), client_ca));
+  BOOST_TEST(has(authn->AcceptedCaPem(), cm_client_ca));  // the ConfigMap's stays
+  BOOST_TEST(changes == 2);
+  BOOST_TEST(!authn->SetFileCaBundles(second_ca.cert_pem, "garbage").ok());
+  BOOST_TEST(changes == 2);  // a refused change is no change
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
 BOOST_AUTO_TEST_SUITE(Anonymous)
 
 BOOST_AUTO_TEST_CASE(AllowedPaths) {

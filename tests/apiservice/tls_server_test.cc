@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -16,7 +17,9 @@
 #include <map>
 #include <thread>
 
+#include <openssl/bn.h>
 #include <openssl/err.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
@@ -32,6 +35,12 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
+
+// The test's client writes to connections the server may have closed.
+struct IgnoreSigpipe {
+  IgnoreSigpipe() { signal(SIGPIPE, SIG_IGN); }
+};
+BOOST_TEST_GLOBAL_FIXTURE(IgnoreSigpipe);
 
 struct HttpResponse {
   int status = 0;
@@ -89,6 +98,50 @@ class Conn {
   bool handshaken() const { return handshaken_; }
   int fd() const { return fd_; }
   SSL* ssl() const { return ssl_; }
+
+  // The serving certificate's serial, upper-case hex ("" without one).
+  std::string PeerSerial() const {
+    X509* cert = ssl_ != nullptr ? SSL_get1_peer_certificate(ssl_) : nullptr;
+    if (cert == nullptr) return "";
+    BIGNUM* bn = ASN1_INTEGER_to_BN(X509_get0_serialNumber(cert), nullptr);
+    char* hex = BN_bn2hex(bn);
+    std::string out = hex;
+    OPENSSL_free(hex);
+    BN_free(bn);
+    X509_free(cert);
+    return out;
+  }
+
+  // The CNs of the CAs the server's CertificateRequest named.
+  std::vector<std::string> RequestedCaNames() const {
+    std::vector<std::string> out;
+    STACK_OF(X509_NAME)* names = SSL_get_client_CA_list(ssl_);
+    for (int i = 0; names != nullptr && i < sk_X509_NAME_num(names); ++i) {
+      char cn[256] = "";
+      X509_NAME_get_text_by_NID(sk_X509_NAME_value(names, i), NID_commonName, cn, sizeof(cn));
+      out.push_back(cn);
+    }
+    return out;
+  }
+
+  // Reads until the server closes; false when it has not within `bound` (the
+  // socket's own 5 s receive timeout keeps each read bounded).
+  bool ClosedByServerWithin(std::chrono::seconds bound) {
+    const auto deadline = Clock::now() + bound;
+    char tmp[256];
+    while (Clock::now() < deadline) {
+      int n = handshaken_ ? SSL_read(ssl_, tmp, sizeof(tmp))
+                          : static_cast<int>(::recv(fd_, tmp, sizeof(tmp), 0));
+      if (n > 0) continue;
+      if (handshaken_ && SSL_get_error(ssl_, n) == SSL_ERROR_SYSCALL &&
+          (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        continue;  // our receive timeout, not the server
+      }
+      if (!handshaken_ && n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) continue;
+      return true;
+    }
+    return false;
+  }
 
   bool Send(const std::string& data) {
     size_t done = 0;
@@ -287,7 +340,8 @@ class PushedLines final : public handlers::StreamSource {
 //   /forever a chunk every 20 ms until cancelled
 //   /pushed  a line whenever the test calls Push on its source (Fixture::pushed)
 struct Fixture {
-  Fixture(int io_threads = 2, std::chrono::milliseconds idle = std::chrono::seconds(120)) {
+  Fixture(int io_threads = 2, std::chrono::milliseconds idle = std::chrono::seconds(120),
+          std::chrono::milliseconds read_header = std::chrono::seconds(32)) {
     std::string tmpl = (fs::temp_directory_path() / "tls_test.XXXXXX").string();
     dir = mkdtemp(tmpl.data());
     CertSpec ca_spec;
@@ -298,7 +352,7 @@ struct Fixture {
     server_spec.common_name = "server";
     server_spec.server_auth = true;
     server_spec.ip_addresses = {"127.0.0.1"};
-    CertKeyPem server_pair = *CreateCertificate(server_spec, &ca);
+    server_pair = *CreateCertificate(server_spec, &ca);
     std::ofstream(dir + "/s.crt") << server_pair.cert_pem;
     std::ofstream(dir + "/s.key") << server_pair.key_pem;
     std::ofstream(dir + "/ca.crt") << ca.cert_pem;
@@ -311,6 +365,7 @@ struct Fixture {
     o.client_ca_files = {dir + "/ca.crt"};
     o.io_threads = io_threads;
     o.idle_timeout = idle;
+    o.read_header_timeout = read_header;
     absl::StatusOr<std::unique_ptr<TlsServer>> s = TlsServer::Start(
         o, [this](handlers::Request& r, const ConnectionInfo& c) { return Handle(r, c); });
     BOOST_REQUIRE_MESSAGE(s.ok(), s.status().ToString());
@@ -373,8 +428,18 @@ struct Fixture {
     return out;
   }
 
+  // A serving pair from the same CA, for rotation.
+  CertKeyPem NewServingPair(const std::string& cn) {
+    CertSpec spec;
+    spec.common_name = cn;
+    spec.server_auth = true;
+    spec.ip_addresses = {"127.0.0.1"};
+    return *CreateCertificate(spec, &ca);
+  }
+
   std::string dir;
   CertKeyPem ca;
+  CertKeyPem server_pair;
   std::unique_ptr<TlsServer> server;
   std::atomic<bool> stream_ended{false};
   absl::Mutex pushed_mu;
@@ -637,6 +702,63 @@ BOOST_AUTO_TEST_CASE(ClientLeavingAStreamDoesNotHoldShutdown) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
+// Issue 12: replacing the serving certificate changed nothing until restart.
+BOOST_FIXTURE_TEST_SUITE(Rotation, Fixture)
+
+BOOST_AUTO_TEST_CASE(ANewServingCertificateIsServedToNewHandshakesOnly) {
+  Conn before(server->port());
+  BOOST_REQUIRE(before.handshaken());
+  BOOST_REQUIRE(before.Send(Get("/echo")));
+  BOOST_REQUIRE(before.Read().status == 200);
+  const std::string old_serial = before.PeerSerial();
+  CertKeyPem next = NewServingPair("rotated");
+  absl::Status st = server->SetServingCertificate(next.cert_pem + ca.cert_pem, next.key_pem);
+  BOOST_REQUIRE_MESSAGE(st.ok(), st.ToString());
+  Conn after(server->port());
+  BOOST_REQUIRE(after.handshaken());
+  BOOST_TEST(after.PeerSerial() != old_serial);
+  BOOST_REQUIRE(after.Send(Get("/echo")));
+  BOOST_TEST(after.Read().status == 200);
+  // The keep-alive connection made before goes on with its own handshake.
+  BOOST_REQUIRE(before.Send(Get("/echo?again=1")));
+  HttpResponse again = before.Read();
+  BOOST_TEST(again.status == 200);
+  BOOST_TEST(Lines(again.body)[2] == "again=1");
+  BOOST_TEST(before.PeerSerial() == old_serial);
+}
+
+BOOST_AUTO_TEST_CASE(ABrokenServingCertificateIsRefusedAndTheOldOneServed) {
+  Conn first(server->port());
+  const std::string serial = first.PeerSerial();
+  CertKeyPem other = NewServingPair("other");
+  BOOST_TEST(absl::IsInvalidArgument(server->SetServingCertificate(other.cert_pem, server_pair.key_pem)));
+  BOOST_TEST(absl::IsInvalidArgument(
+      server->SetServingCertificate(other.cert_pem.substr(0, 100), other.key_pem)));
+  BOOST_TEST(absl::IsInvalidArgument(server->SetServingCertificate(other.cert_pem, "")));
+  Conn second(server->port());
+  BOOST_REQUIRE(second.handshaken());
+  BOOST_TEST(second.PeerSerial() == serial);
+}
+
+BOOST_AUTO_TEST_CASE(TheCertificateRequestNamesTheCurrentClientCas) {
+  {
+    Conn c(server->port());
+    BOOST_REQUIRE(c.handshaken());
+    BOOST_TEST(c.RequestedCaNames() == (std::vector<std::string>{"test-ca"}));
+  }
+  CertSpec spec;
+  spec.common_name = "second-ca";
+  spec.is_ca = true;
+  CertKeyPem second = *CreateCertificate(spec, nullptr);
+  // Named once each, even when a bundle repeats one.
+  BOOST_REQUIRE(server->SetClientCaNames(ca.cert_pem + second.cert_pem + ca.cert_pem).ok());
+  Conn c(server->port());
+  BOOST_REQUIRE(c.handshaken());
+  BOOST_TEST(c.RequestedCaNames() == (std::vector<std::string>{"test-ca", "second-ca"}));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
 // One I/O thread makes the point sharper: a stalled handshake must not occupy it.
 struct OneThread : Fixture {
   OneThread() : Fixture(1) {}
@@ -656,6 +778,64 @@ BOOST_AUTO_TEST_CASE(StalledClientDoesNotDelayOthers) {
   BOOST_REQUIRE(c.Send(Get("/echo")));
   BOOST_TEST(c.Read().status == 200);
   BOOST_TEST((Clock::now() - start < std::chrono::seconds(2)));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// Issue 12: 200 clients that sent half a request header and stalled were held
+// 100-125 s (the idle timeout); kube-apiserver's ReadHeaderTimeout is 32 s.
+struct ShortHeaderBound : Fixture {
+  ShortHeaderBound() : Fixture(2, std::chrono::seconds(120), std::chrono::milliseconds(500)) {}
+};
+
+BOOST_FIXTURE_TEST_SUITE(HeaderBound, ShortHeaderBound)
+
+BOOST_AUTO_TEST_CASE(AStalledHalfHeaderIsClosedWithinTheBound) {
+  Conn c(server->port());
+  BOOST_REQUIRE(c.handshaken());
+  BOOST_REQUIRE(c.Send("GET /version HTTP/1.1\r\nHost: x\r\n"));
+  const auto start = Clock::now();
+  BOOST_TEST(c.ClosedByServerWithin(std::chrono::seconds(30)));
+  // Far below the 120 s idle timeout, which held such clients before.
+  BOOST_TEST((Clock::now() - start < std::chrono::seconds(30)));
+  BOOST_TEST(server->OpenConnections() <= 1);
+}
+
+BOOST_AUTO_TEST_CASE(AHeaderSentByteByByteIsBoundedToo) {
+  Conn c(server->port());
+  BOOST_REQUIRE(c.handshaken());
+  const auto start = Clock::now();
+  const std::string request = Get("/echo");
+  bool closed = false;
+  // One byte every 100 ms would take 2.4 s for the whole header.
+  for (char ch : request) {
+    if (!c.Send(std::string(1, ch))) {
+      closed = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  BOOST_TEST((closed || c.ClosedByServerWithin(std::chrono::seconds(30))));
+  BOOST_TEST((Clock::now() - start < std::chrono::seconds(30)));
+}
+
+BOOST_AUTO_TEST_CASE(AConnectionThatSendsNothingAfterItsHandshakeIsClosed) {
+  Conn c(server->port());
+  BOOST_REQUIRE(c.handshaken());
+  BOOST_TEST(c.ClosedByServerWithin(std::chrono::seconds(30)));
+}
+
+BOOST_AUTO_TEST_CASE(AKeepAliveConnectionMayIdleLongerThanTheHeaderBound) {
+  Conn c(server->port());
+  BOOST_REQUIRE(c.Send(Get("/echo")));
+  BOOST_REQUIRE(c.Read().status == 200);
+  // Idle past the header bound (but within the idle timeout): still open, and
+  // the next request is served.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  BOOST_REQUIRE(c.Send(Get("/echo?later=1")));
+  HttpResponse r = c.Read();
+  BOOST_TEST(r.status == 200);
+  BOOST_TEST(Lines(r.body)[2] == "later=1");
 }
 
 BOOST_AUTO_TEST_SUITE_END()
