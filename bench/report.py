@@ -279,6 +279,38 @@ if se is not None:
             pass
     w("")
 
+av = load("agent-verify.json")
+if av:
+    w(f"### 8. Edge agent: heartbeats verified per second per core ({av['peers']} members, "
+      f"{av['rounds']} rounds, CA key {av['ca_key']}; every signature checked)")
+    w("")
+    w("| node key | certificate cache | verified/s per core | µs per heartbeat | signing/s | "
+      "chain verification/s | heartbeat | certificate (DER) |")
+    w("|---|---|---|---|---|---|---|---|")
+    for r in av["results"]:
+        w(f"| {r['key']} | {'on' if r['cache'] else 'off'} | {r['verified_per_s']:,} | "
+          f"{r['us_per_heartbeat']} | {r['sign_per_s']:,} | {r['chain_per_s']:,} | "
+          f"{r['heartbeat_bytes']} B | {r['certificate_bytes']} B |")
+    w("")
+    lan = [(n, load(f"agent-lan-{n}.json")) for n in ("steady-ecdsa", "cutoff-ecdsa", "steady-rsa", "cutoff-rsa")]
+    lan = [(n, d) for n, d in lan if d]
+    if lan:
+        w("One agent (the LAN side of poolcoord-agent: AgentCore, UdpTransport, RunLanLoop) receiving "
+          "500 peers' heartbeats every 5 s on 127.0.0.1 and sending its own rounds to all of them:")
+        w("")
+        w("| members | say \"cut off\" | CPU (share of one core) | RSS / peak | heartbeats received "
+          "(expected) | signatures checked (with warm-up) | peers heard | dropped |")
+        w("|---|---|---|---|---|---|---|---|")
+        for n, d in lan:
+            w(f"| {d['key']} | {d['cut_off_members']} of {d['peers']} | {100 * d['cpu_share']:.2f}% | "
+              f"{d['rss_kib'] / 1024:.1f} / {d['hwm_kib'] / 1024:.1f} MiB | {d['accepted']:,} ({d['expected']:,}) | "
+              f"{d['verified']:,} | {d['peers_heard']} | {d['dropped_total']} |")
+            targets.append((f"(issue 14) agent CPU ≤ 1% of a core, 500 peers ({d['key']}, {d['cut_off_members']} cut off)",
+                            f"{100 * d['cpu_share']:.2f}%", d["cpu_share"] <= 0.01))
+            targets.append((f"(issue 14) agent RSS ≤ 20 MiB ({d['key']}, {d['cut_off_members']} cut off)",
+                            f"{d['hwm_kib'] / 1024:.1f} MiB", d["hwm_kib"] <= 20 * 1024))
+        w("")
+
 if targets:
     w("### Targets (issue 6)")
     w("")

@@ -22,7 +22,8 @@
 #   BENCH_SIM_SECONDS [120]  simulator run (0: skip)
 #   BENCH_STALLED [200]      clients that send half a request header and stall
 #   BENCH_IDLE [2000]        idle keep-alive TLS connections (RSS open and after close)
-#   BENCH_ONLY [renewals,webhook,fanout,watchcache,memory,connections,sim]
+#   BENCH_AGENT_SECONDS [60] each run of one agent under 500 peers (after 10 s of warm-up)
+#   BENCH_ONLY [renewals,webhook,fanout,watchcache,memory,connections,sim,agent]
 #   BENCH_BUILD [/tmp/build-bench]  CMake build directory
 #   BENCH_OUT [/tmp/poolcoord-bench-<date>]  results (results.md, *.json, logs)
 #   BENCH_SKIP_INSTALL / BENCH_SKIP_BUILD [0]
@@ -34,8 +35,8 @@ BENCH_DIR=$ROOT/bench
 : "${BENCH_SECONDS:=10}" "${BENCH_WARMUP:=2}" "${BENCH_ROUNDS:=2}" "${BENCH_CONNECTIONS:=32}"
 : "${BENCH_THREADS:=2}" "${BENCH_RATE:=10000}" "${BENCH_WEBHOOK_RATE:=5000}"
 : "${BENCH_WATCHERS:=1000}" "${BENCH_WATCH_RATE:=20}" "${BENCH_MEM_POOLS:=10000}" "${BENCH_NODES:=10}"
-: "${BENCH_SIM_SECONDS:=120}" "${BENCH_ONLY:=renewals,webhook,fanout,watchcache,memory,connections,sim}"
-: "${BENCH_STALLED:=200}" "${BENCH_IDLE:=2000}"
+: "${BENCH_SIM_SECONDS:=120}" "${BENCH_ONLY:=renewals,webhook,fanout,watchcache,memory,connections,sim,agent}"
+: "${BENCH_STALLED:=200}" "${BENCH_IDLE:=2000}" "${BENCH_AGENT_SECONDS:=60}"
 : "${BENCH_BUILD:=/tmp/build-bench}" "${BENCH_OUT:=/tmp/poolcoord-bench-$(date -u +%Y%m%dT%H%M%SZ)}"
 : "${BENCH_SKIP_INSTALL:=0}" "${BENCH_SKIP_BUILD:=0}" "${BENCH_PROFILE:=0}"
 export BENCH_LUA_DIR=$BENCH_DIR/wrk BENCH_WRK_THREADS=$BENCH_THREADS
@@ -61,6 +62,7 @@ install_deps() {
 
 targets=(poolcoord-apiserver poolcoord-loadgen poolcoord-hello-tls)
 [ -f "$ROOT/election/sim/CMakeLists.txt" ] && targets+=(poolcoord-sim)
+[ -f "$BENCH_DIR/agent_bench.cc" ] && targets+=(poolcoord-agent-bench)
 if [ "$BENCH_SKIP_BUILD" != 1 ]; then
   log "building ${targets[*]} in $BENCH_BUILD"
   cmake -S "$ROOT" -B "$BENCH_BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -434,6 +436,21 @@ if wants sim; then
     echo '{"skipped":true}' >"$OUT/sim-exit.json"
     log "simulator skipped (no $SIM or BENCH_SIM_SECONDS=0)"
   fi
+fi
+
+# ---------------------------------------------------------------- 8. edge agent
+if wants agent; then
+  AGENT_BENCH=$BENCH_BUILD/poolcoord-agent-bench
+  log "agent: heartbeats verified per second per core (ECDSA P-256, RSA 2048; certificate cache on/off)"
+  "$AGENT_BENCH" verify --peers=500 --rounds=20 --json="$OUT/agent-verify.json" >"$OUT/agent-verify.txt"
+  # One agent, 500 peers every 5 s: all reachable (lazy signature checks), all
+  # cut off (every signature checked), ECDSA and RSA members.
+  for run in "steady ecdsa 0" "cutoff ecdsa 1" "steady rsa 0" "cutoff rsa 1"; do
+    set -- $run
+    log "agent: one agent, 500 peers every 5 s, $2 members, cut off ratio $3 (${BENCH_AGENT_SECONDS}s)"
+    "$AGENT_BENCH" lan --peers=500 --interval=5 --warmup=10 --duration="$BENCH_AGENT_SECONDS" \
+      --key="$2" --cut-off="$3" --json="$OUT/agent-lan-$1-$2.json" >/dev/null
+  done
 fi
 
 echo "\"$(cut -d' ' -f1-3 /proc/loadavg)\"" >"$OUT/loadavg-end.json"

@@ -1,0 +1,212 @@
+// The agent core: one node's in-pool heartbeats, its view of the cloud, its
+// election and, as leader, its delegation decisions — the logic of
+// poolcoord-agent, free of sockets, HTTP and real time, so the simulator drives
+// the very same code (docs/agent.md).
+//
+// Two sides, each driven by one thread (or both by one):
+// - the LAN side: OnDatagram() for every datagram received, LanStep() when due.
+//   Each round (every heartbeat interval, and at once when the heartbeat's
+//   flags change) signs one heartbeat and sends it to every member; the
+//   certificate goes along with the first certificate_push_rounds rounds, after
+//   SetIdentity(), and every certificate_repeat_rounds rounds. A heartbeat naming
+//   an unknown certificate makes it ask the sender (at the sender's known
+//   address, at most once per certificate_request_interval); a member's request
+//   is answered the same way. The first round waits for the first cloud probe
+//   (at most request_timeout), so a restarted agent's first heartbeat already
+//   says the right thing: it rejoins within one interval.
+// - the cloud side: CloudStep() when due. It reads the node's own Lease every
+//   probe period (cloud_reachability.h), campaigns for the PoolLease with the
+//   client-go LeaderElector only while the cloud sees the node, cancels the
+//   elector at once when that stops, and as leader executes the
+//   DelegationPlanner's decisions (delegation_planner.h), within a time budget
+//   per step so the elector's renewals are never starved. After the server
+//   refuses a write with 403 it steps down and does not campaign again for
+//   step_down_backoff.
+// Without an AgentCloud (nullptr), only the LAN side runs (benchmarks).
+//
+// Thread-safety: OnDatagram/LanStep from one thread; CloudStep/Shutdown from
+// one thread (maybe the same); SetPool, SetIdentity, set_server_challenge and
+// every accessor from any thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <set>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "agent/agent_cloud.h"
+#include "agent/cloud_reachability.h"
+#include "agent/delegation_planner.h"
+#include "agent/heartbeat_verifier.h"
+#include "agent/lan_transport.h"
+#include "agent/node_certificate.h"
+#include "agent/peer_table.h"
+#include "agent/pool_view.h"
+#include "base/clock.h"
+#include "election/leader_elector.h"
+
+namespace poolcoord::agent {
+
+struct AgentOptions {
+  FreshnessOptions freshness;  // heartbeat interval and margin
+  // probe_period_us 0: the heartbeat interval.
+  ReachabilityOptions reachability{.probe_period_us = 0};
+  int certificate_push_rounds = 3;
+  int certificate_repeat_rounds = 12;  // once a minute at 5 s
+  int64_t certificate_request_interval_us = 1'000'000;
+  // The PoolLease election (client-go's defaults, as yurthub's).
+  absl::Duration lease_duration = absl::Seconds(15);
+  absl::Duration renew_deadline = absl::Seconds(10);
+  absl::Duration retry_period = absl::Seconds(2);
+  uint64_t jitter_seed = 0;
+  // lease_duration_seconds 0: the freshness bound rounded up.
+  DelegationOptions delegation{.lease_duration_seconds = 0};
+  int64_t delegation_budget_us = 500'000;
+  int64_t step_down_backoff_us = 15'000'000;
+  // All zero: random (one per AgentCore, i.e. per agent start).
+  BootId boot_id{};
+  // Check a heartbeat's signature only where a decision rests on it
+  // (heartbeat_verifier.h "Lazy signature checks"): it says "cut off" or
+  // "leader", or this leader delegated its sender; others once per
+  // sample period. Off: every heartbeat.
+  bool lazy_verification = true;
+  int64_t verification_sample_period_us = 30'000'000;
+};
+
+struct AgentStats {
+  std::atomic<int64_t> rounds{0};               // heartbeats signed
+  std::atomic<int64_t> datagrams_sent{0};
+  std::atomic<int64_t> send_errors{0};
+  std::atomic<int64_t> certificates_sent{0};
+  std::atomic<int64_t> certificate_requests_sent{0};
+  std::atomic<int64_t> certificate_requests_answered{0};
+  std::atomic<int64_t> probes{0};
+  std::atomic<int64_t> probe_failures{0};
+  std::atomic<int64_t> elections_won{0};
+};
+
+// A consistent picture for /metrics, /readyz and logs.
+struct AgentStatus {
+  bool reachable = false;  // cloud_reachability.h
+  bool seen = false;       // what the heartbeats say
+  bool leading = false;
+  std::string leader;      // the PoolLease holder last observed ("" unknown)
+  size_t members = 0;      // in the pool, self included
+  // Members whose latest heartbeat (decoded, from a member, new, with a known
+  // certificate; its signature checked when needed) arrived within the
+  // freshness bound.
+  size_t peers_heard = 0;
+  // Members whose latest *verified* heartbeat is fresh (evidence).
+  size_t peers_fresh = 0;
+  uint64_t sequence = 0;   // of the last heartbeat sent
+};
+
+class AgentCore {
+ public:
+  // `identity`, `ca`, `clock`, `lan` required; `cloud` may be null (LAN only).
+  // None owned but `identity`/`ca` (shared); all must outlive the core.
+  // InvalidArgument for inconsistent options (as the LeaderElector's).
+  static absl::StatusOr<std::unique_ptr<AgentCore>> New(
+      std::shared_ptr<const NodeIdentity> identity, std::shared_ptr<const CertificateAuthority> ca,
+      const base::Clock* clock, LanTransport* lan, AgentCloud* cloud, AgentOptions options);
+  ~AgentCore();
+  AgentCore(const AgentCore&) = delete;
+  AgentCore& operator=(const AgentCore&) = delete;
+
+  // The pool (members joined or left). Its self must be this node.
+  void SetPool(std::shared_ptr<const PoolView> pool);
+  // A rotated certificate and key (same node): pushed to every member again.
+  void SetIdentity(std::shared_ptr<const NodeIdentity> identity);
+  // Issue 15: the challenge the server issued (read from the PoolLease by the
+  // leader); relayed in the leader's heartbeats.
+  void set_server_challenge(std::string challenge);
+
+  // LAN side. A datagram received now, or at the given times (the kernel's
+  // stamp, when the loop reads in batches).
+  void OnDatagram(absl::string_view bytes);
+  void OnDatagram(absl::string_view bytes, int64_t arrival_mono_us, int64_t arrival_wall_us);
+  // Sends what is due; returns the monotonic µs of the next due round. A
+  // driver should also call it soon after CloudStep changed the status (the
+  // flags go out at once).
+  int64_t LanStep();
+
+  // Cloud side. Returns the monotonic µs it wants to run next.
+  int64_t CloudStep();
+  // Cloud side, at exit: ends the election (releasing a held PoolLease).
+  void Shutdown();
+
+  AgentStatus status() const;
+  const AgentStats& stats() const { return stats_; }
+  const VerifierStats& verifier_stats() const { return verifier_.stats(); }
+  const DelegationStats& delegation_stats() const { return planner_.stats(); }
+  const BootId& boot_id() const { return boot_id_; }
+  const AgentOptions& options() const { return options_; }
+  // The latest verified heartbeat of a member (tests, the simulator's checks).
+  std::shared_ptr<const VerifiedHeartbeat> LatestOf(const std::string& node) const;
+
+ private:
+  AgentCore(std::shared_ptr<const NodeIdentity> identity, std::shared_ptr<const CertificateAuthority> ca,
+            const base::Clock* clock, LanTransport* lan, AgentCloud* cloud, AgentOptions options);
+  void SyncVerifierPool();
+  void SendRound(int64_t now);
+  void SendTo(const std::string& node, const std::string& address, const std::string& datagram);
+  void Probe(int64_t now);
+  void Campaign(int64_t now);
+  void Delegate(int64_t now);
+  void Execute(const DelegationAction& action);
+  void OnCloudRequest(bool answered);
+  bool SignatureNeeded(const Heartbeat& heartbeat) const;
+  void UpdateWatched();
+
+  const AgentOptions options_;
+  const base::Clock* const clock_;
+  LanTransport* const lan_;
+  AgentCloud* const cloud_;
+  BootId boot_id_;
+  AgentStats stats_;
+
+  mutable absl::Mutex mu_;
+  std::shared_ptr<const NodeIdentity> identity_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const PoolView> pool_ ABSL_GUARDED_BY(mu_);
+  uint64_t pool_generation_ ABSL_GUARDED_BY(mu_) = 0;
+  PeerTable peers_ ABSL_GUARDED_BY(mu_);
+  bool reachable_ ABSL_GUARDED_BY(mu_) = false;
+  bool seen_ ABSL_GUARDED_BY(mu_) = false;
+  bool leading_ ABSL_GUARDED_BY(mu_) = false;
+  bool probed_ ABSL_GUARDED_BY(mu_) = false;
+  std::string server_challenge_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int64_t> heard_ ABSL_GUARDED_BY(mu_);  // node -> arrival (monotonic µs)
+  std::set<std::string> watched_ ABSL_GUARDED_BY(mu_);          // DelegationPlanner::Watched()
+  int identity_generation_ ABSL_GUARDED_BY(mu_) = 0;
+
+  // LAN side only.
+  HeartbeatVerifier verifier_;
+  uint64_t verifier_pool_generation_ = UINT64_MAX;
+  int64_t start_us_;
+  bool started_ = false;
+  uint64_t sequence_ = 0;
+  int64_t next_round_us_ = 0;
+  bool sent_seen_ = false, sent_leading_ = false;
+  int sent_identity_generation_ = -1;
+  int push_rounds_left_ = 0;
+  std::map<std::string, int64_t> last_request_to_;   // node -> monotonic µs
+  std::map<std::string, int64_t> last_answer_to_;
+
+  // Cloud side only.
+  CloudReachability reachability_;
+  DelegationPlanner planner_;
+  std::unique_ptr<election::LeaderElector> elector_;
+  std::deque<DelegationAction> pending_;
+  int64_t next_probe_us_ = 0;
+  int64_t next_elector_us_ = 0;
+  int64_t campaign_after_us_ = INT64_MIN;
+};
+
+}  // namespace poolcoord::agent
