@@ -33,17 +33,6 @@ absl::Status TooLargeError(int64_t wanted, int64_t current) {
       /*rv_too_large=*/true);
 }
 
-EventPtr Bookmark(Kind kind, int64_t revision) {
-  auto marker = std::make_shared<Object>();
-  marker->kind = kind;
-  marker->metadata.resource_version = revision;
-  auto event = std::make_shared<Event>();
-  event->type = EventType::kBookmark;
-  event->object = std::move(marker);
-  event->revision = revision;
-  return event;
-}
-
 // Wakes a dispatcher. Shared with the wake callbacks handed to the upstream
 // watcher, which may run on a store's writer thread after the dispatcher has
 // gone.
@@ -385,7 +374,7 @@ class KindCache : public std::enable_shared_from_this<KindCache> {
       at = revision_;
     }
     for (const auto& weak : waiters) {
-      if (auto s = weak.lock()) s->channel.Push(Bookmark(kind_, std::max(at, s->after)));
+      if (auto s = weak.lock()) s->channel.Push(BookmarkEvent(kind_, std::max(at, s->after)));
     }
   }
 

@@ -168,14 +168,7 @@ class MemoryStore final : public Store {
   bool PushProgress(Kind kind, WatchChannel& channel) {
     absl::ReaderMutexLock lock(&mu_);
     if (shutdown_) return false;
-    auto marker = std::make_shared<Object>();
-    marker->kind = kind;
-    marker->metadata.resource_version = revision_;
-    auto event = std::make_shared<Event>();
-    event->type = EventType::kBookmark;
-    event->object = std::move(marker);
-    event->revision = revision_;
-    return channel.Push(std::move(event));
+    return channel.Push(BookmarkEvent(kind, revision_));
   }
 
   int64_t CurrentRevision() override {

@@ -1,5 +1,5 @@
 // The bounded event queue between a store and one watcher, shared by the memory
-// and etcd3 stores.
+// and etcd3 stores and the watch cache.
 //
 // A watcher that falls `limit` events behind is closed rather than buffered
 // without bound (the consumer then gets one kError event with no object and
@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -19,6 +20,19 @@
 #include "store/store.h"
 
 namespace poolcoord::store {
+
+// The kBookmark event of Watcher::RequestProgress: an object of `kind` with only
+// metadata.resourceVersion, at `revision`.
+inline EventPtr BookmarkEvent(Kind kind, int64_t revision) {
+  auto marker = std::make_shared<Object>();
+  marker->kind = kind;
+  marker->metadata.resource_version = revision;
+  auto event = std::make_shared<Event>();
+  event->type = EventType::kBookmark;
+  event->object = std::move(marker);
+  event->revision = revision;
+  return event;
+}
 
 class WatchChannel {
  public:

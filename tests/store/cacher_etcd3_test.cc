@@ -13,16 +13,12 @@
 #include "store/cacher.h"
 #include "store/etcd3_store.h"
 #include "tests/store/etcd_fixture.h"
+#include "tests/store/update_fns.h"
 
 namespace poolcoord::store {
 namespace {
 
 using std::chrono::milliseconds;
-
-testing::EtcdFixture& Etcd() {
-  static testing::EtcdFixture etcd;
-  return etcd;
-}
 
 size_t Append(char* data, size_t size, size_t n, void* out) {
   static_cast<std::string*>(out)->append(data, size * n);
@@ -34,7 +30,7 @@ int64_t EtcdGauge(const std::string& name) {
   std::string body;
   CURL* curl = curl_easy_init();
   if (curl == nullptr) return -1;
-  const std::string url = Etcd().endpoint() + "/metrics";
+  const std::string url = testing::SharedEtcd().endpoint() + "/metrics";
   curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
   curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, Append);
   curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
@@ -58,18 +54,11 @@ bool Eventually(F condition) {
   return condition();
 }
 
-UpdateFn Put(Kind kind, int32_t duration) {
-  return [kind, duration](const ObjectPtr& cur, TxnReader&) -> absl::StatusOr<MutableObjectPtr> {
-    auto next = cur ? std::make_shared<Object>(*cur) : std::make_shared<Object>();
-    next->kind = kind;
-    next->spec.lease_duration_seconds = duration;
-    return next;
-  };
-}
+using test_util::Put;
 
 std::unique_ptr<Store> NewCachedEtcd3(const std::string& prefix) {
   Etcd3StoreOptions options;
-  options.endpoints = {Etcd().endpoint()};
+  options.endpoints = {testing::SharedEtcd().endpoint()};
   options.prefix = prefix;
   auto etcd = NewEtcd3Store(options);
   BOOST_REQUIRE_MESSAGE(etcd.ok(), etcd.status().ToString());

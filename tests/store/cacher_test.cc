@@ -14,6 +14,7 @@
 #include "store/api_error.h"
 #include "store/cacher.h"
 #include "store/memory_store.h"
+#include "tests/store/update_fns.h"
 
 namespace poolcoord::store {
 namespace {
@@ -22,24 +23,8 @@ using std::chrono::milliseconds;
 
 constexpr auto kWait = std::chrono::seconds(10);
 
-MutableObjectPtr NewLease(Kind kind, int32_t duration) {
-  auto o = std::make_shared<Object>();
-  o->kind = kind;
-  o->spec.lease_duration_seconds = duration;
-  return o;
-}
-
-UpdateFn Put(Kind kind, int32_t duration) {
-  return [kind, duration](const ObjectPtr& cur, TxnReader&) -> absl::StatusOr<MutableObjectPtr> {
-    auto next = cur ? std::make_shared<Object>(*cur) : NewLease(kind, duration);
-    next->spec.lease_duration_seconds = duration;
-    return next;
-  };
-}
-
-UpdateFn Remove() {
-  return [](const ObjectPtr&, TxnReader&) -> absl::StatusOr<MutableObjectPtr> { return nullptr; };
-}
+using test_util::Put;
+using test_util::Remove;
 
 // Events until one at `revision` (inclusive) or an error, or kWait.
 std::vector<EventPtr> DrainUntil(Watcher& w, int64_t revision) {

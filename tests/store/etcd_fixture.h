@@ -167,4 +167,10 @@ class EtcdFixture {
   pid_t pid_ = -1;
 };
 
+// One etcd for a whole test module: started on first use, killed at exit.
+inline EtcdFixture& SharedEtcd() {
+  static EtcdFixture etcd;
+  return etcd;
+}
+
 }  // namespace poolcoord::testing

@@ -10,31 +10,16 @@
 
 #include "store/api_error.h"
 #include "store/memory_store.h"
+#include "tests/store/update_fns.h"
 
 namespace poolcoord::store {
 namespace {
 
 using std::chrono::milliseconds;
 
-MutableObjectPtr NewLease(Kind kind, int32_t duration = 10) {
-  auto o = std::make_shared<Object>();
-  o->kind = kind;
-  o->spec.lease_duration_seconds = duration;
-  return o;
-}
-
-// fn that creates when absent and otherwise sets the duration.
-UpdateFn Put(Kind kind, int32_t duration) {
-  return [kind, duration](const ObjectPtr& cur, TxnReader&) -> absl::StatusOr<MutableObjectPtr> {
-    auto next = cur ? std::make_shared<Object>(*cur) : NewLease(kind);
-    next->spec.lease_duration_seconds = duration;
-    return next;
-  };
-}
-
-UpdateFn Remove() {
-  return [](const ObjectPtr&, TxnReader&) -> absl::StatusOr<MutableObjectPtr> { return nullptr; };
-}
+using test_util::NewLease;
+using test_util::Put;
+using test_util::Remove;
 
 std::vector<EventPtr> Drain(Watcher& w, size_t n) {
   std::vector<EventPtr> out;
