@@ -328,14 +328,15 @@ if wants watchcache; then
       start_server "$name" "$RENEW" "${args[@]}"
       populate "$RENEW" 16 "$OUT/$name-setup.json"
       renew_poolleases "$RENEW"
-      RV=$(curl -ksf -H "Authorization: Bearer $ADMIN_TOKEN" \
-        "https://127.0.0.1:$SERVER_PORT/apis/coordination.pool/v1alpha1/delegatedleases?limit=1" |
-        python3 -c 'import json,sys; print(json.load(sys.stdin)["metadata"]["resourceVersion"])')
-      printf 'GET /apis/coordination.pool/v1alpha1/delegatedleases?watch=1&resourceVersion=%s&timeoutSeconds=600\nAuthorization: Bearer %s\nAccept: application/json\n' \
-        "$RV" "$ADMIN_TOKEN" >"$WORK/$name-watch.tmpl"
       head -1 "$RENEW/keys.tsv" >"$WORK/fanout-key.tsv"
       for watchers in 1 "$BENCH_WATCHERS"; do
         run="$name-w$watchers"
+        # From the current resourceVersion: nothing to replay (not even the last run's writes).
+        RV=$(curl -ksf -H "Authorization: Bearer $ADMIN_TOKEN" \
+          "https://127.0.0.1:$SERVER_PORT/apis/coordination.pool/v1alpha1/delegatedleases?limit=1" |
+          python3 -c 'import json,sys; print(json.load(sys.stdin)["metadata"]["resourceVersion"])')
+        printf 'GET /apis/coordination.pool/v1alpha1/delegatedleases?watch=1&resourceVersion=%s&timeoutSeconds=600\nAuthorization: Bearer %s\nAccept: application/json\n' \
+          "$RV" "$ADMIN_TOKEN" >"$WORK/$name-watch.tmpl"
         "$LOADGEN" fanout --port="$SERVER_PORT" --watchers="$watchers" --rate="$BENCH_WATCH_RATE" \
           --duration="$BENCH_SECONDS" --watch-template="$WORK/$name-watch.tmpl" \
           --keys="$WORK/fanout-key.tsv" --template="$RENEW/dl_renew.tmpl" \
