@@ -34,6 +34,7 @@ Every process gets SIGKILL when the test process dies (PR_SET_PDEATHSIG).
 Standard library only.
 """
 import argparse
+import base64
 import json
 import os
 import shutil
@@ -45,6 +46,7 @@ import tempfile
 import threading
 import time
 import traceback
+import urllib.request
 from datetime import datetime, timezone
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -314,7 +316,6 @@ class KubeCluster:
         self.kcm = Process("kube-controller-manager", args, self.workdir)
         self.procs.append(self.kcm)
         ctx = _insecure_ctx()
-        import urllib.request
 
         def healthy():
             if not self.kcm.alive():
@@ -336,9 +337,6 @@ class KubeCluster:
 
     def user_client(self, name, cn, orgs=()):
         return Client(self.port, self.pki.ca[0], cert=self.pki.client(name, cn, orgs))
-
-    def token_client(self, token):
-        return Client(self.port, self.pki.ca[0], token=token)
 
     def kubectl(self, *args, stdin=None, kubeconfig=None, timeout=60, env=None, check=False):
         cmd = [kubectl_binary(), "--kubeconfig", kubeconfig or self.admin_kubeconfig,
@@ -409,7 +407,6 @@ class ChartInstall:
                                            cluster.pki.ca[0], token=token)
         certs = os.path.join(self.dir, "serving-cert")
         os.makedirs(certs)
-        import base64
         for k, v in self.one("Secret")["data"].items():
             with open(os.path.join(certs, k), "wb") as f:
                 f.write(base64.b64decode(v))
