@@ -24,6 +24,7 @@ SRCS=(
   election/membership.cc
   store/api_error.cc
   store/memory_store.cc
+  store/object_set.cc
   base/microtime.cc
   base/quote.cc
   store/object_codec.cc
