@@ -162,8 +162,35 @@ def metrics_and_leader_events(env):
     expect(changed[0]["source"].get("component") or changed[0].get("reportingComponent"), changed[0])
 
 
+def taint_after_threshold(env):
+    """Defect 1: the taint is a patch (the chart grants nodes patch, not update), it
+    goes on once the node has been delegated for --delegation-taint-after (2 s
+    here) and off when the kubelet renews again; no forwarding error."""
+    errors_before = env.pc.metric("poolcoord_forward_errors_total")
+    env.kubelets["bj-2"].renew(renew_time=microtime(-60))
+    # bj-2 is in beijing: its leader is bj-1.
+    leader = lead(env, "beijing", "bj-1")
+    expect_status(leader.request("POST", BASE + "/delegatedleases", delegated("bj-2", "beijing", "bj-1")), 201)
+
+    def tainted():
+        dl = leader.request("GET", BASE + "/delegatedleases/bj-2").json()
+        dl["spec"]["renewTime"] = microtime()
+        leader.request("PUT", BASE + "/delegatedleases/bj-2", dl)
+        return any(t["key"] == TAINT and t["effect"] == "NoSchedule" and t.get("value") == "true"
+                   for t in env.node("bj-2")["spec"].get("taints", []))
+    wait_for("the taint after the threshold", tainted, timeout=30)
+    errors = env.pc.metric("poolcoord_forward_errors_total") - errors_before
+    expect(errors == 0, f"{errors} forwarding errors while tainting")
+    expect_status(leader.request("DELETE", BASE + "/delegatedleases/bj-2"), 200)
+    env.kubelets["bj-2"].renew()
+    wait_for("the taint removed after the kubelet's own renewal", lambda: not any(
+        t["key"] == TAINT for t in env.node("bj-2")["spec"].get("taints", [])), timeout=30)
+    wait_for("TaintAdded and TaintRemoved Events", lambda: {"TaintAdded", "TaintRemoved"} <= {
+        e["reason"] for e in env.events("bj-2")})
+
+
 CASES = [membership_from_node_labels, missing_cloud_lease_is_created, renew_time_never_goes_backwards,
-         metrics_and_leader_events, cleanup_after_restart]
+         metrics_and_leader_events, taint_after_threshold, cleanup_after_restart]
 
 if __name__ == "__main__":
     sys.exit(run_cluster_cases(CASES, Env, __doc__))

@@ -21,6 +21,7 @@ The cases then judge what was recorded. Skipped (exit 77) without
 kube-apiserver/kube-controller-manager binaries."""
 import argparse
 import os
+import statistics
 import sys
 import threading
 import time
@@ -36,6 +37,7 @@ TAINT = "node.openyurt.io/unschedulable:NoSchedule"
 UNREACHABLE = "node.kubernetes.io/unreachable:NoSchedule"
 MONITOR_PERIOD = 5.0   # kube-controller-manager's --node-monitor-period default
 SLACK = 3.0            # watch delivery and scheduling on a busy 2-core machine
+TAINT_AFTER = 40.0     # the chart's (and the server's) --delegation-taint-after default
 PHASES = 20
 
 
@@ -232,8 +234,58 @@ def kubelet_return_removes_every_mark(env):
                                      f"lease annotations {env.lw.latest(node)}")
 
 
+def delegated_node_tainted_after_threshold(env):
+    """Defect 1: the taint goes on (a patch, which the chart's RBAC grants) once the
+    node has been delegated for --delegation-taint-after, and no forward fails."""
+    r = result(env, "dl-a")
+    t = env.nw.first_taint("dl-a", TAINT, after=r["start"])
+    expect(t is not None and t <= r["stop"], "dl-a was never tainted while delegated")
+    # The delegation begins with its first forward (delegated-since on the cloud
+    # Lease), one kubelet renew interval after the kubelet's last renewal.
+    began = r["forwards"][0]
+    print(f"  dl-a: tainted {t - began:.1f} s after its first forward ({t - r['start']:.1f} s after the "
+          f"first DelegatedLease write)")
+    expect(TAINT_AFTER - 1 <= t - began <= TAINT_AFTER + 5 + SLACK, f"tainted {t - began:.1f} s after it")
+    errors = env.pc.metric("poolcoord_forward_errors_total")
+    expect(errors == 0, f"poolcoord_forward_errors_total = {errors}")
+
+
+def resumed_delegation_starts_anew(env):
+    """Defect 3: a delegation after a gap longer than the grace period is a new one:
+    a new start time and a DelegationStarted Event, not the old delegation's."""
+    r = result(env, "dl-a")
+    _, _, ann = r["resumed_lease"]
+    since = ann.get("coordination.pool/delegated-since")
+    expect(since is None or parse_micro(since) >= r["resume"] - 1,
+           f"delegated-since {since} is the old delegation's (resumed at {r['resume']:.1f})")
+    started = [e for e in r["events"] if e["reason"] == "DelegationStarted"]
+    expect(len(started) >= 2, f"DelegationStarted events: {len(started)} for two delegations")
+
+
+def flapping_nodes_never_go_unknown(env):
+    """Defect 2, over 20 phases of the kubelet's last renewal: the first forward
+    comes soon enough that no node goes Unknown."""
+    res = result(env, "phases")
+    expect(len(res) == PHASES, f"{len(res)} of {PHASES} phases ran")
+    firsts = [v["first_forward"] for v in res.values() if v["first_forward"] is not None]
+    unknown = {n: v["unknown"] - v["cut"] for n, v in res.items() if v["unknown"] is not None}
+    for n, v in sorted(res.items()):
+        ff = f"{v['first_forward']:.1f}" if v["first_forward"] is not None else "none"
+        print(f"  {n}: delegation from {v['start'] - v['cut']:.1f} s, first forward {ff} s after the last "
+              f"renewal" + (f", Unknown at {unknown[n]:.1f} s" if n in unknown else ""))
+    if firsts:
+        print(f"  first forward after the kubelet's last renewal over {len(firsts)} phases: "
+              f"min {min(firsts):.1f} s, median {statistics.median(firsts):.1f} s, max {max(firsts):.1f} s "
+              f"(grace {env.grace:.0f} s)")
+    expect(len(firsts) == PHASES, f"{PHASES - len(firsts)} nodes were never forwarded")
+    expect(not unknown, f"{len(unknown)} nodes went Unknown: {unknown}")
+    expect(max(firsts) < env.grace / 2, f"a first forward came {max(firsts):.1f} s after the last renewal")
+
+
 CASES = [delegated_node_stays_ready, control_node_goes_unknown_and_unreachable,
-         delegated_node_follows_when_delegation_stops, kubelet_return_removes_every_mark]
+         delegated_node_follows_when_delegation_stops, kubelet_return_removes_every_mark,
+         delegated_node_tainted_after_threshold, resumed_delegation_starts_anew,
+         flapping_nodes_never_go_unknown]
 
 if __name__ == "__main__":
     sys.exit(run_cluster_cases(CASES, Env, __doc__))
