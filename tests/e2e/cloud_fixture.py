@@ -1,12 +1,15 @@
-"""A stand-in for the cloud cluster's kube-apiserver, for end-to-end tests without a
-cluster. It keeps kube-apiserver's semantics for what poolcoord uses:
+"""A stand-in for the cloud cluster's kube-apiserver, for what the real one cannot
+be made to do: answer 5xx, time out, drop connections, stay without the
+authentication ConfigMap (test_delegated_auth.py, test_forwarder.py). Everything
+else runs against a real kube-apiserver (tests/e2e/kube_cluster.py). Around the
+faults it keeps kube-apiserver's semantics for what poolcoord uses:
 
 - coordination.k8s.io/v1 Leases (namespaced): get, list (labelSelector key=value),
   create (409 AlreadyExists), update (404, 409 Conflict on a stale
   resourceVersion), delete;
 - core/v1 Nodes: get, list (labelSelector key or key=value), watch (resourceVersion,
-  410 Expired events for a too-old resourceVersion), update with optimistic
-  concurrency;
+  410 Expired events for a too-old resourceVersion), merge patches with optimistic
+  concurrency (a PUT is refused as the chart's RBAC refuses it);
 - core/v1 Events: create, list;
 - TokenReview and SubjectAccessReview (static answers set by the test);
 - ConfigMaps in kube-system (kube-system/extension-apiserver-authentication): get,
@@ -14,9 +17,7 @@ cluster. It keeps kube-apiserver's semantics for what poolcoord uses:
   change them live;
 - count(method, path) tells how often a path was called (e.g. TokenReview caching);
 - inject(method, path, action) makes the next calls of a path fail (a status
-  code, a timeout, a dropped connection): what a real kube-apiserver cannot be
-  made to do, and what the tests that use this fixture are for (the rest runs
-  against the real one, tests/e2e/kube_cluster.py).
+  code, a timeout, a dropped connection).
 
 One global resourceVersion counter, as etcd gives. HTTPS with a throw-away CA made
 by the openssl CLI; clients authenticate with a bearer token. Standard library only.
@@ -75,26 +76,10 @@ class CloudState:
             self.lock.notify_all()
             return obj
 
-    def relabel_node(self, name, labels):
-        with self.lock:
-            obj = self.nodes[name]
-            obj["metadata"]["labels"] = labels
-            obj["metadata"]["resourceVersion"] = self.next_rv()
-            self.node_events.append((int(self.rv), "MODIFIED", copy.deepcopy(obj)))
-            self.lock.notify_all()
-
     def lease(self, name, ns="kube-node-lease"):
         with self.lock:
             o = self.leases.get((ns, name))
             return copy.deepcopy(o) if o else None
-
-    def kubelet_renew(self, name, renew_time, ns="kube-node-lease"):
-        """A kubelet renewal: GET, set renewTime, PUT back everything it read."""
-        with self.lock:
-            o = self.leases[(ns, name)]
-            o["spec"]["renewTime"] = renew_time
-            o["spec"]["holderIdentity"] = name
-            o["metadata"]["resourceVersion"] = self.next_rv()
 
     def put_lease(self, obj, ns="kube-node-lease"):
         with self.lock:
