@@ -217,15 +217,21 @@ if wc:
     w("")
     w("| store | --watch-cache | watchers ready | server threads | etcd watchers | etcd watch streams | "
       "server connections to etcd | write → last watcher p50 | p99 | max | writes not seen by all | "
-      "events received | write latency p50 / p99 |")
-    w("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+      "events received | write latency p50 / p99 | server CPU per write | etcd CPU in the run |")
+    w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     na = lambda v: "–" if v is None else f"{v:,}"
     for b, c, n, j in wc:
         wr = j.get("write", {})
         w(f"| {b} | {c} | {na(j.get('watchers_ready'))} of {n:,} | {na(j.get('server_threads'))} | "
           f"{na(j.get('etcd_watchers'))} | {na(j.get('etcd_watch_streams'))} | {na(j.get('etcd_connections'))} | "
           f"{ms(j.get('p50_us'))} | {ms(j.get('p99_us'))} | {ms(j.get('max_us'))} | {na(j.get('incomplete'))} | "
-          f"{na(j.get('events'))} | {ms(wr.get('p50_us'))} / {ms(wr.get('p99_us'))} |")
+          f"{na(j.get('events'))} | {ms(wr.get('p50_us'))} / {ms(wr.get('p99_us'))} | "
+          f"{'–' if j.get('server_cpu_ms_per_write') is None else str(j['server_cpu_ms_per_write']) + ' ms'} | "
+          f"{'–' if j.get('etcd_cpu_ms_writes') is None else format(j['etcd_cpu_ms_writes'], ',') + ' ms'} |")
+    w("")
+    w("Server CPU per write: the server's user + system CPU from the moment every watch was open to the "
+      "end of the run (the writes, their fan-out to every watcher and the drain), over the writes; unlike "
+      "the latencies it does not depend on the CPU the rest of the machine leaves.")
     w("")
     one = load("wc-etcd3-cache-true-w1.json")
     many = load(f"wc-etcd3-cache-true-w{s.get('watchers', 1000)}.json")

@@ -348,6 +348,7 @@ if wants watchcache; then
           kill -0 "$lg" 2>/dev/null || break
           sleep 0.1
         done
+        cpu0=$(cpu_ms "$SERVER_PID") etcd_cpu0=$(cpu_ms "$WC_ETCD_PID")
         sleep 1
         threads=$(awk '/^Threads:/ {print $2}' "/proc/$SERVER_PID/status")
         conns=$(ss -Htnp state established "( dport = :$WC_ETCD_PORT )" 2>/dev/null | grep -c "pid=$SERVER_PID," || true)
@@ -359,9 +360,13 @@ if wants watchcache; then
           conns=null
         fi
         wait "$lg" || true
-        python3 - "$OUT/$run.json" "$backend" "$cache" "$threads" "$etcd_watchers" "$etcd_streams" "$conns" <<'PY' || true
+        # CPU from "every watch open" to the end: the writes, their fan-out and the drain.
+        cpu=$(( $(cpu_ms "$SERVER_PID") - cpu0 )) etcd_cpu=$(( $(cpu_ms "$WC_ETCD_PID") - etcd_cpu0 ))
+        [ "$backend" = etcd3 ] || etcd_cpu=null
+        python3 - "$OUT/$run.json" "$backend" "$cache" "$threads" "$etcd_watchers" "$etcd_streams" "$conns" \
+          "$cpu" "$etcd_cpu" <<'PY' || true
 import json, sys
-path, backend, cache, threads, watchers, streams, conns = sys.argv[1:]
+path, backend, cache, threads, watchers, streams, conns, cpu, etcd_cpu = sys.argv[1:]
 try:
     j = json.load(open(path))
 except ValueError:
@@ -369,7 +374,10 @@ except ValueError:
 num = lambda v: None if v in ("", "null") else int(float(v))
 j.update({"backend": backend, "watch_cache": cache == "true", "server_threads": num(threads),
           "etcd_watchers": num(watchers), "etcd_watch_streams": num(streams),
-          "etcd_connections": num(conns)})
+          "etcd_connections": num(conns), "server_cpu_ms_writes": num(cpu),
+          "etcd_cpu_ms_writes": num(etcd_cpu)})
+if j.get("writes_ok") and j.get("server_cpu_ms_writes") is not None:
+    j["server_cpu_ms_per_write"] = round(j["server_cpu_ms_writes"] / j["writes_ok"], 2)
 json.dump(j, open(path, "w"))
 PY
         log "$run: $(cat "$OUT/$run.json")"
