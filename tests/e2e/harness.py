@@ -312,6 +312,19 @@ def pool_lease(name, holder=None, duration=15, labels=None):
     return {"apiVersion": GV, "kind": "PoolLease", "metadata": md, "spec": spec}
 
 
+def run_one(case, subject):
+    """Runs case(subject), printing PASS or FAIL with its time; True when it passed."""
+    t0 = time.time()
+    try:
+        case(subject)
+        print(f"PASS {case.__name__} ({time.time() - t0:.1f}s)", flush=True)
+        return True
+    except Exception as e:  # any exception is a failed case
+        print(f"FAIL {case.__name__} ({time.time() - t0:.1f}s): {type(e).__name__}: {e}", flush=True)
+        traceback.print_exc(limit=4)
+        return False
+
+
 def run_cases(cases, server_factory):
     """Runs each case(server) and prints the closing tally; returns the exit code."""
     ap = argparse.ArgumentParser()
@@ -322,15 +335,10 @@ def run_cases(cases, server_factory):
     server = server_factory(os.path.abspath(a.binary))
     try:
         for case in cases:
-            t0 = time.time()
-            try:
-                case(server)
+            if run_one(case, server):
                 passed += 1
-                print(f"PASS {case.__name__} ({time.time() - t0:.1f}s)", flush=True)
-            except Exception as e:  # any exception is a failed case
+            else:
                 failed += 1
-                print(f"FAIL {case.__name__}: {type(e).__name__}: {e}", flush=True)
-                traceback.print_exc(limit=3)
             if server.proc.poll() is not None and case is not cases[-1]:
                 print(f"server exited ({server.proc.returncode}) after {case.__name__}:\n{server.read_log()}")
                 failed += 1

@@ -51,7 +51,7 @@ from datetime import datetime, timezone
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from etcd_fixture import EtcdFixture, _die_with_parent, _openssl, issue_cert, make_ca  # noqa: E402
-from harness import Client, free_port, kubectl_binary, wait_for  # noqa: E402
+from harness import Client, free_port, kubectl_binary, run_one, wait_for  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CHART = os.path.join(ROOT, "charts", "poolcoord")
@@ -879,15 +879,10 @@ def run_cluster_cases(cases, setup, doc=""):
         for case in cases:
             if only and case.__name__ not in only:
                 continue
-            t1 = time.time()
-            try:
-                case(env)
+            if run_one(case, env):
                 passed += 1
-                print(f"PASS {case.__name__} ({time.time() - t1:.1f}s)", flush=True)
-            except Exception as e:  # any exception is a failed case
+            else:
                 failed += 1
-                print(f"FAIL {case.__name__} ({time.time() - t1:.1f}s): {type(e).__name__}: {e}", flush=True)
-                traceback.print_exc(limit=4)
     finally:
         if failed or a.keep:
             print(env.logs())
