@@ -398,21 +398,25 @@ store::MutableObjectPtr TryApplySpecMergePatch(const store::Object& current,
       !only.value.IsObject() || only.value.MemberCount() == 0) {
     return nullptr;
   }
-  const bool pool_lease = current.kind == store::Kind::kPoolLease;
+  // Only fields the kind has on the wire: others take the general path, which
+  // reports them as unknown.
+  const uint32_t fields = store::InfoFor(current.kind).spec_fields;
   store::LeaseSpec spec = current.spec;
   for (const auto& m : only.value.GetObject()) {
     std::string_view key(m.name.GetString(), m.name.GetStringLength());
     const rapidjson::Value& v = m.value;
-    if (key == "renewTime" || (pool_lease && key == "acquireTime")) {
+    if ((key == "renewTime" && (fields & store::kSpecRenewTime)) ||
+        (key == "acquireTime" && (fields & store::kSpecAcquireTime))) {
       if (!v.IsString()) return nullptr;
       absl::StatusOr<int64_t> us =
           base::ParseMicroTime(std::string_view(v.GetString(), v.GetStringLength()));
       if (!us.ok()) return nullptr;
       (key == "renewTime" ? spec.renew_time_us : spec.acquire_time_us) = *us;
-    } else if (key == "holderIdentity") {
+    } else if (key == "holderIdentity" && (fields & store::kSpecHolderIdentity)) {
       if (!v.IsString()) return nullptr;
       spec.holder_identity.emplace(v.GetString(), v.GetStringLength());
-    } else if (key == "leaseDurationSeconds" || (pool_lease && key == "leaseTransitions")) {
+    } else if ((key == "leaseDurationSeconds" && (fields & store::kSpecLeaseDurationSeconds)) ||
+               (key == "leaseTransitions" && (fields & store::kSpecLeaseTransitions))) {
       if (!v.IsInt()) return nullptr;  // int32 range; 15.0 or 2^40 take the general path
       (key == "leaseDurationSeconds" ? spec.lease_duration_seconds : spec.lease_transitions) =
           v.GetInt();

@@ -44,8 +44,10 @@ absl::Status ApplyMergePatch(rapidjson::Value& target, const rapidjson::Value& p
 absl::Status ApplyJsonPatch(rapidjson::Document& doc, const rapidjson::Value& ops);
 
 // The renewal fast path: a merge patch whose only member is "spec" setting
-// holderIdentity (string), leaseDurationSeconds (int32), renewTime (a valid
-// MicroTime) and, for a PoolLease, acquireTime and leaseTransitions, is applied
+// holderIdentity (string), leaseDurationSeconds (int32), renewTime, acquireTime
+// (valid MicroTimes) and leaseTransitions (int32), each only if the kind has it
+// on the wire (store::ResourceInfo::spec_fields: a PoolLease has all five, a
+// DelegatedLease no acquireTime and leaseTransitions), is applied
 // straight onto a copy of `current`, without encoding the object to JSON,
 // merging and decoding it back (~20% of a renewal's CPU, issue 6). Returns
 // nullptr for any other patch (metadata, status, null members, other fields,

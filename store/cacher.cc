@@ -19,7 +19,6 @@
 namespace poolcoord::store {
 namespace {
 
-constexpr Kind kKinds[] = {Kind::kPoolLease, Kind::kDelegatedLease};
 // kube-apiserver's blockTimeout: how long a read waits for the cache to reach
 // the revision it needs before the store below answers instead.
 constexpr absl::Duration kBlockTimeout = absl::Seconds(3);
@@ -558,7 +557,7 @@ class Cacher final : public Store {
   Cacher& operator=(const Cacher&) = delete;
 
   absl::Status Start() {
-    for (Kind kind : kKinds) {
+    for (Kind kind : KnownKinds()) {
       auto cache = std::make_shared<KindCache>(below_.get(), kind, options_);
       if (absl::Status s = cache->Start(); !s.ok()) return s;
       caches_[Index(kind)] = std::move(cache);
@@ -572,12 +571,16 @@ class Cacher final : public Store {
 
   absl::StatusOr<ObjectPtr> GetWithFreshness(Kind kind, std::string_view name,
                                              const Freshness& freshness) override {
-    if (auto cached = Cache(kind).Get(name, freshness)) return *std::move(cached);
+    if (KindCache* cache = Cache(kind)) {
+      if (auto cached = cache->Get(name, freshness)) return *std::move(cached);
+    }
     return below_->Get(kind, name);
   }
 
   absl::StatusOr<ListResult> List(Kind kind, const ListOptions& options) override {
-    if (auto cached = Cache(kind).List(options)) return *std::move(cached);
+    if (KindCache* cache = Cache(kind)) {
+      if (auto cached = cache->List(options)) return *std::move(cached);
+    }
     return below_->List(kind, options);
   }
 
@@ -587,7 +590,8 @@ class Cacher final : public Store {
   }
 
   absl::StatusOr<std::unique_ptr<Watcher>> Watch(Kind kind, int64_t from_revision) override {
-    return Cache(kind).Watch(from_revision);
+    if (KindCache* cache = Cache(kind)) return cache->Watch(from_revision);
+    return below_->Watch(kind, from_revision);
   }
 
   int64_t CurrentRevision() override { return below_->CurrentRevision(); }
@@ -602,12 +606,13 @@ class Cacher final : public Store {
 
  private:
   static size_t Index(Kind kind) { return static_cast<size_t>(kind); }
-  KindCache& Cache(Kind kind) { return *caches_[Index(kind)]; }
+  // nullptr for a kind registered after Start: the store below serves it.
+  KindCache* Cache(Kind kind) { return caches_[Index(kind)].get(); }
 
   const std::unique_ptr<Store> below_;
   const CacherOptions options_;
   // Set by Start, before the cacher is shared; never changed after.
-  std::shared_ptr<KindCache> caches_[std::size(kKinds)];
+  std::shared_ptr<KindCache> caches_[kMaxKinds];
 };
 
 }  // namespace

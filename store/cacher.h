@@ -64,8 +64,9 @@ struct CacherOptions {
   size_t watcher_queue_limit = 10000;
 };
 
-// Lists and watches every kind of `below` before it returns (errors: those of
-// that first List or Watch; InvalidArgument for a capacity below 1).
+// Lists and watches every kind the store knows (store::KnownKinds) before it
+// returns (errors: those of that first List or Watch; InvalidArgument for a
+// capacity below 1). A kind registered later is served by `below` alone.
 absl::StatusOr<std::unique_ptr<Store>> NewCacher(std::unique_ptr<Store> below,
                                                  const CacherOptions& options);
 

@@ -18,8 +18,6 @@
 namespace poolcoord::store {
 namespace {
 
-constexpr int kKinds = 2;
-
 int Index(Kind kind) { return static_cast<int>(kind); }
 
 class MemoryStore;
@@ -251,7 +249,7 @@ class MemoryStore final : public Store {
 
   const MemoryStoreOptions options_;
   mutable absl::Mutex mu_;
-  KindState kinds_[kKinds] ABSL_GUARDED_BY(mu_);
+  KindState kinds_[kMaxKinds] ABSL_GUARDED_BY(mu_);
   // The newest revision; 1 before any write, so no list ever reports "0".
   int64_t revision_ ABSL_GUARDED_BY(mu_) = 1;
   // Every revision <= compacted_ has left the history: watches must start at or

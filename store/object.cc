@@ -1,26 +1,66 @@
 #include "store/object.h"
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <ostream>
 #include <stdexcept>
 
 namespace poolcoord::store {
 namespace {
-constexpr ResourceInfo kInfos[] = {
-    {Kind::kPoolLease, "poolleases", "poollease", "PoolLease", "pl"},
-    {Kind::kDelegatedLease, "delegatedleases", "delegatedlease", "DelegatedLease", "dl"},
-};
+constexpr ResourceInfo kPoolLeaseInfo{
+    Kind::kPoolLease, "poolleases", "poollease", "PoolLease", "pl",
+    kSpecHolderIdentity | kSpecLeaseDurationSeconds | kSpecAcquireTime | kSpecRenewTime |
+        kSpecLeaseTransitions,
+    "LeaseSpec", "PoolLeaseStatus"};
+constexpr ResourceInfo kDelegatedLeaseInfo{
+    Kind::kDelegatedLease, "delegatedleases", "delegatedlease", "DelegatedLease", "dl",
+    kSpecHolderIdentity | kSpecLeaseDurationSeconds | kSpecRenewTime | kSpecPoolName |
+        kSpecDelegate,
+    "DelegatedLeaseSpec", "DelegatedLeaseStatus"};
+
+// Indexed by Kind. Slots past the built-in kinds are written once, by
+// RegisterResource, while readers may run: hence atomics.
+std::array<std::atomic<const ResourceInfo*>, kMaxKinds>& Infos() {
+  static std::array<std::atomic<const ResourceInfo*>, kMaxKinds> infos{&kPoolLeaseInfo,
+                                                                        &kDelegatedLeaseInfo};
+  return infos;
+}
 }  // namespace
 
-const ResourceInfo& InfoFor(Kind kind) { return kInfos[static_cast<int>(kind)]; }
+const ResourceInfo& InfoFor(Kind kind) {
+  return *Infos()[static_cast<size_t>(kind)].load(std::memory_order_acquire);
+}
 
 const ResourceInfo* InfoForPlural(std::string_view plural) {
-  for (const auto& info : kInfos) {
-    if (plural == info.plural) return &info;
+  for (const auto& slot : Infos()) {
+    const ResourceInfo* info = slot.load(std::memory_order_acquire);
+    if (info != nullptr && plural == info->plural) return info;
   }
   return nullptr;
+}
+
+std::vector<Kind> KnownKinds() {
+  std::vector<Kind> kinds;
+  for (const auto& slot : Infos()) {
+    if (const ResourceInfo* info = slot.load(std::memory_order_acquire)) kinds.push_back(info->kind);
+  }
+  return kinds;
+}
+
+bool RegisterResource(const ResourceInfo* info) {
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  const auto index = static_cast<size_t>(info->kind);
+  if (index >= kMaxKinds) return false;
+  const ResourceInfo* taken = Infos()[index].load(std::memory_order_acquire);
+  if (taken == info) return true;
+  if (taken != nullptr || InfoForPlural(info->plural) != nullptr) return false;
+  Infos()[index].store(info, std::memory_order_release);
+  return true;
 }
 
 namespace {

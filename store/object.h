@@ -20,19 +20,52 @@
 
 namespace poolcoord::store {
 
-enum class Kind { kPoolLease, kDelegatedLease };
+// A kind of the group. The two kinds the rules are about are built in; a kind
+// defined above the store (handlers/registry/) takes the next free number and
+// registers its ResourceInfo (RegisterResource).
+enum class Kind : uint8_t { kPoolLease = 0, kDelegatedLease = 1 };
+inline constexpr size_t kMaxKinds = 8;
 
-// The two resources of the group, in the order they appear in discovery.
+// The fields of LeaseSpec, as bits of ResourceInfo::spec_fields.
+enum SpecField : uint32_t {
+  kSpecHolderIdentity = 1u << 0,
+  kSpecLeaseDurationSeconds = 1u << 1,
+  kSpecAcquireTime = 1u << 2,
+  kSpecRenewTime = 1u << 3,
+  kSpecLeaseTransitions = 1u << 4,
+  kSpecPoolName = 1u << 5,
+  kSpecDelegate = 1u << 6,
+};
+
+// A resource of the group, in the order discovery lists them: its names, and
+// what the wire shows of the one object model (Object) for it.
 struct ResourceInfo {
   Kind kind;
   const char* plural;     // "poolleases"
   const char* singular;   // "poollease"
   const char* kind_name;  // "PoolLease"
   const char* short_name; // "pl"
+  // The LeaseSpec fields the kind has on the wire (SpecField bits): the codec
+  // reads others as unknown fields and never writes them to clients (the
+  // storage encoding keeps every field).
+  uint32_t spec_fields;
+  // The Go struct names decode errors name, as kube-apiserver's decoder would
+  // for the kind's types ("LeaseSpec.spec.leaseDurationSeconds").
+  const char* spec_struct;
+  const char* status_struct;
 };
+// `kind` must be built in or registered.
 const ResourceInfo& InfoFor(Kind kind);
 // Returns nullptr when `plural` names no resource of ours.
 const ResourceInfo* InfoForPlural(std::string_view plural);
+// Makes a kind defined above the store known to it (its number beyond the built-in
+// ones, below kMaxKinds). `info` must outlive the process. Registering the same
+// ResourceInfo again is a no-op; returns false, changing nothing, when another
+// kind has its number or plural. Thread-safe; register before any object of the
+// kind reaches a store.
+bool RegisterResource(const ResourceInfo* info);
+// The kinds known now (built in and registered), by number.
+std::vector<Kind> KnownKinds();
 
 inline constexpr char kGroup[] = "coordination.pool";
 inline constexpr char kVersion[] = "v1alpha1";

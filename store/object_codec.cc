@@ -57,34 +57,50 @@ void WriteRawArray(JsonWriter& w, std::string_view key, const std::string& json)
   w.RawValue(json.data(), json.size(), rapidjson::kArrayType);
 }
 
-// Which spec fields belong to the API of each kind (DESIGN.md "API"). The storage
+// The SpecField bit of a LeaseSpec field's JSON name; 0 for a name LeaseSpec
+// does not have.
+uint32_t SpecFieldBit(std::string_view field) {
+  static constexpr std::pair<std::string_view, uint32_t> kBits[] = {
+      {"holderIdentity", kSpecHolderIdentity}, {"leaseDurationSeconds", kSpecLeaseDurationSeconds},
+      {"acquireTime", kSpecAcquireTime},       {"renewTime", kSpecRenewTime},
+      {"leaseTransitions", kSpecLeaseTransitions}, {"poolName", kSpecPoolName},
+      {"delegate", kSpecDelegate}};
+  for (const auto& [name, bit] : kBits) {
+    if (field == name) return bit;
+  }
+  return 0;
+}
+
+// The spec fields the wire shows of a kind (its ResourceInfo row); the storage
 // encoding keeps every field regardless.
-bool SpecFieldAllowed(Kind kind, std::string_view field, bool storage) {
-  if (storage) return true;
-  if (kind == Kind::kPoolLease) return field != "poolName" && field != "delegate";
-  return field != "acquireTime" && field != "leaseTransitions";
+uint32_t SpecFields(Kind kind, bool storage) {
+  return storage ? ~uint32_t{0} : InfoFor(kind).spec_fields;
 }
 
 void WriteSpec(JsonWriter& w, const Object& o, bool storage) {
   const LeaseSpec& s = o.spec;
-  auto allowed = [&](std::string_view f) { return SpecFieldAllowed(o.kind, f, storage); };
+  const uint32_t fields = SpecFields(o.kind, storage);
   Str(w, "spec");
   w.StartObject();
-  if (s.holder_identity) KeyStr(w, "holderIdentity", *s.holder_identity);
-  if (s.lease_duration_seconds) {
+  if (s.holder_identity && (fields & kSpecHolderIdentity)) {
+    KeyStr(w, "holderIdentity", *s.holder_identity);
+  }
+  if (s.lease_duration_seconds && (fields & kSpecLeaseDurationSeconds)) {
     Str(w, "leaseDurationSeconds");
     w.Int(*s.lease_duration_seconds);
   }
-  if (s.acquire_time_us && allowed("acquireTime")) {
+  if (s.acquire_time_us && (fields & kSpecAcquireTime)) {
     KeyStr(w, "acquireTime", base::FormatMicroTime(*s.acquire_time_us));
   }
-  if (s.renew_time_us) KeyStr(w, "renewTime", base::FormatMicroTime(*s.renew_time_us));
-  if (s.lease_transitions && allowed("leaseTransitions")) {
+  if (s.renew_time_us && (fields & kSpecRenewTime)) {
+    KeyStr(w, "renewTime", base::FormatMicroTime(*s.renew_time_us));
+  }
+  if (s.lease_transitions && (fields & kSpecLeaseTransitions)) {
     Str(w, "leaseTransitions");
     w.Int(*s.lease_transitions);
   }
-  if (s.pool_name && allowed("poolName")) KeyStr(w, "poolName", *s.pool_name);
-  if (s.delegate && allowed("delegate")) KeyStr(w, "delegate", *s.delegate);
+  if (s.pool_name && (fields & kSpecPoolName)) KeyStr(w, "poolName", *s.pool_name);
+  if (s.delegate && (fields & kSpecDelegate)) KeyStr(w, "delegate", *s.delegate);
   w.EndObject();
 }
 
@@ -219,12 +235,8 @@ class Decoder {
   }
 
  private:
-  const char* SpecStruct() const {
-    return kind_ == Kind::kPoolLease ? "LeaseSpec" : "DelegatedLeaseSpec";
-  }
-  const char* StatusStruct() const {
-    return kind_ == Kind::kPoolLease ? "PoolLeaseStatus" : "DelegatedLeaseStatus";
-  }
+  const char* SpecStruct() const { return InfoFor(kind_).spec_struct; }
+  const char* StatusStruct() const { return InfoFor(kind_).status_struct; }
 
   void Unknown(std::string_view prefix, std::string_view key) {
     if (unknown_ == nullptr) return;
@@ -406,7 +418,7 @@ class Decoder {
     for (const auto& m : v.GetObject()) {
       std::string_view key = Key(m.name);
       const rapidjson::Value& val = m.value;
-      if (!SpecFieldAllowed(kind_, key, storage_)) {
+      if (!(SpecFieldBit(key) & SpecFields(kind_, storage_))) {
         Unknown("spec", key);
       } else if (key == "holderIdentity") {
         CODEC_RETURN_IF_ERROR(OptString(val, at(key), &spec.holder_identity));

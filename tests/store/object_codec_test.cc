@@ -344,6 +344,33 @@ BOOST_AUTO_TEST_CASE(CorruptDataIsInternal) {
   BOOST_TEST(!t.ok());
 }
 
+// A kind registered above the store gets the fields and struct names of its row.
+BOOST_AUTO_TEST_CASE(RegisteredKindFollowsItsRow) {
+  static constexpr ResourceInfo kWidget{Kind{7}, "widgets", "widget", "Widget", "wg",
+                                        kSpecHolderIdentity | kSpecRenewTime, "WidgetSpec",
+                                        "WidgetStatus"};
+  BOOST_REQUIRE(RegisterResource(&kWidget));
+  Object o = FullDelegated();
+  o.kind = kWidget.kind;
+  rapidjson::Document d = Parse(EncodeObject(o));
+  BOOST_TEST(std::string(d["kind"].GetString()) == "Widget");
+  BOOST_TEST(d["spec"].MemberCount() == 2u);
+  BOOST_TEST(d["spec"].HasMember("holderIdentity"));
+  BOOST_TEST(d["spec"].HasMember("renewTime"));
+  std::vector<std::string> unknown;
+  auto r = DecodeText(R"({"spec":{"holderIdentity":"a","poolName":"p"}})", kWidget.kind, &unknown);
+  BOOST_REQUIRE(r.ok());
+  BOOST_TEST(unknown == std::vector<std::string>{"spec.poolName"}, boost::test_tools::per_element());
+  BOOST_TEST(!(*r)->spec.pool_name.has_value());
+  auto bad = DecodeText(R"({"spec":{"holderIdentity":5}})", kWidget.kind);
+  BOOST_TEST(std::string(bad.status().message()).find("WidgetSpec.spec.holderIdentity") !=
+             std::string::npos, bad.status().message());
+  // Storage keeps every field, whatever the row says.
+  auto stored = DecodeFromStorage(EncodeForStorage(o), kWidget.kind);
+  BOOST_REQUIRE(stored.ok());
+  BOOST_TEST((*stored)->spec.pool_name.value() == "hangzhou");
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 }  // namespace

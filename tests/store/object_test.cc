@@ -209,5 +209,41 @@ BOOST_AUTO_TEST_CASE(AssigningStatusKeepsKind) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
+BOOST_AUTO_TEST_SUITE(Resources)
+
+BOOST_AUTO_TEST_CASE(BuiltInKindsAndTheirWireFields) {
+  const ResourceInfo& pl = InfoFor(Kind::kPoolLease);
+  BOOST_TEST(std::string(pl.plural) == "poolleases");
+  BOOST_TEST((pl.spec_fields & kSpecAcquireTime) != 0u);
+  BOOST_TEST((pl.spec_fields & kSpecPoolName) == 0u);
+  const ResourceInfo& dl = InfoFor(Kind::kDelegatedLease);
+  BOOST_TEST(std::string(dl.spec_struct) == "DelegatedLeaseSpec");
+  BOOST_TEST((dl.spec_fields & kSpecDelegate) != 0u);
+  BOOST_TEST((dl.spec_fields & kSpecLeaseTransitions) == 0u);
+  BOOST_TEST(InfoForPlural("delegatedleases") == &dl);
+  BOOST_TEST(InfoForPlural("leases") == nullptr);
+}
+
+BOOST_AUTO_TEST_CASE(RegisteringAKindAboveTheStore) {
+  static constexpr ResourceInfo kGadget{Kind{5}, "gadgets", "gadget", "Gadget", "gd",
+                                        kSpecHolderIdentity, "GadgetSpec", "GadgetStatus"};
+  static constexpr ResourceInfo kSameNumber{Kind{5}, "others", "other", "Other", "ot", 0, "", ""};
+  static constexpr ResourceInfo kSamePlural{Kind{4}, "poolleases", "x", "X", "x", 0, "", ""};
+  static constexpr ResourceInfo kTooFar{Kind{kMaxKinds}, "far", "far", "Far", "f", 0, "", ""};
+  BOOST_TEST(InfoForPlural("gadgets") == nullptr);
+  BOOST_TEST(RegisterResource(&kGadget));
+  BOOST_TEST(RegisterResource(&kGadget));  // again: a no-op
+  BOOST_TEST(&InfoFor(Kind{5}) == &kGadget);
+  BOOST_TEST(InfoForPlural("gadgets") == &kGadget);
+  BOOST_TEST(!RegisterResource(&kSameNumber));
+  BOOST_TEST(!RegisterResource(&kSamePlural));
+  BOOST_TEST(!RegisterResource(&kTooFar));
+  BOOST_TEST(RegisterResource(&InfoFor(Kind::kPoolLease)));  // a built-in row itself: a no-op
+  BOOST_TEST(InfoForPlural("others") == nullptr);
+  BOOST_TEST(&InfoFor(Kind{5}) == &kGadget);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
 }  // namespace
 }  // namespace poolcoord::store
