@@ -29,6 +29,7 @@
 #include "election/membership_file_source.h"
 #include "election/node_membership_source.h"
 #include "election/pool_lease_lock.h"
+#include "handlers/registry/registry.h"
 #include "handlers/status_mapping.h"
 #include "store/api_error.h"
 #include "store/cacher.h"
@@ -310,6 +311,9 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ServerOptions&
     p->store = store::NewMemoryStore(store_options);
   }
   if (options.watch_cache) {
+    // Every kind of handlers/registry/ known to the store first: the cache keeps
+    // one watch per kind it knows when it starts.
+    handlers::registry::AllKinds();
     store::CacherOptions cache_options;
     cache_options.capacity = options.watch_history_size;
     absl::StatusOr<std::unique_ptr<store::Store>> cached =

@@ -21,9 +21,6 @@ using store::Object;
 using store::ObjectPtr;
 
 constexpr int64_t kMicrosPerSecond = 1'000'000;
-// Kubernetes' limit on the total size of an object's annotations
-// (apimachinery ValidateAnnotations: TotalAnnotationSizeLimitB).
-constexpr size_t kTotalAnnotationSizeLimit = 256 * 1024;
 
 std::string Seconds(int64_t micros) {
   char buf[32];
@@ -44,36 +41,6 @@ const char* KindNameOf(const Object& o) { return store::InfoFor(o.kind).kind_nam
 
 absl::Status Invalid(const Object& o, std::vector<FieldCause> causes) {
   return store::InvalidError(KindNameOf(o), o.metadata.name, std::move(causes));
-}
-
-// Checks that hold for every writer, system:masters included.
-void ValidateCommon(const Object& o, int32_t max_duration, bool duration_required,
-                    std::vector<FieldCause>& causes) {
-  const auto& spec = o.spec;
-  if (spec.lease_duration_seconds) {
-    const int32_t d = *spec.lease_duration_seconds;
-    if (d < 1 || d > max_duration) {
-      causes.push_back(store::FieldInvalid(
-          "spec.leaseDurationSeconds", std::to_string(d),
-          absl::StrCat("must be between 1 and ", max_duration, " seconds (--max-lease-duration)")));
-    }
-  } else if (duration_required) {
-    causes.push_back(store::FieldRequired(
-        "spec.leaseDurationSeconds",
-        absl::StrCat("the server judges expiry from it; set 1 to ", max_duration, " seconds")));
-  }
-  if (spec.lease_transitions && *spec.lease_transitions < 0) {
-    causes.push_back(store::FieldInvalid("spec.leaseTransitions",
-                                         std::to_string(*spec.lease_transitions),
-                                         "must be greater than or equal to 0"));
-  }
-  size_t total = 0;
-  for (const auto& [k, v] : o.metadata.annotations) total += k.size() + v.size();
-  if (total > kTotalAnnotationSizeLimit) {
-    causes.push_back(store::FieldTooLong(
-        "metadata.annotations",
-        absl::StrCat("may not have more than ", kTotalAnnotationSizeLimit, " bytes in total")));
-  }
 }
 
 void Stamp(const base::Clock& clock, Object& proposed) {
@@ -113,21 +80,10 @@ bool LeaseRules::DelegationCurrent(const store::Object& delegated,
   return *delegated.status.leader_term == term && RemainingMicros(delegated) > 0;
 }
 
-absl::Status LeaseRules::AdmitWrite(const base::UserInfo& user, const store::ObjectPtr& current,
-                                    store::Object& proposed, store::TxnReader& reader) const {
-  if (proposed.kind == Kind::kPoolLease) return AdmitPoolLeaseWrite(user, current, proposed);
-  return AdmitDelegatedLeaseWrite(user, current, proposed, reader);
-}
-
 absl::Status LeaseRules::AdmitPoolLeaseWrite(const base::UserInfo& user, const store::ObjectPtr& current,
                                              store::Object& proposed) const {
   const std::string& pool = proposed.metadata.name;
   const std::string new_holder = HolderOf(proposed);
-  std::vector<FieldCause> causes;
-  // A held lease without a duration could never expire on our clock.
-  ValidateCommon(proposed, options_.max_lease_duration_seconds, !new_holder.empty(), causes);
-  if (!causes.empty()) return Invalid(proposed, std::move(causes));
-
   if (user.IsMaster()) {
     Stamp(*clock_, proposed);
     return absl::OkStatus();
@@ -220,15 +176,9 @@ absl::Status LeaseRules::AdmitPoolLeaseWrite(const base::UserInfo& user, const s
   return absl::OkStatus();
 }
 
-absl::Status LeaseRules::AdmitDelegatedLeaseWrite(const base::UserInfo& user,
-                                                  const store::ObjectPtr& current,
-                                                  store::Object& proposed,
-                                                  store::TxnReader& reader) const {
-  const std::string& name = proposed.metadata.name;
-  const auto& spec = proposed.spec;
-  const bool master = user.IsMaster();
-  const std::string writer = user.NodeName();
-  if (!master && writer.empty()) {
+absl::Status LeaseRules::CheckDelegatedLeaseWriter(const base::UserInfo& user,
+                                                   const std::string& name) const {
+  if (!user.IsMaster() && user.NodeName().empty()) {
     return store::ForbiddenError(absl::StrCat(
         "user ", base::GoQuote(user.username), " is not a node: only the current leader of node ",
         base::GoQuote(name), "'s pool may write its DelegatedLease"));
@@ -237,60 +187,23 @@ absl::Status LeaseRules::AdmitDelegatedLeaseWrite(const base::UserInfo& user,
     return store::ServiceUnavailableError(
         "pool membership is not loaded yet; retry in a few seconds");
   }
+  return absl::OkStatus();
+}
 
-  std::vector<FieldCause> causes;
-  ValidateCommon(proposed, options_.max_lease_duration_seconds, /*duration_required=*/true,
-                 causes);
-  auto ann = proposed.metadata.annotations.find(kDelegateAnnotation);
-  if (ann == proposed.metadata.annotations.end()) {
-    causes.push_back(store::FieldRequired(
-        "metadata.annotations",
-        absl::StrCat("a DelegatedLease must carry the annotation ", kDelegateAnnotation,
-                     ": \"true\"")));
-  } else if (ann->second != "true") {
-    causes.push_back(store::FieldInvalid(
-        "metadata.annotations", absl::StrCat(kDelegateAnnotation, "=", base::GoQuote(ann->second)),
-        absl::StrCat("the annotation ", kDelegateAnnotation, " must be exactly \"true\"")));
+absl::Status LeaseRules::AdmitDelegatedLeaseWrite(const base::UserInfo& user,
+                                                  const store::ObjectPtr& current,
+                                                  store::Object& proposed,
+                                                  store::TxnReader& reader) const {
+  const std::string& name = proposed.metadata.name;
+  const auto& spec = proposed.spec;
+  if (!spec.pool_name || !spec.renew_time_us) {
+    return store::InternalError(absl::StrCat("delegatedleases/", name,
+                                             " reached the lease rules without validation"));
   }
-  if (!spec.holder_identity) {
-    causes.push_back(store::FieldRequired(
-        "spec.holderIdentity", absl::StrCat("must be the node's name ", base::GoQuote(name))));
-  } else if (*spec.holder_identity != name) {
-    causes.push_back(store::FieldInvalid(
-        "spec.holderIdentity", *spec.holder_identity,
-        absl::StrCat("must equal the DelegatedLease's name (the node), ", base::GoQuote(name))));
-  }
-  const std::optional<std::string> pool = membership_->PoolOf(name);
-  if (!spec.pool_name || spec.pool_name->empty()) {
-    causes.push_back(store::FieldRequired(
-        "spec.poolName", pool ? absl::StrCat("must be the node's pool ", base::GoQuote(*pool))
-                              : absl::StrCat("node ", base::GoQuote(name), " belongs to no pool")));
-  } else if (!pool) {
-    causes.push_back(store::FieldInvalid(
-        "spec.poolName", *spec.pool_name,
-        absl::StrCat("node ", base::GoQuote(name),
-                     " belongs to no pool in the membership, so it cannot be delegated")));
-  } else if (*spec.pool_name != *pool) {
-    causes.push_back(store::FieldInvalid(
-        "spec.poolName", *spec.pool_name,
-        absl::StrCat("must be the node's pool ", base::GoQuote(*pool))));
-  }
-  if (!spec.renew_time_us) {
-    causes.push_back(store::FieldRequired(
-        "spec.renewTime", "the leader's last in-pool observation of the node (MicroTime)"));
-  }
-  if (!master) {
-    if (!spec.delegate || spec.delegate->empty()) {
-      causes.push_back(store::FieldRequired(
-          "spec.delegate", absl::StrCat("must be the writing leader, ", base::GoQuote(writer))));
-    } else if (*spec.delegate != writer) {
-      causes.push_back(store::FieldInvalid(
-          "spec.delegate", *spec.delegate,
-          absl::StrCat("must be the writing leader, ", base::GoQuote(writer))));
-    }
-  }
-  if (!causes.empty()) return Invalid(proposed, std::move(causes));
-
+  // Validation made spec.poolName the node's pool in the membership.
+  const std::optional<std::string>& pool = spec.pool_name;
+  const bool master = user.IsMaster();
+  const std::string writer = user.NodeName();
   ObjectPtr pool_lease = reader.Get(Kind::kPoolLease, *pool);
   std::optional<store::LeaderTerm> term;
   if (pool_lease) term = store::LeaderTerm{pool_lease->metadata.uid, TransitionsOf(*pool_lease)};
@@ -379,33 +292,36 @@ absl::Status LeaseRules::AdmitStatusWrite(const base::UserInfo& user, const stor
   return absl::OkStatus();
 }
 
-absl::Status LeaseRules::AdmitDelete(const base::UserInfo& user, const store::Object& current,
-                                     store::TxnReader& reader) const {
+absl::Status LeaseRules::AdmitDelegatedLeaseDelete(const base::UserInfo& user,
+                                                   const store::Object& current,
+                                                   store::TxnReader& reader) const {
   if (user.IsMaster()) return absl::OkStatus();
   const std::string node = user.NodeName();
   const std::string& name = current.metadata.name;
-
-  if (current.kind == Kind::kDelegatedLease) {
-    if (!node.empty() && node == name) return absl::OkStatus();  // the node itself
-    std::string pool = current.spec.pool_name.value_or("");
-    if (pool.empty()) pool = membership_->PoolOf(name).value_or("");
-    ObjectPtr pool_lease = pool.empty() ? nullptr : reader.Get(Kind::kPoolLease, pool);
-    if (!node.empty() && pool_lease && HolderOf(*pool_lease) == node &&
-        PoolLeaseLive(*pool_lease)) {
-      return absl::OkStatus();  // the pool's current leader
-    }
-    return store::ForbiddenError(absl::StrCat(
-        "user ", base::GoQuote(user.username), " may not delete delegatedleases/", name,
-        ": only the node itself or the current leader of its pool",
-        pool.empty() ? std::string()
-                     : absl::StrCat(" ", base::GoQuote(pool), " (holder of poolleases/", pool, ")"),
-        " may"));
+  if (!node.empty() && node == name) return absl::OkStatus();  // the node itself
+  std::string pool = current.spec.pool_name.value_or("");
+  if (pool.empty()) pool = membership_->PoolOf(name).value_or("");
+  ObjectPtr pool_lease = pool.empty() ? nullptr : reader.Get(Kind::kPoolLease, pool);
+  if (!node.empty() && pool_lease && HolderOf(*pool_lease) == node &&
+      PoolLeaseLive(*pool_lease)) {
+    return absl::OkStatus();  // the pool's current leader
   }
+  return store::ForbiddenError(absl::StrCat(
+      "user ", base::GoQuote(user.username), " may not delete delegatedleases/", name,
+      ": only the node itself or the current leader of its pool",
+      pool.empty() ? std::string()
+                   : absl::StrCat(" ", base::GoQuote(pool), " (holder of poolleases/", pool, ")"),
+      " may"));
+}
 
-  // PoolLease: the holder may release by deleting; a lease that is not live
-  // (released or expired) may be cleaned up by any member; a live lease held by
-  // another member may not be pulled from under its holder.
-  const std::string& pool = name;
+absl::Status LeaseRules::AdmitPoolLeaseDelete(const base::UserInfo& user,
+                                              const store::Object& current) const {
+  // The holder may release by deleting; a lease that is not live (released or
+  // expired) may be cleaned up by any member; a live lease held by another
+  // member may not be pulled from under its holder.
+  if (user.IsMaster()) return absl::OkStatus();
+  const std::string node = user.NodeName();
+  const std::string& pool = current.metadata.name;
   if (node.empty() || !membership_->IsMember(node, pool)) {
     return store::ForbiddenError(absl::StrCat(
         "user ", base::GoQuote(user.username), " may not delete poolleases/", pool,

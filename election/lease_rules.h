@@ -1,5 +1,11 @@
 // The lease rules of DESIGN.md "The rules", in one place, shared by the REST
-// handlers (PoolLease, DelegatedLease writes) and the admission webhook.
+// API (through each kind's strategy, handlers/registry/), the admission webhook
+// (admission_rules.h) and the simulator: who may write a PoolLease or a
+// DelegatedLease, and when (403 Forbidden, 409 Conflict, 503 while membership
+// loads, and the 422 of the leaseTransitions rules, which depend on who holds
+// the lease), and what the server stamps on an accepted write. A kind's field
+// checks (422 for a bad value, whoever writes) are its strategy's validation,
+// which runs before the Admit* checks here: these assume a validated object.
 //
 // Every Admit* method runs inside Store::Update, so the state it reads (through
 // the TxnReader) cannot change before the write it approves is stored.
@@ -30,22 +36,43 @@ class LeaseRules {
  public:
   LeaseRules(const base::Clock* clock, const MembershipIndex* membership, LeaseRulesOptions options);
 
-  // Checks a write of the main resource (create: current == nullptr) by `user`
-  // and stamps the server-owned fields on `proposed`: status.observedTime,
-  // observed_monotonic_us, the pool label, leader_term. `proposed` already
-  // carries server metadata (uid, creationTimestamp, ...) and the current status.
+  // A write of a PoolLease (create: current == nullptr) by `user`: members of
+  // the pool only, for themselves; a live lease is taken by nobody but its
+  // holder (409); a takeover raises leaseTransitions by exactly 1, a renewal
+  // keeps it and acquireTime (422). system:masters pass. On success stamps
+  // status.observedTime and observed_monotonic_us on `proposed`, which already
+  // carries server metadata and the current status.
   // Errors: PermissionDenied (403), Aborted (409 Conflict), InvalidArgument (422
-  // Invalid with causes), each with a message a person can act on.
-  absl::Status AdmitWrite(const base::UserInfo& user, const store::ObjectPtr& current,
-                          store::Object& proposed, store::TxnReader& reader) const;
+  // Invalid with causes), Unavailable (503, membership not loaded), each with a
+  // message a person can act on.
+  absl::Status AdmitPoolLeaseWrite(const base::UserInfo& user, const store::ObjectPtr& current,
+                                   store::Object& proposed) const;
 
-  // Checks a write of the status subresource (only status may change).
+  // Who may write DelegatedLease `name` at all, checked before its fields are:
+  // a node identity or system:masters (403), once the membership its validation
+  // reads is loaded (503).
+  absl::Status CheckDelegatedLeaseWriter(const base::UserInfo& user,
+                                         const std::string& name) const;
+  // A write of a validated DelegatedLease (spec.poolName = the node's pool):
+  // only the current, unexpired holder of the pool's PoolLease (403); renewTime
+  // not backwards within one leader term (409). system:masters pass. On success
+  // stamps status.observedTime, leaderTerm, expired=false, observed_monotonic_us
+  // and the label coordination.pool/pool=<pool>.
+  absl::Status AdmitDelegatedLeaseWrite(const base::UserInfo& user,
+                                        const store::ObjectPtr& current, store::Object& proposed,
+                                        store::TxnReader& reader) const;
+
+  // Checks a write of the status subresource (only status may change): system:masters
+  // and the forwarder (--forwarder-user), which may set lastForwardTime only.
   absl::Status AdmitStatusWrite(const base::UserInfo& user, const store::Object& current,
                                 store::Object& proposed) const;
 
-  // Checks a delete: for a DelegatedLease, its pool's leader or the node itself.
-  absl::Status AdmitDelete(const base::UserInfo& user, const store::Object& current,
-                           store::TxnReader& reader) const;
+  // A delete of a PoolLease: members of the pool; a live lease only by its holder (409).
+  absl::Status AdmitPoolLeaseDelete(const base::UserInfo& user,
+                                    const store::Object& current) const;
+  // A delete of a DelegatedLease: the node itself or its pool's current leader.
+  absl::Status AdmitDelegatedLeaseDelete(const base::UserInfo& user, const store::Object& current,
+                                         store::TxnReader& reader) const;
 
   // True when the PoolLease is held (non-empty holder) and not expired on the
   // server's monotonic clock.
@@ -61,11 +88,6 @@ class LeaseRules {
   const MembershipIndex* membership() const { return membership_; }
 
  private:
-  absl::Status AdmitPoolLeaseWrite(const base::UserInfo& user, const store::ObjectPtr& current,
-                                   store::Object& proposed) const;
-  absl::Status AdmitDelegatedLeaseWrite(const base::UserInfo& user, const store::ObjectPtr& current,
-                                        store::Object& proposed, store::TxnReader& reader) const;
-
   const base::Clock* clock_;
   const MembershipIndex* membership_;
   LeaseRulesOptions options_;

@@ -8,6 +8,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/synchronization/mutex.h"
+#include "handlers/registry/registry.h"
 #include "handlers/status_mapping.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
@@ -19,7 +20,6 @@ namespace {
 
 using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
 
-constexpr store::Kind kKinds[] = {store::Kind::kPoolLease, store::Kind::kDelegatedLease};
 constexpr const char* kVerbs[] = {"create", "delete", "deletecollection", "get",
                                   "list",   "patch",  "update",           "watch"};
 constexpr const char* kStatusVerbs[] = {"get", "patch", "update"};
@@ -84,6 +84,20 @@ Response JsonResponse(int status, std::string body) {
   return r;
 }
 
+// verbs, shortNames and categories of a resource: the same fields in the legacy
+// APIResource and in aggregated discovery's APIResourceDiscovery.
+void WriteVerbsAndNames(JsonWriter& w, const store::ResourceInfo& info) {
+  w.Key("verbs");
+  StrArray(w, kVerbs);
+  w.Key("shortNames");
+  w.StartArray();
+  w.String(info.short_name);
+  w.EndArray();
+  w.Key("categories");
+  w.StartArray();
+  w.EndArray();
+}
+
 // The group object shared by APIGroupList.groups[] and APIGroup.
 void WriteGroupFields(JsonWriter& w) {
   w.Key("name");
@@ -137,6 +151,31 @@ std::string RenderApiGroup() {
   return buf.GetString();
 }
 
+// One APIResource of the legacy list: a kind, or its status subresource, which
+// has an empty singularName and no storage of its own, as kube-apiserver lists
+// subresources.
+void WriteApiResource(JsonWriter& w, const registry::Strategy& kind, bool status) {
+  const store::ResourceInfo& info = kind.Info();
+  w.StartObject();
+  w.Key("name");
+  Str(w, status ? std::string(info.plural) + "/status" : std::string(info.plural));
+  w.Key("singularName");
+  w.String(status ? "" : info.singular);
+  w.Key("namespaced");
+  w.Bool(kind.NamespaceScoped());
+  w.Key("kind");
+  w.String(info.kind_name);
+  if (status) {
+    w.Key("verbs");
+    StrArray(w, kStatusVerbs);
+  } else {
+    WriteVerbsAndNames(w, info);
+    w.Key("storageVersionHash");
+    Str(w, StorageVersionHash(info.kind_name));
+  }
+  w.EndObject();
+}
+
 std::string RenderApiResourceList() {
   rapidjson::StringBuffer buf;
   JsonWriter w(buf);
@@ -149,44 +188,9 @@ std::string RenderApiResourceList() {
   w.String(store::kGroupVersion);
   w.Key("resources");
   w.StartArray();
-  for (store::Kind kind : kKinds) {
-    const store::ResourceInfo& info = store::InfoFor(kind);
-    w.StartObject();
-    w.Key("name");
-    w.String(info.plural);
-    w.Key("singularName");
-    w.String(info.singular);
-    w.Key("namespaced");
-    w.Bool(false);
-    w.Key("kind");
-    w.String(info.kind_name);
-    w.Key("verbs");
-    StrArray(w, kVerbs);
-    w.Key("shortNames");
-    w.StartArray();
-    w.String(info.short_name);
-    w.EndArray();
-    w.Key("categories");
-    w.StartArray();
-    w.EndArray();
-    w.Key("storageVersionHash");
-    Str(w, StorageVersionHash(info.kind_name));
-    w.EndObject();
-
-    // Subresources have an empty singularName and no storage of their own, as
-    // kube-apiserver lists them.
-    w.StartObject();
-    w.Key("name");
-    Str(w, std::string(info.plural) + "/status");
-    w.Key("singularName");
-    w.String("");
-    w.Key("namespaced");
-    w.Bool(false);
-    w.Key("kind");
-    w.String(info.kind_name);
-    w.Key("verbs");
-    StrArray(w, kStatusVerbs);
-    w.EndObject();
+  for (const registry::Strategy* kind : registry::AllKinds()) {
+    WriteApiResource(w, *kind, /*status=*/false);
+    WriteApiResource(w, *kind, /*status=*/true);
   }
   w.EndArray();
   w.EndObject();
@@ -231,26 +235,18 @@ std::string RenderAggregated(std::string_view version) {
   w.String(store::kVersion);
   w.Key("resources");
   w.StartArray();
-  for (store::Kind kind : kKinds) {
-    const store::ResourceInfo& info = store::InfoFor(kind);
+  for (const registry::Strategy* kind : registry::AllKinds()) {
+    const store::ResourceInfo& info = kind->Info();
     w.StartObject();
     w.Key("resource");
     w.String(info.plural);
     w.Key("responseKind");
     WriteResponseKind(w, info.kind_name);
     w.Key("scope");
-    w.String("Cluster");
+    w.String(kind->NamespaceScoped() ? "Namespaced" : "Cluster");
     w.Key("singularResource");
     w.String(info.singular);
-    w.Key("verbs");
-    StrArray(w, kVerbs);
-    w.Key("shortNames");
-    w.StartArray();
-    w.String(info.short_name);
-    w.EndArray();
-    w.Key("categories");
-    w.StartArray();
-    w.EndArray();
+    WriteVerbsAndNames(w, info);
     w.Key("subresources");
     w.StartArray();
     w.StartObject();

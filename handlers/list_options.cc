@@ -4,6 +4,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "handlers/registry/registry.h"
 #include "rapidjson/document.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
@@ -51,16 +52,19 @@ absl::Status InvalidListOptions(std::vector<store::FieldCause> causes) {
 }  // namespace
 
 std::vector<std::string> SupportedFieldSelectors(store::Kind kind) {
-  if (kind == store::Kind::kDelegatedLease) {
-    return {"metadata.name", "metadata.namespace", "spec.poolName"};
+  std::vector<std::string> fields = {"metadata.name", "metadata.namespace"};
+  for (const registry::SelectableField& f : registry::ForKind(kind).SelectableFields()) {
+    fields.emplace_back(f.path);
   }
-  return {"metadata.name", "metadata.namespace"};
+  return fields;
 }
 
 std::optional<std::string> FieldValue(const store::Object& object, std::string_view field) {
   if (field == "metadata.name") return object.metadata.name;
   if (field == "metadata.namespace") return std::string();
-  if (field == "spec.poolName") return object.spec.pool_name.value_or("");
+  for (const registry::SelectableField& f : registry::ForKind(object.kind).SelectableFields()) {
+    if (field == f.path) return f.value(object);
+  }
   return std::nullopt;
 }
 

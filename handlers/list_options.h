@@ -43,9 +43,11 @@ struct ListOptions {
 absl::StatusOr<ListOptions> ParseListOptions(const Request& request, store::Kind kind);
 
 // The field selectors a kind supports: metadata.name and metadata.namespace for
-// both, spec.poolName also on delegatedleases.
+// every kind, then the kind's own (its strategy's SelectableFields, e.g.
+// spec.poolName on delegatedleases).
 std::vector<std::string> SupportedFieldSelectors(store::Kind kind);
-// The value of a supported field on an object (metadata.namespace is "").
+// The value of a field its kind supports on an object (metadata.namespace is "");
+// nullopt for any other field.
 std::optional<std::string> FieldValue(const store::Object& object, std::string_view field);
 // Label and field selectors together.
 bool MatchesSelectors(const ListOptions& options, const store::Object& object);

@@ -12,6 +12,8 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "handlers/discovery.h"
+#include "handlers/openapi_schema.h"
+#include "handlers/registry/registry.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
 #include "store/object.h"
@@ -21,10 +23,25 @@ namespace {
 
 using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
 
+using openapi::ArrayRefProp;
+using openapi::BoolProp;
+using openapi::Definition;
+using openapi::Int32Prop;
+using openapi::Int64Prop;
+using openapi::kApiVersionDoc;
+using openapi::kKindDoc;
+using openapi::Meta;
+using openapi::ObjectProp;
+using openapi::Ours;
+using openapi::Prop;
+using openapi::RefProp;
+using openapi::StringArrayProp;
+using openapi::StringMapProp;
+using openapi::StringProp;
+using openapi::Type;
+
 constexpr char kJson[] = "application/json";
 constexpr char kMeta[] = "io.k8s.apimachinery.pkg.apis.meta.v1.";
-// Definition names of our kinds: the group reversed, then version and kind, as
-// kube-apiserver names the schemas of a CustomResourceDefinition.
 constexpr char kOurs[] = "pool.coordination.v1alpha1.";
 constexpr char kV3Path[] = "/openapi/v3/apis/coordination.pool/v1alpha1";
 
@@ -47,53 +64,6 @@ void KeyStr(JsonWriter& w, std::string_view key, std::string_view value) {
   Key(w, key);
   Str(w, value);
 }
-
-std::string Meta(std::string_view name) { return Cat(kMeta, name); }
-std::string Ours(std::string_view name) { return Cat(kOurs, name); }
-
-// --- schemas
-
-enum class T { kString, kInt32, kInt64, kBool, kRef, kArrayString, kArrayRef, kMapString, kObject };
-
-struct Prop {
-  std::string name;
-  T type;
-  std::string description;
-  std::string ref;  // full definition name, for kRef and kArrayRef
-};
-
-struct Definition {
-  std::string name;  // full definition name
-  std::string description;
-  std::string type = "object";
-  std::string format;  // for string-typed definitions (Time, MicroTime)
-  std::vector<Prop> props;
-  std::vector<std::string> required;
-  std::string gvk_kind;  // non-empty for our kinds: x-kubernetes-group-version-kind
-};
-
-Prop S(std::string name, std::string d) { return {std::move(name), T::kString, std::move(d), ""}; }
-Prop I32(std::string name, std::string d) { return {std::move(name), T::kInt32, std::move(d), ""}; }
-Prop I64(std::string name, std::string d) { return {std::move(name), T::kInt64, std::move(d), ""}; }
-Prop B(std::string name, std::string d) { return {std::move(name), T::kBool, std::move(d), ""}; }
-Prop R(std::string name, std::string ref, std::string d) {
-  return {std::move(name), T::kRef, std::move(d), std::move(ref)};
-}
-Prop AR(std::string name, std::string ref, std::string d) {
-  return {std::move(name), T::kArrayRef, std::move(d), std::move(ref)};
-}
-Prop AS(std::string name, std::string d) {
-  return {std::move(name), T::kArrayString, std::move(d), ""};
-}
-Prop M(std::string name, std::string d) { return {std::move(name), T::kMapString, std::move(d), ""}; }
-Prop O(std::string name, std::string d) { return {std::move(name), T::kObject, std::move(d), ""}; }
-
-constexpr char kApiVersionDoc[] =
-    "APIVersion defines the versioned schema of this representation of an object: "
-    "coordination.pool/v1alpha1 for our kinds.";
-constexpr char kKindDoc[] =
-    "Kind is a string value representing the REST resource this object represents, in "
-    "CamelCase.";
 
 std::vector<Definition> MetaDefinitions() {
   std::vector<Definition> d;
@@ -127,14 +97,14 @@ std::vector<Definition> MetaDefinitions() {
                "object, and when.",
                "object",
                "",
-               {S("apiVersion", "The version of the resource the fields set applies to."),
-                S("fieldsType", "The format of fieldsV1; only \"FieldsV1\" exists."),
-                R("fieldsV1", Meta("FieldsV1"), "The fields this manager owns."),
-                S("manager", "The name of the workflow managing these fields."),
-                S("operation", "The operation that created this entry: Apply or Update."),
-                S("subresource", "The subresource written to, e.g. \"status\"; empty for the "
+               {StringProp("apiVersion", "The version of the resource the fields set applies to."),
+                StringProp("fieldsType", "The format of fieldsV1; only \"FieldsV1\" exists."),
+                RefProp("fieldsV1", Meta("FieldsV1"), "The fields this manager owns."),
+                StringProp("manager", "The name of the workflow managing these fields."),
+                StringProp("operation", "The operation that created this entry: Apply or Update."),
+                StringProp("subresource", "The subresource written to, e.g. \"status\"; empty for the "
                                  "main resource."),
-                R("time", Meta("Time"), "When this entry was last changed.")},
+                RefProp("time", Meta("Time"), "When this entry was last changed.")},
                {},
                ""});
   d.push_back({Meta("OwnerReference"),
@@ -142,14 +112,14 @@ std::vector<Definition> MetaDefinitions() {
                "deletes dependents of a deleted owner.",
                "object",
                "",
-               {S("apiVersion", "API version of the referent."),
-                B("blockOwnerDeletion",
+               {StringProp("apiVersion", "API version of the referent."),
+                BoolProp("blockOwnerDeletion",
                   "If true, the owner cannot be deleted from storage before this reference is "
                   "removed (foreground deletion)."),
-                B("controller", "If true, this reference points to the managing controller."),
-                S("kind", "Kind of the referent."),
-                S("name", "Name of the referent."),
-                S("uid", "UID of the referent.")},
+                BoolProp("controller", "If true, this reference points to the managing controller."),
+                StringProp("kind", "Kind of the referent."),
+                StringProp("name", "Name of the referent."),
+                StringProp("uid", "UID of the referent.")},
                {"apiVersion", "kind", "name", "uid"},
                ""});
   d.push_back(
@@ -157,45 +127,45 @@ std::vector<Definition> MetaDefinitions() {
        "ObjectMeta is the metadata every persisted object has.",
        "object",
        "",
-       {M("annotations",
+       {StringMapProp("annotations",
           "Unstructured key-value data stored with the object, for tools. Keys follow the "
           "label key syntax; all annotations together may hold at most 256 KiB. A "
           "DelegatedLease must carry openyurt.io/delegate-heartbeat: \"true\"."),
-        R("creationTimestamp", Meta("Time"),
+        RefProp("creationTimestamp", Meta("Time"),
           "The server's time when the object was created. Set by the server; read-only."),
-        I64("deletionGracePeriodSeconds",
+        Int64Prop("deletionGracePeriodSeconds",
             "Seconds allowed for graceful termination, set together with "
             "deletionTimestamp. Read-only."),
-        R("deletionTimestamp", Meta("Time"),
+        RefProp("deletionTimestamp", Meta("Time"),
           "Set by the server when deletion was requested while finalizers remain; the object "
           "is removed once the last finalizer is. Read-only."),
-        AS("finalizers",
+        StringArrayProp("finalizers",
            "Entries that must be removed before the object is deleted from storage. While any "
            "remain, a delete only sets deletionTimestamp."),
-        S("generateName",
+        StringProp("generateName",
           "A prefix for a server-generated name, used when name is empty: the server appends 5 "
           "random characters."),
-        I64("generation",
+        Int64Prop("generation",
             "A sequence number of the desired state: 1 on create, raised by the server on every "
             "change of spec. Read-only."),
-        M("labels",
+        StringMapProp("labels",
           "Key-value pairs for organizing and selecting objects with label selectors. The "
           "server sets coordination.pool/pool=<pool> on every DelegatedLease."),
-        AR("managedFields", Meta("ManagedFieldsEntry"),
+        ArrayRefProp("managedFields", Meta("ManagedFieldsEntry"),
            "Which field manager changed which fields; stored as written, not interpreted."),
-        S("name",
+        StringProp("name",
           "The object's unique name (both kinds are cluster-scoped): a DNS-1123 subdomain. A "
           "PoolLease is named after its pool, a DelegatedLease after its node. Cannot be "
           "updated."),
-        S("namespace", "Always empty: PoolLeases and DelegatedLeases are cluster-scoped."),
-        AR("ownerReferences", Meta("OwnerReference"),
+        StringProp("namespace", "Always empty: PoolLeases and DelegatedLeases are cluster-scoped."),
+        ArrayRefProp("ownerReferences", Meta("OwnerReference"),
            "Objects this one depends on; stored as written."),
-        S("resourceVersion",
+        StringProp("resourceVersion",
           "An opaque value that changes with every write of the object. Send back the value "
           "you read when updating: a stale value gets 409 Conflict (optimistic concurrency). "
           "Read-only."),
-        S("selfLink", "Deprecated and never set."),
-        S("uid",
+        StringProp("selfLink", "Deprecated and never set."),
+        StringProp("uid",
           "A unique identifier (UUID) of the object for its whole life, set by the server on "
           "create. A re-created object gets a new uid. Read-only.")},
        {},
@@ -204,36 +174,36 @@ std::vector<Definition> MetaDefinitions() {
                "ListMeta is the metadata of a list.",
                "object",
                "",
-               {S("continue",
+               {StringProp("continue",
                   "Set when the list was cut by limit: pass it as the continue parameter to get "
                   "the next page. Expires with the server's watch history (410 Expired)."),
-                I64("remainingItemCount",
+                Int64Prop("remainingItemCount",
                     "The number of items after this page, when the list was cut by limit."),
-                S("resourceVersion",
+                StringProp("resourceVersion",
                   "The version of the store the list reflects; start a watch from it to see "
                   "every later change."),
-                S("selfLink", "Deprecated and never set.")},
+                StringProp("selfLink", "Deprecated and never set.")},
                {},
                ""});
   d.push_back({Meta("StatusCause"),
                "StatusCause names one reason a request failed, for 422 Invalid one per field.",
                "object",
                "",
-               {S("field", "The field the cause applies to, e.g. spec.leaseDurationSeconds."),
-                S("message", "A human-readable description of the cause."),
-                S("reason", "A machine-readable cause type, e.g. FieldValueInvalid.")},
+               {StringProp("field", "The field the cause applies to, e.g. spec.leaseDurationSeconds."),
+                StringProp("message", "A human-readable description of the cause."),
+                StringProp("reason", "A machine-readable cause type, e.g. FieldValueInvalid.")},
                {},
                ""});
   d.push_back({Meta("StatusDetails"),
                "StatusDetails identifies the object a Status is about.",
                "object",
                "",
-               {AR("causes", Meta("StatusCause"), "The individual causes of the failure."),
-                S("group", "The API group of the resource."),
-                S("kind", "The resource (plural), e.g. poolleases."),
-                S("name", "The name of the object."),
-                I32("retryAfterSeconds", "Seconds the client should wait before retrying."),
-                S("uid", "The uid of the object.")},
+               {ArrayRefProp("causes", Meta("StatusCause"), "The individual causes of the failure."),
+                StringProp("group", "The API group of the resource."),
+                StringProp("kind", "The resource (plural), e.g. poolleases."),
+                StringProp("name", "The name of the object."),
+                Int32Prop("retryAfterSeconds", "Seconds the client should wait before retrying."),
+                StringProp("uid", "The uid of the object.")},
                {},
                ""});
   d.push_back({Meta("Status"),
@@ -241,37 +211,37 @@ std::vector<Definition> MetaDefinitions() {
                "every error.",
                "object",
                "",
-               {S("apiVersion", "v1."),
-                I32("code", "The HTTP status code."),
-                R("details", Meta("StatusDetails"), "Extended data about the object."),
-                S("kind", "Status."),
-                S("message", "A human-readable description of the result."),
-                R("metadata", Meta("ListMeta"), "Standard list metadata."),
-                S("reason",
+               {StringProp("apiVersion", "v1."),
+                Int32Prop("code", "The HTTP status code."),
+                RefProp("details", Meta("StatusDetails"), "Extended data about the object."),
+                StringProp("kind", "Status."),
+                StringProp("message", "A human-readable description of the result."),
+                RefProp("metadata", Meta("ListMeta"), "Standard list metadata."),
+                StringProp("reason",
                   "A machine-readable reason, e.g. NotFound, Conflict, Invalid, Expired."),
-                S("status", "Success or Failure.")},
+                StringProp("status", "Success or Failure.")},
                {},
                ""});
   d.push_back({Meta("Preconditions"),
                "Preconditions must hold for a delete to proceed (409 Conflict otherwise).",
                "object",
                "",
-               {S("resourceVersion", "The object's resourceVersion must equal this."),
-                S("uid", "The object's uid must equal this.")},
+               {StringProp("resourceVersion", "The object's resourceVersion must equal this."),
+                StringProp("uid", "The object's uid must equal this.")},
                {},
                ""});
   d.push_back({Meta("DeleteOptions"),
                "DeleteOptions may be sent as the body of a DELETE.",
                "object",
                "",
-               {S("apiVersion", "v1, meta.k8s.io/v1 or coordination.pool/v1alpha1."),
-                AS("dryRun", "\"All\" runs every check without persisting the deletion."),
-                I64("gracePeriodSeconds", "Seconds before the object is deleted; 0 means now."),
-                S("kind", "DeleteOptions."),
-                B("orphanDependents", "Deprecated: use propagationPolicy."),
-                R("preconditions", Meta("Preconditions"),
+               {StringProp("apiVersion", "v1, meta.k8s.io/v1 or coordination.pool/v1alpha1."),
+                StringArrayProp("dryRun", "\"All\" runs every check without persisting the deletion."),
+                Int64Prop("gracePeriodSeconds", "Seconds before the object is deleted; 0 means now."),
+                StringProp("kind", "DeleteOptions."),
+                BoolProp("orphanDependents", "Deprecated: use propagationPolicy."),
+                RefProp("preconditions", Meta("Preconditions"),
                   "Conditions that must hold for the deletion to proceed."),
-                S("propagationPolicy", "Orphan, Background or Foreground.")},
+                StringProp("propagationPolicy", "Orphan, Background or Foreground.")},
                {},
                ""});
   d.push_back({Meta("Patch"),
@@ -286,162 +256,38 @@ std::vector<Definition> MetaDefinitions() {
                "One event of a watch stream, one JSON object per line.",
                "object",
                "",
-               {O("object",
+               {ObjectProp("object",
                   "The object: for ADDED and MODIFIED its new state, for DELETED its last state, "
                   "for BOOKMARK only kind, apiVersion and metadata.resourceVersion, for ERROR a "
                   "Status (410 Expired when the resourceVersion is too old)."),
-                S("type", "ADDED, MODIFIED, DELETED, BOOKMARK or ERROR.")},
+                StringProp("type", "ADDED, MODIFIED, DELETED, BOOKMARK or ERROR.")},
                {"type", "object"},
                ""});
   return d;
 }
 
+// A kind's List: the same shape for every kind.
+Definition ListDefinition(const store::ResourceInfo& info) {
+  const std::string kind = info.kind_name;
+  return {Ours(kind + "List"),
+          kind + "List is a list of " + kind + "s.",
+          "object",
+          "",
+          {StringProp("apiVersion", kApiVersionDoc),
+           ArrayRefProp("items", Ours(kind), "The " + kind + "s, by name."),
+           StringProp("kind", kKindDoc),
+           RefProp("metadata", Meta("ListMeta"), "Standard list metadata.")},
+          {"items"},
+          kind + "List"};
+}
+
+// Every kind's own definitions (its strategy's), then its List.
 std::vector<Definition> OurDefinitions() {
   std::vector<Definition> d;
-  d.push_back(
-      {Ours("PoolLeaseSpec"),
-       "PoolLeaseSpec is the desired state of a pool's leader lease; it mirrors "
-       "coordination.k8s.io/v1 LeaseSpec, and clients drive it with client-go's LeaseLock "
-       "algorithm.",
-       "object",
-       "",
-       {S("holderIdentity",
-          "The name of the node that holds the lease: the pool leader. Written by the acquiring "
-          "node, only with its own name (or empty, to release), and only by a member of the "
-          "pool named by metadata.name (403 Forbidden otherwise). Another member may take the "
-          "lease only once it is released or expired; taking a live lease is 409 Conflict."),
-        I32("leaseDurationSeconds",
-            "How long, in seconds, the lease stays valid after the server accepted the holder's "
-            "last renewal; candidates wait this long before taking over. From 1 to the "
-            "server's --max-lease-duration (default 300); 422 Invalid otherwise."),
-        R("acquireTime", Meta("MicroTime"),
-          "When the current holder acquired the lease, on the holder's clock (MicroTime: RFC "
-          "3339 with exactly 6 fractional digits). Set on acquisition, kept by renewals."),
-        R("renewTime", Meta("MicroTime"),
-          "When the holder last renewed, on the holder's clock (MicroTime). Informational: the "
-          "server judges expiry from its own time of the last accepted renewal plus "
-          "leaseDurationSeconds, never from this value."),
-        I32("leaseTransitions",
-            "How many times the lease changed holders. An acquisition by another node (a "
-            "takeover, or a new holder after a release) must raise it by exactly 1, a renewal "
-            "must keep it (422 Invalid otherwise). One PoolLease uid at one leaseTransitions "
-            "value is one leader term.")},
-       {},
-       ""});
-  d.push_back(
-      {Ours("PoolLeaseStatus"),
-       "PoolLeaseStatus is written by the server only; clients cannot set it through the main "
-       "resource.",
-       "object",
-       "",
-       {R("observedTime", Meta("MicroTime"),
-          "The server's wall-clock time of the last accepted write (MicroTime). Expiry is "
-          "judged on the server's own clock from this renewal.")},
-       {},
-       ""});
-  d.push_back(
-      {Ours("PoolLease"),
-       "PoolLease elects the leader of one node pool. It is named after the pool; the pool's "
-       "nodes that still reach the cloud compete for it (GET, then UPDATE with the "
-       "resourceVersion they read; a stale resourceVersion gets 409 Conflict). The holder is the "
-       "pool leader, which renews DelegatedLeases for members that lost the cloud.",
-       "object",
-       "",
-       {S("apiVersion", kApiVersionDoc),
-        S("kind", kKindDoc),
-        R("metadata", Meta("ObjectMeta"), "Standard object metadata; metadata.name is the pool."),
-        R("spec", Ours("PoolLeaseSpec"),
-          "The lease itself: holder, duration, acquire and renew times, transitions."),
-        R("status", Ours("PoolLeaseStatus"), "Written by the server.")},
-       {},
-       "PoolLease"});
-  d.push_back({Ours("PoolLeaseList"),
-               "PoolLeaseList is a list of PoolLeases.",
-               "object",
-               "",
-               {S("apiVersion", kApiVersionDoc),
-                AR("items", Ours("PoolLease"), "The PoolLeases, by name."),
-                S("kind", kKindDoc),
-                R("metadata", Meta("ListMeta"), "Standard list metadata.")},
-               {"items"},
-               "PoolLeaseList"});
-  d.push_back(
-      {Ours("DelegatedLeaseSpec"),
-       "DelegatedLeaseSpec is a node's heartbeat as its pool leader renews it on its behalf.",
-       "object",
-       "",
-       {S("holderIdentity",
-          "The node whose heartbeat this is; must equal metadata.name (422 Invalid otherwise)."),
-        I32("leaseDurationSeconds",
-            "How long, in seconds, the heartbeat stays live after the server accepted the last "
-            "write (status.observedTime). From 1 to the server's --max-lease-duration (default "
-            "300)."),
-        R("renewTime", Meta("MicroTime"),
-          "The pool leader's last in-pool observation of the node, on the leader's clock "
-          "(MicroTime). Within one leader term it never goes backwards (409 Conflict); a new "
-          "leader term starts fresh."),
-        S("poolName",
-          "The node pool of the node; required, and must be the node's pool (422 Invalid "
-          "otherwise). Also usable as a field selector: spec.poolName=<pool>."),
-        S("delegate",
-          "The pool leader that wrote this heartbeat; must be the writer's node name (422 "
-          "Invalid otherwise). Only the current, unexpired holder of the pool's PoolLease may "
-          "write (403 Forbidden otherwise).")},
-       {"poolName"},
-       ""});
-  d.push_back({Ours("LeaderTerm"),
-               "LeaderTerm identifies one leader term: one PoolLease object at one "
-               "leaseTransitions value.",
-               "object",
-               "",
-               {S("poolLeaseUID", "metadata.uid of the PoolLease whose holder wrote the heartbeat."),
-                I32("leaseTransitions", "spec.leaseTransitions of that PoolLease at the write.")},
-               {},
-               ""});
-  d.push_back(
-      {Ours("DelegatedLeaseStatus"),
-       "DelegatedLeaseStatus is written by the server only.",
-       "object",
-       "",
-       {R("observedTime", Meta("MicroTime"),
-          "The server's wall-clock time of the last accepted write (MicroTime). The heartbeat "
-          "is live while observedTime plus spec.leaseDurationSeconds lies ahead on the server's "
-          "clock."),
-        R("lastForwardTime", Meta("MicroTime"),
-          "When poolcoord's forwarder last renewed the node's cloud Lease "
-          "(kube-node-lease/<node>) from this heartbeat (MicroTime)."),
-        B("expired", "True once the server found the heartbeat expired."),
-        R("leaderTerm", Ours("LeaderTerm"),
-          "The leader term the heartbeat was written in; it belongs to the current leader only "
-          "while that term is the PoolLease's current, live term.")},
-       {},
-       ""});
-  d.push_back(
-      {Ours("DelegatedLease"),
-       "DelegatedLease is the heartbeat of a node that lost the cloud but still reaches its "
-       "pool, written for it by the pool leader. It is named after the node and must carry the "
-       "annotation openyurt.io/delegate-heartbeat: \"true\". While it is live and belongs to "
-       "the current leader, poolcoord renews the node's Lease in the cloud, so the cloud sees "
-       "a network partition rather than a node failure.",
-       "object",
-       "",
-       {S("apiVersion", kApiVersionDoc),
-        S("kind", kKindDoc),
-        R("metadata", Meta("ObjectMeta"), "Standard object metadata; metadata.name is the node."),
-        R("spec", Ours("DelegatedLeaseSpec"), "The delegated heartbeat."),
-        R("status", Ours("DelegatedLeaseStatus"), "Written by the server.")},
-       {},
-       "DelegatedLease"});
-  d.push_back({Ours("DelegatedLeaseList"),
-               "DelegatedLeaseList is a list of DelegatedLeases.",
-               "object",
-               "",
-               {S("apiVersion", kApiVersionDoc),
-                AR("items", Ours("DelegatedLease"), "The DelegatedLeases, by name."),
-                S("kind", kKindDoc),
-                R("metadata", Meta("ListMeta"), "Standard list metadata.")},
-               {"items"},
-               "DelegatedLeaseList"});
+  for (const registry::Strategy* kind : registry::AllKinds()) {
+    for (Definition& def : kind->Definitions()) d.push_back(std::move(def));
+    d.push_back(ListDefinition(kind->Info()));
+  }
   return d;
 }
 
@@ -467,18 +313,18 @@ void WriteProp(JsonWriter& w, bool v3, const Prop& p) {
   w.StartObject();
   KeyStr(w, "description", p.description);
   switch (p.type) {
-    case T::kString:
+    case Type::kString:
       KeyStr(w, "type", "string");
       break;
-    case T::kInt32:
-    case T::kInt64:
+    case Type::kInt32:
+    case Type::kInt64:
       KeyStr(w, "type", "integer");
-      KeyStr(w, "format", p.type == T::kInt32 ? "int32" : "int64");
+      KeyStr(w, "format", p.type == Type::kInt32 ? "int32" : "int64");
       break;
-    case T::kBool:
+    case Type::kBool:
       KeyStr(w, "type", "boolean");
       break;
-    case T::kRef:
+    case Type::kRef:
       // v3: a $ref has no siblings in OpenAPI 3.0, so the field's own description
       // rides beside an allOf (kube-openapi's form; kubectl explain reads both).
       if (v3) {
@@ -490,26 +336,26 @@ void WriteProp(JsonWriter& w, bool v3, const Prop& p) {
         KeyStr(w, "$ref", RefPath(v3, p.ref));
       }
       break;
-    case T::kArrayString:
+    case Type::kArrayString:
       KeyStr(w, "type", "array");
       Key(w, "items");
       w.StartObject();
       KeyStr(w, "type", "string");
       w.EndObject();
       break;
-    case T::kArrayRef:
+    case Type::kArrayRef:
       KeyStr(w, "type", "array");
       Key(w, "items");
       WriteRef(w, v3, p.ref);
       break;
-    case T::kMapString:
+    case Type::kMapString:
       KeyStr(w, "type", "object");
       Key(w, "additionalProperties");
       w.StartObject();
       KeyStr(w, "type", "string");
       w.EndObject();
       break;
-    case T::kObject:
+    case Type::kObject:
       KeyStr(w, "type", "object");
       break;
   }
@@ -564,10 +410,21 @@ constexpr Param kContinue{
     "continue", "query", "string",
     "The continue token of the previous page, to get the next page of a list cut by limit. "
     "An expired token gets 410 Expired."};
-constexpr Param kFieldSelector{
-    "fieldSelector", "query", "string",
-    "Restricts the objects by fields: metadata.name and metadata.namespace (=, ==, !=), and "
-    "spec.poolName on delegatedleases."};
+// Names every kind's own field selectors (their strategies' SelectableFields).
+const Param& FieldSelectorParam() {
+  static const Param* const param = [] {
+    auto* doc = new std::string(
+        "Restricts the objects by fields: metadata.name and metadata.namespace (=, ==, !=)");
+    for (const registry::Strategy* kind : registry::AllKinds()) {
+      const auto fields = kind->SelectableFields();
+      for (size_t i = 0; i < fields.size(); ++i) doc->append(i ? ", " : ", and ").append(fields[i].path);
+      if (!fields.empty()) doc->append(" on ").append(kind->Info().plural);
+    }
+    doc->append(".");
+    return new Param{"fieldSelector", "query", "string", doc->c_str()};
+  }();
+  return *param;
+}
 constexpr Param kLabelSelector{
     "labelSelector", "query", "string",
     "Restricts the objects by labels: k=v, k==v, k!=v, k in (a,b), k notin (a), k, !k; commas "
@@ -631,14 +488,13 @@ struct PathItem {
 };
 
 std::vector<const Param*> ListParams() {
-  return {&kAllowWatchBookmarks, &kContinue,        &kFieldSelector,
+  return {&kAllowWatchBookmarks, &kContinue,        &FieldSelectorParam(),
           &kLabelSelector,       &kLimit,           &kResourceVersion,
           &kResourceVersionMatch, &kSendInitialEvents, &kTimeoutSeconds,
           &kWatch};
 }
 
-std::vector<PathItem> PathsFor(store::Kind kind) {
-  const store::ResourceInfo& info = store::InfoFor(kind);
+std::vector<PathItem> PathsFor(const store::ResourceInfo& info) {
   const std::string k = info.kind_name;
   const std::string base = Cat("/apis/", store::kGroupVersion, "/", info.plural);
   const std::string watch_base =
@@ -652,7 +508,7 @@ std::vector<PathItem> PathsFor(store::Kind kind) {
   const std::vector<const Param*> patch = {&kDryRun, &kFieldManager, &kFieldValidation, &kForce};
   const std::vector<const Param*> del = {&kDryRun, &kGracePeriodSeconds, &kPropagationPolicy};
   const std::vector<const Param*> delcoll = {
-      &kContinue,        &kDryRun, &kFieldSelector, &kGracePeriodSeconds, &kLabelSelector,
+      &kContinue,        &kDryRun, &FieldSelectorParam(), &kGracePeriodSeconds, &kLabelSelector,
       &kLimit,           &kPropagationPolicy, &kResourceVersion, &kResourceVersionMatch,
       &kSendInitialEvents, &kTimeoutSeconds};
 
@@ -858,9 +714,9 @@ void WriteOperation(JsonWriter& w, bool v3, const Operation& op, std::string_vie
 void WritePaths(JsonWriter& w, bool v3) {
   Key(w, "paths");
   w.StartObject();
-  for (store::Kind kind : {store::Kind::kPoolLease, store::Kind::kDelegatedLease}) {
-    const char* kind_name = store::InfoFor(kind).kind_name;
-    for (const PathItem& item : PathsFor(kind)) {
+  for (const registry::Strategy* kind : registry::AllKinds()) {
+    const char* kind_name = kind->Info().kind_name;
+    for (const PathItem& item : PathsFor(kind->Info())) {
       Key(w, item.path);
       w.StartObject();
       for (const Operation& op : item.operations) WriteOperation(w, v3, op, kind_name);
@@ -1003,6 +859,28 @@ std::string ExpiresInOneYear() {
 }
 
 }  // namespace
+
+namespace openapi {
+
+std::string Meta(std::string_view type) { return Cat(kMeta, type); }
+std::string Ours(std::string_view type) { return Cat(kOurs, type); }
+
+Definition KindDefinition(std::string_view kind, std::string description,
+                          std::string metadata_doc, std::string spec_doc,
+                          std::string status_doc) {
+  return {Ours(kind),
+          std::move(description),
+          "object",
+          "",
+          {StringProp("apiVersion", kApiVersionDoc), StringProp("kind", kKindDoc),
+           RefProp("metadata", Meta("ObjectMeta"), std::move(metadata_doc)),
+           RefProp("spec", Ours(Cat(kind, "Spec")), std::move(spec_doc)),
+           RefProp("status", Ours(Cat(kind, "Status")), std::move(status_doc))},
+          {},
+          std::string(kind)};
+}
+
+}  // namespace openapi
 
 const std::string& OpenApiV3Hash() { return V3().hash; }
 

@@ -3,12 +3,14 @@
 // /openapi/v3/apis/coordination.pool/v1alpha1, with the caching behaviour of
 // k8s.io/kube-openapi (pkg/handler, pkg/handler3).
 //
-// Both documents describe the cluster-scoped paths
-//   /apis/coordination.pool/v1alpha1/{poolleases,delegatedleases}[/{name}[/status]]
+// Both documents describe, for every kind of handlers/registry/, the
+// cluster-scoped paths
+//   /apis/coordination.pool/v1alpha1/<plural>[/{name}[/status]]
 // and the legacy /watch/ paths, every operation tagged with
 // x-kubernetes-action and x-kubernetes-group-version-kind (an object), and the
-// schemas of our kinds tagged with x-kubernetes-group-version-kind (a list), as
-// kubectl explain and kube-aggregator's merge expect. PATCH operations accept
+// schemas each kind's strategy states (handlers/openapi_schema.h), plus a List
+// per kind, tagged with x-kubernetes-group-version-kind (a list), as kubectl
+// explain and kube-aggregator's merge expect. The meta.k8s.io schemas are here. PATCH operations accept
 // application/json-patch+json and application/merge-patch+json only: kubectl
 // apply sends strategic-merge-patch whenever it is advertised, and we do not
 // implement it. They declare the fieldValidation query parameter, so kubectl

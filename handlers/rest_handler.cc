@@ -1,22 +1,21 @@
 #include "handlers/rest_handler.h"
 
-#include <algorithm>
-#include <chrono>
-#include <random>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "base/clock.h"
 #include "base/string_view.h"
-#include "election/lease_rules.h"
 #include "handlers/list_options.h"
 #include "handlers/media_types.h"
 #include "handlers/patch.h"
+#include "handlers/registry/generic_store.h"
+#include "handlers/registry/registry.h"
 #include "handlers/status_mapping.h"
 #include "handlers/table.h"
-#include "handlers/validation.h"
 #include "handlers/watch_handler.h"
 #include "rapidjson/document.h"
 #include "rapidjson/stringbuffer.h"
@@ -27,6 +26,7 @@
 namespace poolcoord::handlers {
 namespace {
 
+using registry::GenericStore;
 using store::Kind;
 using store::MutableObjectPtr;
 using store::Object;
@@ -34,25 +34,6 @@ using store::ObjectPtr;
 
 constexpr char kJsonPatch[] = "application/json-patch+json";
 constexpr char kMergePatch[] = "application/merge-patch+json";
-
-std::string RandomUid() {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  uint64_t hi = rng(), lo = rng();
-  hi = (hi & 0xffffffffffff0fffULL) | 0x0000000000004000ULL;  // version 4
-  lo = (lo & 0x3fffffffffffffffULL) | 0x8000000000000000ULL;  // RFC 4122 variant
-  return absl::StrFormat("%08x-%04x-%04x-%04x-%012x", hi >> 32, (hi >> 16) & 0xffff, hi & 0xffff,
-                         lo >> 48, lo & 0xffffffffffffULL);
-}
-
-// As k8s.io/apiserver's names.SimpleNameGenerator: 5 characters from an alphabet
-// without vowels and look-alike digits.
-std::string RandomSuffix() {
-  static constexpr char kAlphabet[] = "bcdfghjklmnpqrstvwxz2456789";
-  thread_local std::mt19937 rng{std::random_device{}()};
-  std::string s(5, ' ');
-  for (char& c : s) c = kAlphabet[rng() % (sizeof(kAlphabet) - 1)];
-  return s;
-}
 
 Response JsonResponse(int status, std::string body) {
   Response r;
@@ -219,66 +200,35 @@ absl::StatusOr<Format> NegotiateFormat(const Request& request, bool list) {
       std::string(request.Header("accept")), "\")"));
 }
 
-int64_t NowSeconds(const RestContext& ctx) {
-  return (ctx.clock ? ctx.clock->NowMicros() : base::RealClock::Get()->NowMicros()) / 1000000;
-}
-int64_t NowMicros(const RestContext& ctx) {
-  return ctx.clock ? ctx.clock->NowMicros() : base::RealClock::Get()->NowMicros();
-}
-
-const char* Plural(Kind kind) { return store::InfoFor(kind).plural; }
-const char* KindName(Kind kind) { return store::InfoFor(kind).kind_name; }
-
-// The part of an update common to PUT and PATCH of the main resource and of
-// /status: carry server-owned fields over from `current`, check optimistic
-// concurrency and immutable fields, run the rules. Returns the object to store,
-// or nullptr when the update removed the last finalizer of an object being
-// deleted (the delete then completes, as the generic registry does).
-absl::StatusOr<MutableObjectPtr> PrepareUpdate(const RestContext& ctx, const Request& request,
-                                               Kind kind, const ObjectPtr& current,
-                                               MutableObjectPtr proposed, bool status_only,
-                                               store::TxnReader& reader) {
-  const std::string& name = current->metadata.name;
-  if (proposed->metadata.resource_version != 0 &&
-      proposed->metadata.resource_version != current->metadata.resource_version) {
-    return store::StaleResourceVersionError(Plural(kind), name);
+// The JSON list of a kind: {"kind":"<Kind>List","apiVersion":...,"metadata":
+// {"resourceVersion":..[,"continue":..,"remainingItemCount":..]},"items":[...]}.
+std::string ListJson(const store::ResourceInfo& info, const registry::ListPage& page) {
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+  w.StartObject();
+  w.Key("kind");
+  const std::string list_kind = absl::StrCat(info.kind_name, "List");
+  w.String(list_kind.c_str(), list_kind.size());
+  w.Key("apiVersion");
+  w.String(store::kGroupVersion);
+  w.Key("metadata");
+  w.StartObject();
+  const std::string rv = std::to_string(page.revision);
+  w.Key("resourceVersion");
+  w.String(rv.c_str(), rv.size());
+  if (!page.continue_token.empty()) {
+    w.Key("continue");
+    w.String(page.continue_token.c_str(), page.continue_token.size());
+    w.Key("remainingItemCount");
+    w.Int64(page.remaining);
   }
-  if (!proposed->metadata.uid.empty() && proposed->metadata.uid != current->metadata.uid) {
-    return store::ConflictError(
-        Plural(kind), name,
-        absl::StrCat("Precondition failed: UID in precondition: ", proposed->metadata.uid,
-                     ", UID in object meta: ", current->metadata.uid));
-  }
-  MutableObjectPtr next;
-  if (status_only) {
-    // /status changes status alone; everything else stays as stored.
-    next = std::make_shared<Object>(*current);
-    next->status = proposed->status;
-  } else {
-    next = std::move(proposed);
-    next->status = current->status;
-    next->observed_monotonic_us = current->observed_monotonic_us;
-    auto causes = ValidateObjectMeta(next->metadata, /*is_create=*/false);
-    auto update_causes = ValidateObjectMetaUpdate(current->metadata, next->metadata);
-    causes.insert(causes.end(), update_causes.begin(), update_causes.end());
-    if (!causes.empty()) return store::InvalidError(KindName(kind), name, std::move(causes));
-  }
-  next->metadata.name = name;
-  next->metadata.uid = current->metadata.uid;
-  next->metadata.creation_timestamp = current->metadata.creation_timestamp;
-  next->metadata.deletion_timestamp = current->metadata.deletion_timestamp;
-  next->metadata.deletion_grace_period_seconds = current->metadata.deletion_grace_period_seconds;
-  next->metadata.generate_name = current->metadata.generate_name;
-  next->metadata.resource_version = current->metadata.resource_version;
-  next->metadata.generation =
-      current->metadata.generation + (next->spec == current->spec ? 0 : 1);
-  if (ctx.rules) {
-    absl::Status s = status_only ? ctx.rules->AdmitStatusWrite(request.user, *current, *next)
-                                 : ctx.rules->AdmitWrite(request.user, current, *next, reader);
-    if (!s.ok()) return s;
-  }
-  if (next->metadata.deletion_timestamp && next->metadata.finalizers.empty()) return nullptr;
-  return next;
+  w.EndObject();
+  w.Key("items");
+  w.StartArray();
+  for (const auto& item : page.items) store::WriteObject(w, *item);
+  w.EndArray();
+  w.EndObject();
+  return std::string(buf.GetString(), buf.GetSize());
 }
 
 Response WriteResponse(int status, const store::WriteResult& result,
@@ -288,18 +238,29 @@ Response WriteResponse(int status, const store::WriteResult& result,
   return r;
 }
 
+absl::Status NameMismatch(const std::string& in_body, const std::string& in_url) {
+  return store::BadRequestError(absl::StrCat("the name of the object (", in_body,
+                                              ") does not match the name on the URL (", in_url,
+                                              ")"));
+}
+
+registry::Subresource SubresourceOf(const ResourcePath& path) {
+  return path.subresource == "status" ? registry::Subresource::kStatus
+                                      : registry::Subresource::kMain;
+}
+
 // --- reads
 
-Response Get(const RestContext& ctx, const ResourcePath& path, Request& request) {
+Response Get(const GenericStore& kind, const ResourcePath& path, Request& request) {
   auto format = NegotiateFormat(request, false);
   if (!format.ok()) return ErrorResponse(format.status());
-  auto obj = ctx.store->Get(path.kind, path.name);
+  auto obj = kind.Get(path.name);
   if (!obj.ok()) return ErrorResponse(obj.status());
   const Object& o = **obj;
   switch (*format) {
     case Format::kTable:
       return JsonResponse(200, RenderTable(path.kind, {*obj}, std::to_string(o.metadata.resource_version),
-                                           request.Query("includeObject"), true, NowMicros(ctx)));
+                                           request.Query("includeObject"), true, kind.NowMicros()));
     case Format::kPartial:
       return JsonResponse(200, RenderPartialObjectMetadata(o));
     case Format::kJson:
@@ -308,160 +269,56 @@ Response Get(const RestContext& ctx, const ResourcePath& path, Request& request)
   return JsonResponse(200, EncodeOne(o));
 }
 
-Response List(const RestContext& ctx, const ResourcePath& path, Request& request,
+Response List(const GenericStore& kind, const ResourcePath& path, Request& request,
               const ListOptions& opts) {
   auto format = NegotiateFormat(request, true);
   if (!format.ok()) return ErrorResponse(format.status());
-  const int64_t current = ctx.store->CurrentRevision();
-  if (opts.resource_version && *opts.resource_version > current) {
-    return ErrorResponse(store::TimeoutError(
-        absl::StrCat("Too large resource version: ", *opts.resource_version, ", current: ", current),
-        true));
-  }
-  if (opts.resource_version_match == ResourceVersionMatch::kExact &&
-      *opts.resource_version != current) {
-    // The memory store keeps no past states, only past events.
-    return ErrorResponse(store::ExpiredError(absl::StrCat(
-        "too old resource version: ", *opts.resource_version, " (", current, ")")));
-  }
-  store::ListOptions lo;
-  int64_t token_revision = 0;
-  if (!opts.continue_token.empty()) {
-    absl::Status s = DecodeContinueToken(opts.continue_token, &token_revision, &lo.after_name);
-    if (!s.ok()) return ErrorResponse(s);
-    if (token_revision < ctx.store->OldestWatchableRevision() - 1) {
-      return ErrorResponse(store::ExpiredError(
-          "The provided continue parameter is too old to display a consistent list result. You "
-          "can start a new list without the continue parameter."));
-    }
-  }
-  lo.limit = opts.limit;
-  lo.predicate = [&opts](const Object& o) { return MatchesSelectors(opts, o); };
-  store::ListResult result;
-  if (auto exact = opts.field_selector.ExactName(); exact && lo.after_name.empty()) {
-    // kubectl wait and delete watch one object by name: no need to scan.
-    auto obj = ctx.store->Get(path.kind, *exact);
-    result.revision = ctx.store->CurrentRevision();
-    if (obj.ok() && MatchesSelectors(opts, **obj)) result.items.push_back(*obj);
-  } else {
-    auto listed = ctx.store->List(path.kind, lo);
-    if (!listed.ok()) return ErrorResponse(listed.status());
-    result = *std::move(listed);
-  }
-  // Pages after the first report the revision of the first page, as a list
-  // continued from an etcd snapshot does; later changes reach a watcher from it.
-  const int64_t list_revision = token_revision ? token_revision : result.revision;
-  std::string next_token;
-  if (!result.next_name.empty() && !result.items.empty()) {
-    next_token = EncodeContinueToken(list_revision, result.items.back()->metadata.name);
-  }
-  const std::string rv = std::to_string(list_revision);
+  auto page = kind.List(opts);
+  if (!page.ok()) return ErrorResponse(page.status());
+  const std::string rv = std::to_string(page->revision);
   switch (*format) {
-    case Format::kTable: {
-      Response r = JsonResponse(200, RenderTable(path.kind, result.items, rv,
-                                                 request.Query("includeObject"), true,
-                                                 NowMicros(ctx), next_token, result.remaining));
-      return r;
-    }
+    case Format::kTable:
+      return JsonResponse(200, RenderTable(path.kind, page->items, rv, request.Query("includeObject"),
+                                           true, kind.NowMicros(), page->continue_token,
+                                           page->remaining));
     case Format::kPartial:
-      return JsonResponse(
-          200, RenderPartialObjectMetadataList(result.items, rv, next_token, result.remaining));
+      return JsonResponse(200, RenderPartialObjectMetadataList(page->items, rv, page->continue_token,
+                                                               page->remaining));
     case Format::kJson:
       break;
   }
-  rapidjson::StringBuffer buf;
-  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
-  w.StartObject();
-  w.Key("kind");
-  const std::string list_kind = absl::StrCat(KindName(path.kind), "List");
-  w.String(list_kind.c_str(), list_kind.size());
-  w.Key("apiVersion");
-  w.String(store::kGroupVersion);
-  w.Key("metadata");
-  w.StartObject();
-  w.Key("resourceVersion");
-  w.String(rv.c_str(), rv.size());
-  if (!next_token.empty()) {
-    w.Key("continue");
-    w.String(next_token.c_str(), next_token.size());
-    w.Key("remainingItemCount");
-    w.Int64(result.remaining);
-  }
-  w.EndObject();
-  w.Key("items");
-  w.StartArray();
-  for (const auto& item : result.items) store::WriteObject(w, *item);
-  w.EndArray();
-  w.EndObject();
-  return JsonResponse(200, std::string(buf.GetString(), buf.GetSize()));
+  return JsonResponse(200, ListJson(kind.strategy().Info(), *page));
 }
 
 // --- writes
 
-Response Create(const RestContext& ctx, const ResourcePath& path, Request& request) {
-  auto decoded = DecodeWrite(request, path.kind, "CreateOptions");
+Response Create(const GenericStore& kind, Request& request) {
+  auto decoded = DecodeWrite(request, kind.strategy().kind(), "CreateOptions");
   if (!decoded.ok()) return ErrorResponse(decoded.status());
-  MutableObjectPtr& obj = decoded->object;
-  const std::vector<std::string>& warnings = decoded->warnings;
-  const bool dry_run = decoded->dry_run;
-  if (obj->metadata.name.empty() && !obj->metadata.generate_name.empty()) {
-    obj->metadata.name = obj->metadata.generate_name + RandomSuffix();
-  }
-  if (auto causes = ValidateObjectMeta(obj->metadata, /*is_create=*/true); !causes.empty()) {
-    return ErrorResponse(store::InvalidError(KindName(path.kind), obj->metadata.name, std::move(causes)));
-  }
-  // A resourceVersion on create is ignored, as kube-apiserver's BeforeCreate does.
-  obj->metadata.resource_version = 0;
-  obj->metadata.uid = RandomUid();
-  obj->metadata.creation_timestamp = NowSeconds(ctx);
-  obj->metadata.generation = 1;
-  obj->metadata.deletion_timestamp.reset();
-  obj->metadata.deletion_grace_period_seconds.reset();
-  obj->status = store::LeaseStatus{};
-  obj->observed_monotonic_us = 0;
-  const std::string name = obj->metadata.name;
-  const base::UserInfo& user = request.user;
-  auto result = ctx.store->Update(
-      path.kind, name,
-      [&](const ObjectPtr& current, store::TxnReader& reader) -> absl::StatusOr<MutableObjectPtr> {
-        if (current) return store::AlreadyExistsError(Plural(path.kind), name);
-        auto next = std::make_shared<Object>(*obj);
-        if (ctx.rules) {
-          if (absl::Status s = ctx.rules->AdmitWrite(user, nullptr, *next, reader); !s.ok()) return s;
-        }
-        return next;
-      },
-      dry_run);
+  std::vector<std::string> warnings = std::move(decoded->warnings);
+  auto result = kind.Create(request.user, std::move(decoded->object), decoded->dry_run, &warnings);
   if (!result.ok()) return ErrorResponse(result.status());
   return WriteResponse(201, *result, warnings);
 }
 
-Response Update(const RestContext& ctx, const ResourcePath& path, Request& request) {
+Response Update(const GenericStore& kind, const ResourcePath& path, Request& request) {
   auto decoded = DecodeWrite(request, path.kind, "UpdateOptions");
   if (!decoded.ok()) return ErrorResponse(decoded.status());
   MutableObjectPtr& obj = decoded->object;
-  const std::vector<std::string>& warnings = decoded->warnings;
-  const bool dry_run = decoded->dry_run;
   if (obj->metadata.name.empty()) obj->metadata.name = path.name;
-  if (obj->metadata.name != path.name) {
-    return ErrorResponse(store::BadRequestError(
-        absl::StrCat("the name of the object (", obj->metadata.name,
-                     ") does not match the name on the URL (", path.name, ")")));
-  }
-  const bool status_only = path.subresource == "status";
-  auto result = ctx.store->Update(
-      path.kind, path.name,
-      [&](const ObjectPtr& current, store::TxnReader& reader) -> absl::StatusOr<MutableObjectPtr> {
-        if (!current) return store::NotFoundError(Plural(path.kind), path.name);
-        return PrepareUpdate(ctx, request, path.kind, current, std::make_shared<Object>(*obj),
-                             status_only, reader);
+  if (obj->metadata.name != path.name) return ErrorResponse(NameMismatch(obj->metadata.name, path.name));
+  std::vector<std::string> warnings = std::move(decoded->warnings);
+  auto result = kind.Update(
+      request.user, path.name, SubresourceOf(path),
+      [&obj](const ObjectPtr&) -> absl::StatusOr<MutableObjectPtr> {
+        return std::make_shared<Object>(*obj);
       },
-      dry_run);
+      decoded->dry_run, &warnings);
   if (!result.ok()) return ErrorResponse(result.status());
   return WriteResponse(200, *result, warnings);
 }
 
-Response Patch(const RestContext& ctx, const ResourcePath& path, Request& request) {
+Response Patch(const GenericStore& kind, const ResourcePath& path, Request& request) {
   std::string_view ct = request.Header("content-type");
   const bool json_patch = MediaTypeIs(ct, kJsonPatch);
   const bool merge_patch = MediaTypeIs(ct, kMergePatch);
@@ -485,48 +342,35 @@ Response Patch(const RestContext& ctx, const ResourcePath& path, Request& reques
     return ErrorResponse(store::BadRequestError(
         "a merge patch (application/merge-patch+json) must be a JSON object"));
   }
-  const bool status_only = path.subresource == "status";
+  const registry::Subresource subresource = SubresourceOf(path);
   std::vector<std::string> warnings;
-  auto result = ctx.store->Update(
-      path.kind, path.name,
-      [&](const ObjectPtr& current, store::TxnReader& reader) -> absl::StatusOr<MutableObjectPtr> {
-        if (!current) return store::NotFoundError(Plural(path.kind), path.name);
-        if (merge_patch && !status_only) {
-          if (MutableObjectPtr fast = TryApplySpecMergePatch(*current, *patch)) {
-            warnings.clear();
-            return PrepareUpdate(ctx, request, path.kind, current, std::move(fast), status_only,
-                                 reader);
-          }
-        }
-        // The patch applies to the stored JSON form, inside the atomic update, so a
-        // concurrent writer can never slip between read and write.
-        std::string encoded = EncodeOne(*current);
-        rapidjson::Document doc;
-        doc.Parse(encoded.c_str(), encoded.size());
-        absl::Status s = json_patch ? ApplyJsonPatch(doc, *patch)
-                                    : ApplyMergePatch(doc, *patch, doc.GetAllocator());
-        if (!s.ok()) return s;
-        std::vector<std::string> unknown;
-        auto patched = store::DecodeObject(doc, path.kind, &unknown);
-        if (!patched.ok()) return patched.status();
-        warnings.clear();
-        if (s = ApplyFieldValidation(*validation, unknown, &warnings); !s.ok()) return s;
-        if ((*patched)->metadata.name != path.name) {
-          return store::BadRequestError(
-              absl::StrCat("the name of the object (", (*patched)->metadata.name,
-                           ") does not match the name on the URL (", path.name, ")"));
-        }
-        return PrepareUpdate(ctx, request, path.kind, current, *std::move(patched), status_only,
-                             reader);
-      },
-      *dry);
+  // The patch applies to the stored object inside the store's atomic update, so
+  // a concurrent writer can never slip between read and write.
+  auto patched = [&](const ObjectPtr& current) -> absl::StatusOr<MutableObjectPtr> {
+    warnings.clear();
+    if (merge_patch && subresource == registry::Subresource::kMain) {
+      if (MutableObjectPtr fast = TryApplySpecMergePatch(*current, *patch)) return fast;
+    }
+    std::string encoded = EncodeOne(*current);
+    rapidjson::Document doc;
+    doc.Parse(encoded.c_str(), encoded.size());
+    absl::Status s = json_patch ? ApplyJsonPatch(doc, *patch)
+                                : ApplyMergePatch(doc, *patch, doc.GetAllocator());
+    if (!s.ok()) return s;
+    std::vector<std::string> unknown;
+    auto decoded = store::DecodeObject(doc, path.kind, &unknown);
+    if (!decoded.ok()) return decoded.status();
+    if (s = ApplyFieldValidation(*validation, unknown, &warnings); !s.ok()) return s;
+    if ((*decoded)->metadata.name != path.name) return NameMismatch((*decoded)->metadata.name, path.name);
+    return decoded;
+  };
+  auto result = kind.Update(request.user, path.name, subresource, patched, *dry, &warnings);
   if (!result.ok()) return ErrorResponse(result.status());
   return WriteResponse(200, *result, warnings);
 }
 
 struct DeleteOptions {
-  std::optional<std::string> uid;
-  std::optional<int64_t> resource_version;
+  registry::Preconditions preconditions;
   bool dry_run = false;
 };
 
@@ -653,7 +497,7 @@ absl::StatusOr<DeleteOptions> ParseDeleteOptions(const Request& request) {
   }
   if (pre) {
     if (auto u = pre->FindMember("uid"); u != pre->MemberEnd() && u->value.IsString()) {
-      out.uid = u->value.GetString();
+      out.preconditions.uid = u->value.GetString();
     }
     if (auto rv = pre->FindMember("resourceVersion");
         rv != pre->MemberEnd() && rv->value.IsString()) {
@@ -662,95 +506,28 @@ absl::StatusOr<DeleteOptions> ParseDeleteOptions(const Request& request) {
         return store::BadRequestError(absl::StrCat("invalid resourceVersion precondition \"",
                                                    rv->value.GetString(), "\""));
       }
-      out.resource_version = v;
+      out.preconditions.resource_version = v;
     }
   }
   return out;
 }
 
-// One delete through the store: preconditions, rules, finalizers.
-absl::StatusOr<store::WriteResult> DeleteOne(const RestContext& ctx, Kind kind,
-                                             const std::string& name, const DeleteOptions& opts,
-                                             const base::UserInfo& user) {
-  return ctx.store->Update(
-      kind, name,
-      [&](const ObjectPtr& current, store::TxnReader& reader) -> absl::StatusOr<MutableObjectPtr> {
-        if (!current) return store::NotFoundError(Plural(kind), name);
-        if (opts.uid && *opts.uid != current->metadata.uid) {
-          return store::ConflictError(
-              Plural(kind), name,
-              absl::StrCat("Precondition failed: UID in precondition: ", *opts.uid,
-                           ", UID in object meta: ", current->metadata.uid));
-        }
-        if (opts.resource_version && *opts.resource_version != current->metadata.resource_version) {
-          return store::ConflictError(
-              Plural(kind), name,
-              absl::StrCat("Precondition failed: ResourceVersion in precondition: ",
-                           *opts.resource_version, ", ResourceVersion in object meta: ",
-                           current->metadata.resource_version));
-        }
-        if (ctx.rules) {
-          if (absl::Status s = ctx.rules->AdmitDelete(user, *current, reader); !s.ok()) return s;
-        }
-        if (current->metadata.finalizers.empty()) return MutableObjectPtr();
-        // Finalizers hold the object: mark it, and the update that removes the
-        // last finalizer completes the delete.
-        auto next = std::make_shared<Object>(*current);
-        if (!next->metadata.deletion_timestamp) {
-          next->metadata.deletion_timestamp = NowSeconds(ctx);
-          next->metadata.deletion_grace_period_seconds = 0;
-        }
-        return next;
-      },
-      opts.dry_run);
-}
-
-Response Delete(const RestContext& ctx, const ResourcePath& path, Request& request) {
+Response Delete(const GenericStore& kind, const ResourcePath& path, Request& request) {
   auto opts = ParseDeleteOptions(request);
   if (!opts.ok()) return ErrorResponse(opts.status());
-  auto result = DeleteOne(ctx, path.kind, path.name, *opts, request.user);
+  auto result = kind.Delete(request.user, path.name, opts->preconditions, opts->dry_run);
   if (!result.ok()) return ErrorResponse(result.status());
   return JsonResponse(200, EncodeOne(*result->object));
 }
 
-Response DeleteCollection(const RestContext& ctx, const ResourcePath& path, Request& request) {
+Response DeleteCollection(const GenericStore& kind, const ResourcePath& path, Request& request) {
   auto list_opts = ParseListOptions(request, path.kind);
   if (!list_opts.ok()) return ErrorResponse(list_opts.status());
   auto opts = ParseDeleteOptions(request);
   if (!opts.ok()) return ErrorResponse(opts.status());
-  store::ListOptions lo;
-  lo.predicate = [&](const Object& o) { return MatchesSelectors(*list_opts, o); };
-  auto listed = ctx.store->List(path.kind, lo);
-  if (!listed.ok()) return ErrorResponse(listed.status());
-  std::vector<ObjectPtr> deleted;
-  for (const auto& item : listed->items) {
-    auto r = DeleteOne(ctx, path.kind, item->metadata.name, *opts, request.user);
-    if (r.ok()) {
-      deleted.push_back(r->object);
-    } else if (!absl::IsNotFound(r.status())) {
-      return ErrorResponse(r.status());
-    }
-  }
-  rapidjson::StringBuffer buf;
-  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
-  w.StartObject();
-  w.Key("kind");
-  const std::string list_kind = absl::StrCat(KindName(path.kind), "List");
-  w.String(list_kind.c_str(), list_kind.size());
-  w.Key("apiVersion");
-  w.String(store::kGroupVersion);
-  w.Key("metadata");
-  w.StartObject();
-  const std::string rv = std::to_string(ctx.store->CurrentRevision());
-  w.Key("resourceVersion");
-  w.String(rv.c_str(), rv.size());
-  w.EndObject();
-  w.Key("items");
-  w.StartArray();
-  for (const auto& item : deleted) store::WriteObject(w, *item);
-  w.EndArray();
-  w.EndObject();
-  return JsonResponse(200, std::string(buf.GetString(), buf.GetSize()));
+  auto deleted = kind.DeleteCollection(request.user, *list_opts, opts->preconditions, opts->dry_run);
+  if (!deleted.ok()) return ErrorResponse(deleted.status());
+  return JsonResponse(200, ListJson(kind.strategy().Info(), *deleted));
 }
 
 Response MethodNotAllowed(const Request& request) {
@@ -762,20 +539,21 @@ Response MethodNotAllowed(const Request& request) {
 }  // namespace
 
 Response ServeResource(const RestContext& ctx, const ResourcePath& path, Request& request) {
+  const GenericStore kind(registry::ForKind(path.kind), ctx.store, ctx.clock, ctx.rules);
   const std::string& m = request.method;
   if (!path.subresource.empty() && path.subresource != "status") {
     return ErrorResponse(store::NotFoundError(
-        absl::StrCat(Plural(path.kind), "/", path.subresource), path.name));
+        absl::StrCat(kind.strategy().Info().plural, "/", path.subresource), path.name));
   }
   if (path.name.empty()) {
     if (m == "GET") {
       auto opts = ParseListOptions(request, path.kind);
       if (!opts.ok()) return ErrorResponse(opts.status());
-      if (opts->watch) return ServeWatch(ctx.store, path.kind, *opts, request, NowMicros(ctx));
-      return List(ctx, path, request, *opts);
+      if (opts->watch) return ServeWatch(ctx.store, path.kind, *opts, request, kind.NowMicros());
+      return List(kind, path, request, *opts);
     }
-    if (m == "POST") return Create(ctx, path, request);
-    if (m == "DELETE") return DeleteCollection(ctx, path, request);
+    if (m == "POST") return Create(kind, request);
+    if (m == "DELETE") return DeleteCollection(kind, path, request);
     return MethodNotAllowed(request);
   }
   if (m == "GET") {
@@ -786,13 +564,13 @@ Response ServeResource(const RestContext& ctx, const ResourcePath& path, Request
       auto pinned = FieldSelector::Parse(absl::StrCat("metadata.name=", path.name),
                                          SupportedFieldSelectors(path.kind));
       if (pinned.ok()) opts->field_selector = *std::move(pinned);
-      return ServeWatch(ctx.store, path.kind, *opts, request, NowMicros(ctx));
+      return ServeWatch(ctx.store, path.kind, *opts, request, kind.NowMicros());
     }
-    return Get(ctx, path, request);
+    return Get(kind, path, request);
   }
-  if (m == "PUT") return Update(ctx, path, request);
-  if (m == "PATCH") return Patch(ctx, path, request);
-  if (m == "DELETE" && path.subresource.empty()) return Delete(ctx, path, request);
+  if (m == "PUT") return Update(kind, path, request);
+  if (m == "PATCH") return Patch(kind, path, request);
+  if (m == "DELETE" && path.subresource.empty()) return Delete(kind, path, request);
   return MethodNotAllowed(request);
 }
 

@@ -1,8 +1,11 @@
-// The REST verbs of poolleases and delegatedleases, and their /status
-// subresource, over the Store: get, list, watch, create, update, patch, delete,
-// deletecollection, as kube-apiserver's generic registry serves a cluster-scoped
-// resource. Thin: decode, hand the rule check and the mutation to
-// Store::Update as one function, encode.
+// The HTTP edge of the REST verbs of every kind and its /status subresource
+// (get, list, watch, create, update, patch, delete, deletecollection), as
+// k8s.io/apiserver's endpoints handlers sit above its registry: query options
+// (dryRun, fieldValidation, fieldManager, DeleteOptions, ListOptions), request
+// bodies and patches, content negotiation (JSON, Table, PartialObjectMetadata),
+// Warning headers, response bodies. The verbs themselves are the generic
+// registry store's (handlers/registry/generic_store.h), the kind's behaviour its
+// strategy's (handlers/registry/strategy.h); watch streams are watch_handler.h's.
 #pragma once
 
 #include <string>

@@ -9,6 +9,7 @@
 #include "handlers/discovery.h"
 #include "handlers/health.h"
 #include "handlers/openapi.h"
+#include "handlers/registry/registry.h"
 #include "handlers/rest_handler.h"
 #include "handlers/status_mapping.h"
 #include "store/api_error.h"
@@ -104,12 +105,13 @@ class RouterImpl : public Router {
       parts.erase(parts.begin());
     }
     if (parts.empty() || parts.size() > 3) return NotFound();
-    const store::ResourceInfo* info = store::InfoForPlural(std::string_view(parts[0].data(), parts[0].size()));
-    if (info == nullptr) {
-      // Namespaced paths included: both kinds are cluster-scoped.
+    const registry::Strategy* kind =
+        registry::ForPlural(std::string_view(parts[0].data(), parts[0].size()));
+    if (kind == nullptr) {
+      // Namespaced paths included: every kind is cluster-scoped.
       return NotFound();
     }
-    ResourcePath rp{info->kind, parts.size() > 1 ? std::string(parts[1]) : "",
+    ResourcePath rp{kind->kind(), parts.size() > 1 ? std::string(parts[1]) : "",
                     parts.size() > 2 ? std::string(parts[2]) : ""};
     if (parts.size() > 1 && parts[1].empty()) return NotFound();
     if (legacy_watch) {

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "handlers/discovery.h"
+#include "handlers/registry/registry.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
 #include "store/object_codec.h"
@@ -22,103 +23,70 @@ void Str(JsonWriter& w, std::string_view s) {
   w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
 }
 
-struct Column {
-  const char* name;
-  const char* type;
-  const char* format;
-  const char* description;
-  int priority;
-};
-
 // Descriptions follow the field documentation in the OpenAPI schemas, as
 // kube-apiserver's printers take them from the types' swagger docs.
-constexpr char kNameDoc[] =
+constexpr TableColumn kNameColumn{
+    "Name", "string", "name",
     "Name is the unique name of the object in the cluster. PoolLeases are named after "
-    "their pool, DelegatedLeases after their node.";
-constexpr char kAgeDoc[] =
+    "their pool, DelegatedLeases after their node.",
+    0};
+constexpr TableColumn kAgeColumn{
+    "Age", "string", "",
     "CreationTimestamp is a timestamp representing the server time when this object was "
-    "created, shown as the time elapsed since then.";
-constexpr char kRenewedDoc[] =
-    "Time elapsed since spec.renewTime, the holder's (or, for a DelegatedLease, the pool "
-    "leader's) last renewal on its own clock.";
+    "created, shown as the time elapsed since then.",
+    0};
 
-constexpr Column kPoolLeaseColumns[] = {
-    {"Name", "string", "name", kNameDoc, 0},
-    {"Holder", "string", "", "spec.holderIdentity: the node that holds the pool lease (the pool "
-                             "leader).", 0},
-    {"Transitions", "integer", "", "spec.leaseTransitions: how many times the lease changed "
-                                   "holders.", 1},
-    {"Renewed", "string", "", kRenewedDoc, 0},
-    {"Age", "string", "", kAgeDoc, 0},
-};
+void WriteColumn(JsonWriter& w, const TableColumn& c) {
+  w.StartObject();
+  w.Key("name");
+  w.String(c.name);
+  w.Key("type");
+  w.String(c.type);
+  w.Key("format");
+  w.String(c.format);
+  w.Key("description");
+  w.String(c.description);
+  w.Key("priority");
+  w.Int(c.priority);
+  w.EndObject();
+}
 
-constexpr Column kDelegatedLeaseColumns[] = {
-    {"Name", "string", "name", kNameDoc, 0},
-    {"Pool", "string", "", "spec.poolName: the node pool the node belongs to.", 0},
-    {"Delegate", "string", "", "spec.delegate: the pool leader that renewed this heartbeat.", 0},
-    {"Renewed", "string", "", kRenewedDoc, 0},
-    {"Expired", "boolean", "", "status.expired: whether the server judged the delegated "
-                               "heartbeat expired.", 1},
-    {"Age", "string", "", kAgeDoc, 0},
-};
-
-void WriteColumns(JsonWriter& w, const Column* columns, size_t n) {
+void WriteColumns(JsonWriter& w, const registry::Strategy& strategy) {
   w.StartArray();
-  for (size_t i = 0; i < n; ++i) {
-    const Column& c = columns[i];
-    w.StartObject();
-    w.Key("name");
-    w.String(c.name);
-    w.Key("type");
-    w.String(c.type);
-    w.Key("format");
-    w.String(c.format);
-    w.Key("description");
-    w.String(c.description);
-    w.Key("priority");
-    w.Int(c.priority);
-    w.EndObject();
-  }
+  WriteColumn(w, kNameColumn);
+  for (const TableColumn& c : strategy.Columns()) WriteColumn(w, c);
+  WriteColumn(w, kAgeColumn);
   w.EndArray();
 }
 
-void OptionalStringCell(JsonWriter& w, const std::optional<std::string>& value) {
-  if (value && !value->empty()) {
-    Str(w, *value);
-  } else {
-    w.String(kNone);
-  }
-}
-
-void AgeCell(JsonWriter& w, std::optional<int64_t> since_us, int64_t now_us) {
-  if (!since_us) {
-    w.String(kUnknown);
-    return;
-  }
-  Str(w, HumanDuration(now_us - *since_us));
-}
-
-void WriteCells(JsonWriter& w, const store::Object& o, int64_t now_us) {
+void WriteCells(JsonWriter& w, const registry::Strategy& strategy, const store::Object& o,
+                int64_t now_us) {
   std::optional<int64_t> created;
   if (o.metadata.creation_timestamp != 0) created = o.metadata.creation_timestamp * 1'000'000;
   w.StartArray();
   Str(w, o.metadata.name);
-  if (o.kind == store::Kind::kPoolLease) {
-    OptionalStringCell(w, o.spec.holder_identity);
-    if (o.spec.lease_transitions) {
-      w.Int(*o.spec.lease_transitions);
-    } else {
-      w.Null();  // kubectl prints <none>
-    }
-    AgeCell(w, o.spec.renew_time_us, now_us);
-  } else {
-    OptionalStringCell(w, o.spec.pool_name);
-    OptionalStringCell(w, o.spec.delegate);
-    AgeCell(w, o.spec.renew_time_us, now_us);
-    w.Bool(o.status.expired);
-  }
-  AgeCell(w, created, now_us);
+  strategy.WriteCells(w, o, now_us);
+  WriteAgeCell(w, created, now_us);
   w.EndArray();
+}
+
+// The metadata of a list: resourceVersion, and continue and remainingItemCount
+// (> 0 only) when a limit cut it.
+void WriteListMeta(JsonWriter& w, const std::string& resource_version,
+                   std::string_view continue_token, int64_t remaining) {
+  w.Key("metadata");
+  w.StartObject();
+  w.Key("resourceVersion");
+  Str(w, resource_version);
+  if (!continue_token.empty()) {
+    w.Key("continue");
+    Str(w, continue_token);
+  }
+  if (remaining > 0) {
+    w.Key("remainingItemCount");
+    w.Int64(remaining);
+  }
+  w.EndObject();
 }
 
 void WritePartial(JsonWriter& w, const store::Object& o) {
@@ -147,6 +115,22 @@ bool PrefersOverJson(const Request& request, Pred wanted) {
 }
 
 }  // namespace
+
+void WriteStringCell(store::JsonWriter& w, const std::optional<std::string>& value) {
+  if (value && !value->empty()) {
+    Str(w, *value);
+  } else {
+    w.String(kNone);
+  }
+}
+
+void WriteAgeCell(store::JsonWriter& w, std::optional<int64_t> since_us, int64_t now_us) {
+  if (!since_us) {
+    w.String(kUnknown);
+    return;
+  }
+  Str(w, HumanDuration(now_us - *since_us));
+}
 
 bool WantsTable(const Request& request) {
   return PrefersOverJson(request, [](const MediaRange& r) {
@@ -203,26 +187,11 @@ std::string RenderTable(store::Kind kind, const std::vector<store::ObjectPtr>& o
   w.String("Table");
   w.Key("apiVersion");
   w.String(kMetaV1);
-  w.Key("metadata");
-  w.StartObject();
-  w.Key("resourceVersion");
-  Str(w, resource_version);
-  if (!continue_token.empty()) {
-    w.Key("continue");
-    Str(w, continue_token);
-  }
-  if (remaining > 0) {
-    w.Key("remainingItemCount");
-    w.Int64(remaining);
-  }
-  w.EndObject();
+  WriteListMeta(w, resource_version, continue_token, remaining);
+  const registry::Strategy& strategy = registry::ForKind(kind);
   w.Key("columnDefinitions");
   if (with_column_definitions) {
-    if (kind == store::Kind::kPoolLease) {
-      WriteColumns(w, kPoolLeaseColumns, std::size(kPoolLeaseColumns));
-    } else {
-      WriteColumns(w, kDelegatedLeaseColumns, std::size(kDelegatedLeaseColumns));
-    }
+    WriteColumns(w, strategy);
   } else {
     w.StartArray();
     w.EndArray();
@@ -233,7 +202,7 @@ std::string RenderTable(store::Kind kind, const std::vector<store::ObjectPtr>& o
     if (object == nullptr) continue;
     w.StartObject();
     w.Key("cells");
-    WriteCells(w, *object, now_us);
+    WriteCells(w, strategy, *object, now_us);
     if (include_object == "Object") {
       w.Key("object");
       store::WriteObject(w, *object);
@@ -265,19 +234,7 @@ std::string RenderPartialObjectMetadataList(const std::vector<store::ObjectPtr>&
   w.String("PartialObjectMetadataList");
   w.Key("apiVersion");
   w.String(kMetaV1);
-  w.Key("metadata");
-  w.StartObject();
-  w.Key("resourceVersion");
-  Str(w, resource_version);
-  if (!continue_token.empty()) {
-    w.Key("continue");
-    Str(w, continue_token);
-  }
-  if (remaining > 0) {
-    w.Key("remainingItemCount");
-    w.Int64(remaining);
-  }
-  w.EndObject();
+  WriteListMeta(w, resource_version, continue_token, remaining);
   w.Key("items");
   w.StartArray();
   for (const store::ObjectPtr& object : objects) {

@@ -15,12 +15,14 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "handlers/http_types.h"
 #include "store/object.h"
+#include "store/object_codec.h"
 
 namespace poolcoord::handlers {
 
@@ -44,11 +46,24 @@ bool WantsPartialObjectMetadata(const Request& request, bool list);
 // skew); further in the future is "<invalid>". `duration_us` in microseconds.
 std::string HumanDuration(int64_t duration_us);
 
-// Renders a Table of `objects` (all of `kind`).
-// Columns: PoolLease: Name, Holder, Transitions (priority 1: -o wide), Renewed
-// (age of spec.renewTime), Age. DelegatedLease: Name, Pool, Delegate, Renewed,
-// Expired (priority 1), Age. Missing values print "<none>" (ages "<unknown>"),
-// the text kubectl prints for them.
+// A printer column (metav1.TableColumnDefinition). priority 0 shows in kubectl
+// get, 1 only with -o wide.
+struct TableColumn {
+  const char* name;
+  const char* type;    // "string", "integer", "boolean"
+  const char* format;  // "name" for the Name column, else ""
+  const char* description;
+  int priority;
+};
+
+// Cells of a kind's own columns (handlers/registry/<kind>.cc): an absent or empty
+// string prints "<none>", an absent time "<unknown>", as kubectl prints them; a
+// time as its age (HumanDuration of now_us - since_us).
+void WriteStringCell(store::JsonWriter& w, const std::optional<std::string>& value);
+void WriteAgeCell(store::JsonWriter& w, std::optional<int64_t> since_us, int64_t now_us);
+
+// Renders a Table of `objects` (all of `kind`). Columns: Name, the kind's own
+// (its strategy's Columns and WriteCells), Age.
 // `include_object` is the includeObject query parameter: "" or "Metadata" (the
 // default: a PartialObjectMetadata per row), "Object" (the full object), "None"
 // (no object); any other value is treated as Metadata.

@@ -1,6 +1,7 @@
-// Writes the way the REST handler makes them, for tests of what reads the
-// store (the forwarder, the DelegatedLease GC): the lease rules run inside the
-// store's Update, so a write a real client could not make fails here too.
+// Writes the way the REST API makes them, for tests of what reads the store
+// (the forwarder, the DelegatedLease GC, the webhook): the lease rules run
+// inside the store's Update, so a write a real client could not make fails here
+// too (the kinds' field validation aside: pass valid objects).
 #pragma once
 
 #include <memory>
@@ -28,7 +29,11 @@ inline absl::Status WriteThroughRules(store::Store* store, const election::Lease
         auto next = std::make_shared<store::Object>(proposed);
         next->metadata.uid = current ? current->metadata.uid : "uid-" + proposed.metadata.name;
         if (current) next->status = current->status;
-        absl::Status s = rules.AdmitWrite(user, current, *next, reader);
+        // The lease rules as each kind's strategy calls them (its field
+        // validation, in handlers/registry/, is not run here).
+        absl::Status s = next->kind == store::Kind::kPoolLease
+                             ? rules.AdmitPoolLeaseWrite(user, current, *next)
+                             : rules.AdmitDelegatedLeaseWrite(user, current, *next, reader);
         if (!s.ok()) return s;
         return next;
       });

@@ -51,7 +51,10 @@ struct Fixture {
           auto next = std::make_shared<ps::Object>(proposed);
           next->metadata.uid = current ? current->metadata.uid : "uid-" + std::to_string(++uids);
           if (current) next->status = current->status;
-          if (absl::Status s = rules.AdmitWrite(user, current, *next, reader); !s.ok()) return s;
+          absl::Status s = next->kind == ps::Kind::kPoolLease
+                               ? rules.AdmitPoolLeaseWrite(user, current, *next)
+                               : rules.AdmitDelegatedLeaseWrite(user, current, *next, reader);
+          if (!s.ok()) return s;
           return next;
         });
     return result.status();

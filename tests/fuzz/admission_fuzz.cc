@@ -65,7 +65,11 @@ struct World {
                                -> absl::StatusOr<ps::MutableObjectPtr> {
                              auto next = std::make_shared<ps::Object>(proposed);
                              next->metadata.uid = "uid-" + proposed.metadata.name;
-                             absl::Status s = rules.AdmitWrite(user, current, *next, reader);
+                             absl::Status s =
+                                 next->kind == ps::Kind::kPoolLease
+                                     ? rules.AdmitPoolLeaseWrite(user, current, *next)
+                                     : rules.AdmitDelegatedLeaseWrite(user, current, *next,
+                                                                      reader);
                              if (!s.ok()) return s;
                              return next;
                            });

@@ -14,6 +14,7 @@
 #include "handlers/admission_handler.h"
 #include "rapidjson/document.h"
 #include "store/memory_store.h"
+#include "tests/rules_writes.h"
 
 namespace pe = poolcoord::election;
 namespace ph = poolcoord::handlers;
@@ -82,18 +83,8 @@ struct Fixture {
   }
 
   absl::Status Write(const std::string& writer, const ps::Object& proposed) {
-    poolcoord::base::UserInfo user{"system:node:" + writer, "", {"system:nodes"}, {}};
-    auto result = store->Update(
-        proposed.kind, proposed.metadata.name,
-        [&](const ps::ObjectPtr& current,
-            ps::TxnReader& reader) -> absl::StatusOr<ps::MutableObjectPtr> {
-          auto next = std::make_shared<ps::Object>(proposed);
-          next->metadata.uid = current ? current->metadata.uid : "uid-" + proposed.metadata.name;
-          if (current) next->status = current->status;
-          if (absl::Status s = rules.AdmitWrite(user, current, *next, reader); !s.ok()) return s;
-          return next;
-        });
-    return result.status();
+    return poolcoord::testing::WriteThroughRules(store.get(), rules,
+                                                 poolcoord::testing::NodeUser(writer), proposed);
   }
 
   absl::Status Lead(const std::string& pool, const std::string& holder, int32_t transitions) {

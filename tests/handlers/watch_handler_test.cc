@@ -49,9 +49,13 @@ struct Fixture {
   }
 
   std::string Create(const std::string& name) {
+    // A valid DelegatedLease (the kind's validation runs with or without lease rules).
     Response r = Call("POST", kBase,
                       "{\"apiVersion\":\"coordination.pool/v1alpha1\",\"kind\":\"DelegatedLease\","
-                      "\"metadata\":{\"name\":\"" + name + "\"},\"spec\":{\"leaseDurationSeconds\":40}}");
+                      "\"metadata\":{\"name\":\"" + name + "\",\"annotations\":"
+                      "{\"openyurt.io/delegate-heartbeat\":\"true\"}},\"spec\":{\"holderIdentity\":\"" +
+                      name + "\",\"leaseDurationSeconds\":40,\"renewTime\":"
+                      "\"2026-01-01T00:00:00.000000Z\",\"poolName\":\"p\"}}");
     BOOST_REQUIRE_MESSAGE(r.status == 201, r.body);
     rapidjson::Document d;
     d.Parse(r.body.c_str());

@@ -1,0 +1,242 @@
+// DelegatedLease (delegatedleases, dl), cluster-scoped, named after its node:
+// the heartbeat of a node that lost the cloud, written for it by its pool's
+// leader. Everything the API does with it is here (the map of a kind is in
+// strategy.h):
+//   fields     holderIdentity, leaseDurationSeconds, renewTime, poolName,
+//              delegate (the row of store/object.cc); status.observedTime,
+//              lastForwardTime, expired, leaderTerm, server-written.
+//   defaults   none. Status is the server's: dropped on create, kept on update
+//              (LeaseKind, lease_kind.h, as for every lease-shaped kind).
+//   validation (422, one cause per field, for every writer, system:masters
+//              included except for delegate): the annotation
+//              openyurt.io/delegate-heartbeat exactly "true"; holderIdentity =
+//              the name; poolName = the node's pool; renewTime present;
+//              leaseDurationSeconds 1..--max-lease-duration, present; delegate =
+//              the writing node.
+//   admission  before validation, a node identity (403) and a loaded membership
+//              (503); after it, election/'s DelegatedLease rules: only the
+//              current, unexpired leader of the node's pool; renewTime never
+//              backwards within one leader term (403/409). The server stamps
+//              status.observedTime, leaderTerm and the label
+//              coordination.pool/pool=<pool>. /status: system:masters and the
+//              forwarder (LeaseKind). Delete: the node itself or its pool's leader.
+//   columns    Pool, Delegate, Renewed, Expired (-o wide).
+//   selectors  spec.poolName, besides metadata.name and metadata.namespace.
+//   schema     DelegatedLeaseSpec, LeaderTerm, DelegatedLeaseStatus,
+//              DelegatedLease (below).
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/quote.h"
+#include "election/lease_rules.h"
+#include "election/membership.h"
+#include "handlers/openapi_schema.h"
+#include "handlers/registry/lease_kind.h"
+#include "handlers/registry/strategy.h"
+#include "handlers/table.h"
+
+namespace poolcoord::handlers::registry {
+namespace {
+
+using election::kDelegateAnnotation;
+using openapi::BoolProp;
+using openapi::Definition;
+using openapi::Int32Prop;
+using openapi::KindDefinition;
+using openapi::Meta;
+using openapi::Ours;
+using openapi::RefProp;
+using openapi::StringProp;
+using store::FieldCause;
+using store::Object;
+
+constexpr TableColumn kColumns[] = {
+    {"Pool", "string", "", "spec.poolName: the node pool the node belongs to.", 0},
+    {"Delegate", "string", "", "spec.delegate: the pool leader that renewed this heartbeat.", 0},
+    kRenewedColumn,
+    {"Expired", "boolean", "", "status.expired: whether the server judged the delegated "
+                               "heartbeat expired.", 1},
+};
+
+constexpr SelectableField kSelectableFields[] = {
+    {"spec.poolName", [](const Object& o) { return o.spec.pool_name.value_or(""); }},
+};
+
+class DelegatedLeaseKind final : public LeaseKind {
+ public:
+  const store::ResourceInfo& Info() const override {
+    return store::InfoFor(store::Kind::kDelegatedLease);
+  }
+
+  // Validation reads the membership (poolName) and the writer (delegate), so it
+  // runs after CheckWriter has found both usable.
+  std::vector<FieldCause> Validate(const WriteContext& ctx, const Object& object) const override {
+    const std::string& name = object.metadata.name;
+    const auto& spec = object.spec;
+    std::vector<FieldCause> causes;
+    ValidateLeaseDuration(spec, MaxLeaseDurationSeconds(ctx), /*required=*/true, causes);
+    auto ann = object.metadata.annotations.find(kDelegateAnnotation);
+    if (ann == object.metadata.annotations.end()) {
+      causes.push_back(store::FieldRequired(
+          "metadata.annotations",
+          absl::StrCat("a DelegatedLease must carry the annotation ", kDelegateAnnotation,
+                       ": \"true\"")));
+    } else if (ann->second != "true") {
+      causes.push_back(store::FieldInvalid(
+          "metadata.annotations", absl::StrCat(kDelegateAnnotation, "=", base::GoQuote(ann->second)),
+          absl::StrCat("the annotation ", kDelegateAnnotation, " must be exactly \"true\"")));
+    }
+    if (!spec.holder_identity) {
+      causes.push_back(store::FieldRequired(
+          "spec.holderIdentity", absl::StrCat("must be the node's name ", base::GoQuote(name))));
+    } else if (*spec.holder_identity != name) {
+      causes.push_back(store::FieldInvalid(
+          "spec.holderIdentity", *spec.holder_identity,
+          absl::StrCat("must equal the DelegatedLease's name (the node), ", base::GoQuote(name))));
+    }
+    ValidatePoolName(ctx, object, causes);
+    if (!spec.renew_time_us) {
+      causes.push_back(store::FieldRequired(
+          "spec.renewTime", "the leader's last in-pool observation of the node (MicroTime)"));
+    }
+    if (!ctx.user.IsMaster()) {
+      const std::string writer = ctx.user.NodeName();
+      if (!spec.delegate || spec.delegate->empty()) {
+        causes.push_back(store::FieldRequired(
+            "spec.delegate", absl::StrCat("must be the writing leader, ", base::GoQuote(writer))));
+      } else if (*spec.delegate != writer) {
+        causes.push_back(store::FieldInvalid(
+            "spec.delegate", *spec.delegate,
+            absl::StrCat("must be the writing leader, ", base::GoQuote(writer))));
+      }
+    }
+    return causes;
+  }
+
+  absl::Status CheckWriter(const WriteContext& ctx, const Object& object) const override {
+    return ctx.rules->CheckDelegatedLeaseWriter(ctx.user, object.metadata.name);
+  }
+  absl::Status Admit(const WriteContext& ctx, const store::ObjectPtr& current, Object& proposed,
+                     store::TxnReader& reader) const override {
+    return ctx.rules->AdmitDelegatedLeaseWrite(ctx.user, current, proposed, reader);
+  }
+  absl::Status AdmitDelete(const WriteContext& ctx, const Object& current,
+                           store::TxnReader& reader) const override {
+    return ctx.rules->AdmitDelegatedLeaseDelete(ctx.user, current, reader);
+  }
+
+  std::span<const TableColumn> Columns() const override { return kColumns; }
+  void WriteCells(store::JsonWriter& w, const Object& o, int64_t now_us) const override {
+    WriteStringCell(w, o.spec.pool_name);
+    WriteStringCell(w, o.spec.delegate);
+    WriteAgeCell(w, o.spec.renew_time_us, now_us);
+    w.Bool(o.status.expired);
+  }
+  std::span<const SelectableField> SelectableFields() const override { return kSelectableFields; }
+
+  std::vector<Definition> Definitions() const override;
+
+ private:
+  // spec.poolName: required, and the node's pool in the membership. Without
+  // lease rules (handler tests) there is no membership to compare with.
+  static void ValidatePoolName(const WriteContext& ctx, const Object& object,
+                               std::vector<FieldCause>& causes) {
+    const std::string& name = object.metadata.name;
+    const auto& pool_name = object.spec.pool_name;
+    std::optional<std::string> pool;
+    if (ctx.rules) pool = ctx.rules->membership()->PoolOf(name);
+    if (!pool_name || pool_name->empty()) {
+      causes.push_back(store::FieldRequired(
+          "spec.poolName", !ctx.rules ? std::string("must be the node's pool")
+                           : pool     ? absl::StrCat("must be the node's pool ", base::GoQuote(*pool))
+                                      : absl::StrCat("node ", base::GoQuote(name), " belongs to no pool")));
+    } else if (!ctx.rules) {
+      return;
+    } else if (!pool) {
+      causes.push_back(store::FieldInvalid(
+          "spec.poolName", *pool_name,
+          absl::StrCat("node ", base::GoQuote(name),
+                       " belongs to no pool in the membership, so it cannot be delegated")));
+    } else if (*pool_name != *pool) {
+      causes.push_back(store::FieldInvalid(
+          "spec.poolName", *pool_name, absl::StrCat("must be the node's pool ", base::GoQuote(*pool))));
+    }
+  }
+};
+
+std::vector<Definition> DelegatedLeaseKind::Definitions() const {
+  std::vector<Definition> d;
+  d.push_back(
+      {Ours("DelegatedLeaseSpec"),
+       "DelegatedLeaseSpec is a node's heartbeat as its pool leader renews it on its behalf.",
+       "object",
+       "",
+       {StringProp("holderIdentity",
+                   "The node whose heartbeat this is; must equal metadata.name (422 Invalid "
+                   "otherwise)."),
+        Int32Prop("leaseDurationSeconds",
+                  "How long, in seconds, the heartbeat stays live after the server accepted the "
+                  "last write (status.observedTime). From 1 to the server's --max-lease-duration "
+                  "(default 300)."),
+        RefProp("renewTime", Meta("MicroTime"),
+                "The pool leader's last in-pool observation of the node, on the leader's clock "
+                "(MicroTime). Within one leader term it never goes backwards (409 Conflict); a "
+                "new leader term starts fresh."),
+        StringProp("poolName",
+                   "The node pool of the node; required, and must be the node's pool (422 "
+                   "Invalid otherwise). Also usable as a field selector: spec.poolName=<pool>."),
+        StringProp("delegate",
+                   "The pool leader that wrote this heartbeat; must be the writer's node name "
+                   "(422 Invalid otherwise). Only the current, unexpired holder of the pool's "
+                   "PoolLease may write (403 Forbidden otherwise).")},
+       {"poolName"},
+       ""});
+  d.push_back({Ours("LeaderTerm"),
+               "LeaderTerm identifies one leader term: one PoolLease object at one "
+               "leaseTransitions value.",
+               "object",
+               "",
+               {StringProp("poolLeaseUID",
+                           "metadata.uid of the PoolLease whose holder wrote the heartbeat."),
+                Int32Prop("leaseTransitions",
+                          "spec.leaseTransitions of that PoolLease at the write.")},
+               {},
+               ""});
+  d.push_back(
+      {Ours("DelegatedLeaseStatus"),
+       "DelegatedLeaseStatus is written by the server only.",
+       "object",
+       "",
+       {RefProp("observedTime", Meta("MicroTime"),
+                "The server's wall-clock time of the last accepted write (MicroTime). The "
+                "heartbeat is live while observedTime plus spec.leaseDurationSeconds lies ahead "
+                "on the server's clock."),
+        RefProp("lastForwardTime", Meta("MicroTime"),
+                "When poolcoord's forwarder last renewed the node's cloud Lease "
+                "(kube-node-lease/<node>) from this heartbeat (MicroTime)."),
+        BoolProp("expired", "True once the server found the heartbeat expired."),
+        RefProp("leaderTerm", Ours("LeaderTerm"),
+                "The leader term the heartbeat was written in; it belongs to the current leader "
+                "only while that term is the PoolLease's current, live term.")},
+       {},
+       ""});
+  d.push_back(KindDefinition(
+      "DelegatedLease",
+      "DelegatedLease is the heartbeat of a node that lost the cloud but still reaches its "
+      "pool, written for it by the pool leader. It is named after the node and must carry the "
+      "annotation openyurt.io/delegate-heartbeat: \"true\". While it is live and belongs to "
+      "the current leader, poolcoord renews the node's Lease in the cloud, so the cloud sees "
+      "a network partition rather than a node failure.",
+      "Standard object metadata; metadata.name is the node.", "The delegated heartbeat.",
+      "Written by the server."));
+  return d;
+}
+
+}  // namespace
+
+const Strategy& DelegatedLeaseStrategy() { return Singleton<DelegatedLeaseKind>(); }
+
+}  // namespace poolcoord::handlers::registry

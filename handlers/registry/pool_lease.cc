@@ -1,0 +1,154 @@
+// PoolLease (poolleases, pl), cluster-scoped, named after its pool: the leader
+// election of one node pool. Everything the API does with it is here (the map
+// of a kind is in strategy.h):
+//   fields     holderIdentity, leaseDurationSeconds, acquireTime, renewTime,
+//              leaseTransitions (coordination.k8s.io/v1 LeaseSpec; the row of
+//              store/object.cc); status.observedTime, server-written.
+//   defaults   none: an unset field stays unset, as in a coordination.k8s.io
+//              Lease. Status is the server's: dropped on create, kept on update
+//              (LeaseKind, lease_kind.h, as for every lease-shaped kind).
+//   validation leaseDurationSeconds 1..--max-lease-duration, required while the
+//              lease is held; leaseTransitions >= 0 (422, for every writer,
+//              system:masters included).
+//   admission  election/'s PoolLease rules: members only, for themselves; takeover
+//              only of a released or expired lease, leaseTransitions + 1; renewals
+//              keep acquireTime and leaseTransitions (403/409/422/503); the server
+//              stamps status.observedTime. /status: system:masters and the
+//              forwarder (LeaseKind). Delete: the holder, any member once it is
+//              not live.
+//   columns    Holder, Transitions (-o wide), Renewed.
+//   selectors  metadata.name, metadata.namespace only.
+//   schema     PoolLeaseSpec, PoolLeaseStatus, PoolLease (below).
+#include <span>
+#include <string>
+#include <vector>
+
+#include "election/lease_rules.h"
+#include "handlers/openapi_schema.h"
+#include "handlers/registry/lease_kind.h"
+#include "handlers/registry/strategy.h"
+#include "handlers/table.h"
+
+namespace poolcoord::handlers::registry {
+namespace {
+
+using openapi::Definition;
+using openapi::Int32Prop;
+using openapi::KindDefinition;
+using openapi::Meta;
+using openapi::Ours;
+using openapi::RefProp;
+using openapi::StringProp;
+using store::Object;
+
+constexpr TableColumn kColumns[] = {
+    {"Holder", "string", "",
+     "spec.holderIdentity: the node that holds the pool lease (the pool leader).", 0},
+    {"Transitions", "integer", "", "spec.leaseTransitions: how many times the lease changed "
+                                   "holders.", 1},
+    kRenewedColumn,
+};
+
+class PoolLeaseKind final : public LeaseKind {
+ public:
+  const store::ResourceInfo& Info() const override {
+    return store::InfoFor(store::Kind::kPoolLease);
+  }
+
+  std::vector<store::FieldCause> Validate(const WriteContext& ctx,
+                                          const Object& object) const override {
+    std::vector<store::FieldCause> causes;
+    // A held lease without a duration could never expire on the server's clock.
+    const bool held = !object.spec.holder_identity.value_or("").empty();
+    ValidateLeaseDuration(object.spec, MaxLeaseDurationSeconds(ctx), /*required=*/held, causes);
+    if (object.spec.lease_transitions && *object.spec.lease_transitions < 0) {
+      causes.push_back(store::FieldInvalid("spec.leaseTransitions",
+                                           std::to_string(*object.spec.lease_transitions),
+                                           "must be greater than or equal to 0"));
+    }
+    return causes;
+  }
+
+  absl::Status Admit(const WriteContext& ctx, const store::ObjectPtr& current, Object& proposed,
+                     store::TxnReader&) const override {
+    return ctx.rules->AdmitPoolLeaseWrite(ctx.user, current, proposed);
+  }
+  absl::Status AdmitDelete(const WriteContext& ctx, const Object& current,
+                           store::TxnReader&) const override {
+    return ctx.rules->AdmitPoolLeaseDelete(ctx.user, current);
+  }
+
+  std::span<const TableColumn> Columns() const override { return kColumns; }
+  void WriteCells(store::JsonWriter& w, const Object& o, int64_t now_us) const override {
+    WriteStringCell(w, o.spec.holder_identity);
+    if (o.spec.lease_transitions) {
+      w.Int(*o.spec.lease_transitions);
+    } else {
+      w.Null();  // kubectl prints <none>
+    }
+    WriteAgeCell(w, o.spec.renew_time_us, now_us);
+  }
+
+  std::vector<Definition> Definitions() const override {
+    std::vector<Definition> d;
+    d.push_back(
+        {Ours("PoolLeaseSpec"),
+         "PoolLeaseSpec is the desired state of a pool's leader lease; it mirrors "
+         "coordination.k8s.io/v1 LeaseSpec, and clients drive it with client-go's LeaseLock "
+         "algorithm.",
+         "object",
+         "",
+         {StringProp(
+              "holderIdentity",
+              "The name of the node that holds the lease: the pool leader. Written by the "
+              "acquiring node, only with its own name (or empty, to release), and only by a "
+              "member of the pool named by metadata.name (403 Forbidden otherwise). Another "
+              "member may take the lease only once it is released or expired; taking a live "
+              "lease is 409 Conflict."),
+          Int32Prop("leaseDurationSeconds",
+                    "How long, in seconds, the lease stays valid after the server accepted the "
+                    "holder's last renewal; candidates wait this long before taking over. From 1 "
+                    "to the server's --max-lease-duration (default 300); 422 Invalid otherwise."),
+          RefProp("acquireTime", Meta("MicroTime"),
+                  "When the current holder acquired the lease, on the holder's clock (MicroTime: "
+                  "RFC 3339 with exactly 6 fractional digits). Set on acquisition, kept by "
+                  "renewals."),
+          RefProp("renewTime", Meta("MicroTime"),
+                  "When the holder last renewed, on the holder's clock (MicroTime). "
+                  "Informational: the server judges expiry from its own time of the last "
+                  "accepted renewal plus leaseDurationSeconds, never from this value."),
+          Int32Prop("leaseTransitions",
+                    "How many times the lease changed holders. An acquisition by another node (a "
+                    "takeover, or a new holder after a release) must raise it by exactly 1, a "
+                    "renewal must keep it (422 Invalid otherwise). One PoolLease uid at one "
+                    "leaseTransitions value is one leader term.")},
+         {},
+         ""});
+    d.push_back({Ours("PoolLeaseStatus"),
+                 "PoolLeaseStatus is written by the server only; clients cannot set it through "
+                 "the main resource.",
+                 "object",
+                 "",
+                 {RefProp("observedTime", Meta("MicroTime"),
+                          "The server's wall-clock time of the last accepted write (MicroTime). "
+                          "Expiry is judged on the server's own clock from this renewal.")},
+                 {},
+                 ""});
+    d.push_back(KindDefinition(
+        "PoolLease",
+        "PoolLease elects the leader of one node pool. It is named after the pool; the pool's "
+        "nodes that still reach the cloud compete for it (GET, then UPDATE with the "
+        "resourceVersion they read; a stale resourceVersion gets 409 Conflict). The holder is "
+        "the pool leader, which renews DelegatedLeases for members that lost the cloud.",
+        "Standard object metadata; metadata.name is the pool.",
+        "The lease itself: holder, duration, acquire and renew times, transitions.",
+        "Written by the server."));
+    return d;
+  }
+};
+
+}  // namespace
+
+const Strategy& PoolLeaseStrategy() { return Singleton<PoolLeaseKind>(); }
+
+}  // namespace poolcoord::handlers::registry

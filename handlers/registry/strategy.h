@@ -1,0 +1,181 @@
+// A strategy per kind: everything the API does with one kind of
+// coordination.pool/v1alpha1, as k8s.io/apiserver splits it between the
+// rest.RESTCreateStrategy / RESTUpdateStrategy / RESTDeleteStrategy of a kind,
+// its TableConvertor and its GetAttrs (selectable fields), plus its OpenAPI
+// schema. One file per kind holds one Strategy (handlers/registry/<kind>.cc);
+// one generic registry store (generic_store.h) serves the verbs of every kind
+// and calls the strategy at fixed points; registry.h lists the kinds.
+//
+// Where a kind lives, all of it:
+//   store/object.h, object.cc   its C++ type (Object: ObjectMeta, LeaseSpec,
+//       LeaseStatus, shared by the lease-shaped kinds) and its ResourceInfo row:
+//       names, which LeaseSpec fields it has on the wire, the Go struct names of
+//       decode errors. store/ owns the type so that stores and the rules can hold
+//       objects without handlers/ (as k8s.io/api holds types apart from the
+//       registry). A kind beyond the two built in there brings its own row.
+//   election/lease_rules.h   the lease rules: who may write what, and when (403,
+//       409, 503, and the 422 of leaseTransitions), and what the server stamps on
+//       an accepted write. One module for the API, the webhook and the simulator;
+//       a strategy calls into it, never restates it.
+//   handlers/registry/<kind>.cc   the rest: defaults, validation (422), which
+//       rules admit its writes and deletes, printer columns, selectable fields,
+//       OpenAPI schema.
+//
+// Adding a kind: a new handlers/registry/<kind>.cc defining a Strategy (and a
+// store::ResourceInfo when the kind is not built into store/), and one line in
+// registry.cc.
+//
+// The order of a write (generic_store.cc), as the handlers had it before the
+// split, so that every error keeps its precedence:
+//   create  ObjectMeta checks (422) -> PrepareForCreate, then inside the store's
+//           atomic step: already exists (409) -> CheckWriter (403/503) ->
+//           Validate (422) -> WarningsOnCreate -> Canonicalize -> Admit
+//   update  inside the atomic step: missing (404) -> the body (PUT) or the patch
+//           applied to the stored object (PATCH) -> preconditions: resourceVersion,
+//           uid (409) -> PrepareForUpdate -> ObjectMeta checks (422) -> server
+//           fields carried over -> CheckWriter -> ValidateUpdate (422) ->
+//           WarningsOnUpdate -> Canonicalize -> Admit
+//   status  as update, but the stored object with the new status, and
+//           AdmitStatusUpdate in place of CheckWriter..Admit
+//   delete  inside the atomic step: missing (404) -> preconditions (409) ->
+//           AdmitDelete -> finalizers
+// CheckWriter, Admit, AdmitStatusUpdate and AdmitDelete are admission: they run
+// only when the server has lease rules (WriteContext::rules); handler tests run
+// without them. Validation always runs.
+//
+// Strategies are stateless singletons: every method is const and thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "base/user_info.h"
+#include "handlers/openapi_schema.h"
+#include "handlers/table.h"
+#include "store/api_error.h"
+#include "store/object.h"
+#include "store/object_codec.h"
+#include "store/store.h"
+
+namespace poolcoord::election {
+class LeaseRules;
+}  // namespace poolcoord::election
+
+namespace poolcoord::handlers::registry {
+
+// Who writes, and the rules the write answers to.
+struct WriteContext {
+  const base::UserInfo& user;
+  // The lease rules: their configuration (--max-lease-duration), the pool
+  // membership, the admission checks. nullptr when the server runs without them
+  // (handler tests): admission hooks are then not called, and validation checks
+  // what it can without them.
+  const election::LeaseRules* rules = nullptr;
+};
+
+// A field selector a kind supports beyond metadata.name and metadata.namespace
+// (k8s: the fields.Set of GetAttrs). An absent value reads as "".
+struct SelectableField {
+  std::string_view path;  // "spec.poolName"
+  std::string (*value)(const store::Object& object);
+};
+
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+
+  // Names (plural, kind, short name), the wire fields of the spec, the Go
+  // struct names of decode errors.
+  virtual const store::ResourceInfo& Info() const = 0;
+  store::Kind kind() const { return Info().kind; }
+  // Every kind of the group is cluster-scoped (nodes and pools are).
+  bool NamespaceScoped() const { return false; }
+
+  // --- create (rest.RESTCreateStrategy)
+
+  // Normalizes a new object before it is validated: drops what clients may not
+  // set (status). Server metadata (uid, creationTimestamp, generation) is the
+  // generic store's.
+  virtual void PrepareForCreate(const WriteContext& ctx, store::Object& object) const = 0;
+  // The kind's field checks (422): one cause per bad field, all of them at once.
+  // Must not change the object.
+  virtual std::vector<store::FieldCause> Validate(const WriteContext& ctx,
+                                                  const store::Object& object) const = 0;
+  // Warning headers for a create that passed validation (299 "..."), as
+  // "path.to.field: message".
+  virtual std::vector<std::string> WarningsOnCreate(const WriteContext& ctx,
+                                                    const store::Object& object) const {
+    return {};
+  }
+  // Brings a validated object into its canonical form before it is stored.
+  virtual void Canonicalize(store::Object& object) const {}
+
+  // --- update (rest.RESTUpdateStrategy)
+
+  // Whether a PUT of a missing object creates it (false: 404).
+  virtual bool AllowCreateOnUpdate() const { return false; }
+  // Whether an update without metadata.resourceVersion is accepted (false: 422,
+  // "must be specified for an update").
+  virtual bool AllowUnconditionalUpdate() const { return true; }
+  // Normalizes the new object of an update of the main resource against the
+  // stored one: keeps what only the status subresource may change.
+  virtual void PrepareForUpdate(const WriteContext& ctx, store::Object& object,
+                                const store::Object& old) const = 0;
+  virtual std::vector<store::FieldCause> ValidateUpdate(const WriteContext& ctx,
+                                                        const store::Object& object,
+                                                        const store::Object& old) const = 0;
+  virtual std::vector<std::string> WarningsOnUpdate(const WriteContext& ctx,
+                                                    const store::Object& object,
+                                                    const store::Object& old) const {
+    return {};
+  }
+
+  // --- admission: the lease rules (election/). Called only with ctx.rules set,
+  // inside the store's atomic step, so what they read through `reader` cannot
+  // change before the write they approve is stored.
+
+  // Who may write objects of this kind at all, before the body is judged (403;
+  // 503 while what validation needs is not loaded). OK by default.
+  virtual absl::Status CheckWriter(const WriteContext& ctx, const store::Object& object) const {
+    return absl::OkStatus();
+  }
+  // The rules for a write of the main resource (create: current == nullptr); may
+  // stamp server-owned fields on `proposed`.
+  virtual absl::Status Admit(const WriteContext& ctx, const store::ObjectPtr& current,
+                             store::Object& proposed, store::TxnReader& reader) const = 0;
+  // The rules for a write of the /status subresource.
+  virtual absl::Status AdmitStatusUpdate(const WriteContext& ctx, const store::Object& current,
+                                         store::Object& proposed) const = 0;
+  // The rules for a delete (rest.RESTDeleteStrategy).
+  virtual absl::Status AdmitDelete(const WriteContext& ctx, const store::Object& current,
+                                   store::TxnReader& reader) const = 0;
+
+  // --- reads
+
+  // The printer columns between Name (first) and Age (last), which every kind
+  // has (rest.TableConvertor), and one cell per column for an object.
+  virtual std::span<const TableColumn> Columns() const = 0;
+  virtual void WriteCells(store::JsonWriter& w, const store::Object& object,
+                          int64_t now_us) const = 0;
+  // Field selectors beyond metadata.name and metadata.namespace.
+  virtual std::span<const SelectableField> SelectableFields() const { return {}; }
+
+  // The OpenAPI definitions of the kind, in document order: its spec and status
+  // types, then the kind itself (its List definition is generic).
+  virtual std::vector<openapi::Definition> Definitions() const = 0;
+};
+
+// The one instance of a kind's strategy, for its registration function
+// (registry.cc): `const Strategy& PoolLeaseStrategy() { return Singleton<PoolLeaseKind>(); }`.
+template <typename KindStrategy>
+const Strategy& Singleton() {
+  static const KindStrategy* const strategy = new KindStrategy;
+  return *strategy;
+}
+
+}  // namespace poolcoord::handlers::registry

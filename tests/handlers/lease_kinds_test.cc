@@ -1,0 +1,267 @@
+// The PoolLease and DelegatedLease strategies (handlers/registry/) with the lease
+// rules, through the generic registry store over a memory store: their field
+// validation (422), and where it stands among the rules' checks.
+#define BOOST_TEST_MODULE lease_kinds
+#include <boost/test/unit_test.hpp>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/clock.h"
+#include "election/lease_rules.h"
+#include "election/membership.h"
+#include "handlers/registry/generic_store.h"
+#include "handlers/registry/registry.h"
+#include "store/api_error.h"
+#include "store/memory_store.h"
+
+namespace pe = poolcoord::election;
+namespace ph = poolcoord::handlers;
+namespace ps = poolcoord::store;
+namespace reg = poolcoord::handlers::registry;
+using poolcoord::base::UserInfo;
+using std::chrono::seconds;
+
+namespace {
+
+UserInfo Node(const std::string& name) {
+  return {"system:node:" + name, "", {"system:nodes", "system:authenticated"}, {}};
+}
+UserInfo Admin() { return {"admin", "", {"system:masters", "system:authenticated"}, {}}; }
+UserInfo Forwarder() {
+  return {"system:serviceaccount:kube-system:poolcoord", "", {"system:serviceaccounts"}, {}};
+}
+
+ps::Object PoolLease(const std::string& pool, const std::string& holder, int32_t duration,
+                     int32_t transitions) {
+  ps::Object o;
+  o.kind = ps::Kind::kPoolLease;
+  o.metadata.name = pool;
+  o.spec.holder_identity = holder;
+  o.spec.lease_duration_seconds = duration;
+  o.spec.lease_transitions = transitions;
+  o.spec.acquire_time_us = 1000;
+  o.spec.renew_time_us = 2000;
+  return o;
+}
+
+ps::Object Delegated(const std::string& node, const std::string& pool,
+                     const std::string& delegate) {
+  ps::Object o;
+  o.kind = ps::Kind::kDelegatedLease;
+  o.metadata.name = node;
+  o.metadata.annotations[pe::kDelegateAnnotation] = "true";
+  o.spec.holder_identity = node;
+  o.spec.lease_duration_seconds = 40;
+  o.spec.renew_time_us = 5000;
+  o.spec.pool_name = pool;
+  o.spec.delegate = delegate;
+  return o;
+}
+
+// A server's registry in miniature: the real strategies and rules over a memory
+// store. Pool hangzhou = hz-1..hz-4, beijing = bj-1, bj-2.
+struct World {
+  explicit World(bool load_membership = true)
+      : store(ps::NewMemoryStore({})),
+        rules(&clock, &membership, pe::LeaseRulesOptions{300, Forwarder().username, {"proxy"}}) {
+    clock.Advance(seconds(100));
+    if (load_membership) {
+      BOOST_REQUIRE(membership
+                        .Replace("file", {{"hangzhou", {"hz-1", "hz-2", "hz-3", "hz-4"}},
+                                          {"beijing", {"bj-1", "bj-2"}}})
+                        .ok());
+    }
+  }
+
+  // Creates, or updates the stored object to `o` (a PUT).
+  absl::Status Write(const UserInfo& user, const ps::Object& o, bool with_rules = true) {
+    reg::GenericStore kind(reg::ForKind(o.kind), store.get(), &clock,
+                           with_rules ? &rules : nullptr);
+    std::vector<std::string> warnings;
+    if (!store->Get(o.kind, o.metadata.name).ok()) {
+      return kind.Create(user, std::make_shared<ps::Object>(o), false, &warnings).status();
+    }
+    return kind
+        .Update(
+            user, o.metadata.name, reg::Subresource::kMain,
+            [&o](const ps::ObjectPtr&) -> absl::StatusOr<ps::MutableObjectPtr> {
+              return std::make_shared<ps::Object>(o);
+            },
+            false, &warnings)
+        .status();
+  }
+
+  poolcoord::base::FakeClock clock;
+  pe::MembershipIndex membership;
+  std::unique_ptr<ps::Store> store;
+  pe::LeaseRules rules;
+};
+
+// hz-1 holds hangzhou.
+struct Led : World {
+  Led() { BOOST_REQUIRE(Write(Node("hz-1"), PoolLease("hangzhou", "hz-1", 15, 4)).ok()); }
+};
+
+// Asserts the HTTP code, and the field of the first cause when given.
+void ExpectApiError(const absl::Status& s, int code, const std::string& field = "",
+                    const std::string& in_message = "") {
+  BOOST_REQUIRE_MESSAGE(!s.ok(), "expected HTTP " << code << ", got OK");
+  ps::ApiErrorInfo info = ps::ApiErrorFromStatus(s);
+  BOOST_TEST(info.code == code, s.message());
+  if (!field.empty()) {
+    BOOST_REQUIRE_MESSAGE(!info.causes.empty(), "no causes: " << s.message());
+    BOOST_TEST(info.causes.front().field == field, s.message());
+  }
+  if (!in_message.empty()) {
+    BOOST_TEST(info.message.find(in_message) != std::string::npos, info.message);
+  }
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(pool_lease)
+
+BOOST_AUTO_TEST_CASE(duration_bounds_apply_to_everyone) {
+  World w;
+  ExpectApiError(w.Write(Node("hz-1"), PoolLease("hangzhou", "hz-1", 0, 0)), 422,
+                 "spec.leaseDurationSeconds");
+  ExpectApiError(w.Write(Node("hz-1"), PoolLease("hangzhou", "hz-1", 301, 0)), 422,
+                 "spec.leaseDurationSeconds", "must be between 1 and 300 seconds");
+  ExpectApiError(w.Write(Admin(), PoolLease("anything", "x", 1'000'000'000, 0)), 422,
+                 "spec.leaseDurationSeconds");
+  ExpectApiError(w.Write(Admin(), PoolLease("anything", "x", 10, -1)), 422,
+                 "spec.leaseTransitions");
+  ps::Object no_duration = PoolLease("hangzhou", "hz-1", 1, 0);
+  no_duration.spec.lease_duration_seconds.reset();
+  ExpectApiError(w.Write(Node("hz-1"), no_duration), 422, "spec.leaseDurationSeconds");
+  BOOST_TEST(w.Write(Node("hz-1"), PoolLease("hangzhou", "hz-1", 300, 0)).ok());
+  ps::Object unheld = PoolLease("beijing", "", 1, 0);
+  unheld.spec.lease_duration_seconds.reset();
+  BOOST_TEST(w.Write(Node("bj-1"), unheld).ok());  // optional while nobody holds it
+}
+
+BOOST_AUTO_TEST_CASE(validation_comes_before_the_rules) {
+  World w;
+  // A stranger with a bad duration hears about the duration first, as before the split.
+  ExpectApiError(w.Write(Node("stranger"), PoolLease("hangzhou", "stranger", 0, 0)), 422,
+                 "spec.leaseDurationSeconds");
+  ExpectApiError(w.Write(Node("stranger"), PoolLease("hangzhou", "stranger", 15, 0)), 403);
+}
+
+BOOST_AUTO_TEST_CASE(max_duration_follows_the_flag) {
+  World w;
+  pe::LeaseRules strict(&w.clock, &w.membership, pe::LeaseRulesOptions{60, "", {}});
+  reg::GenericStore kind(reg::ForKind(ps::Kind::kPoolLease), w.store.get(), &w.clock, &strict);
+  std::vector<std::string> warnings;
+  auto r = kind.Create(Node("hz-1"), std::make_shared<ps::Object>(PoolLease("hangzhou", "hz-1", 61, 0)),
+                       false, &warnings);
+  ExpectApiError(r.status(), 422, "spec.leaseDurationSeconds", "between 1 and 60 seconds");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(delegated_lease)
+
+BOOST_FIXTURE_TEST_CASE(each_field_checked_with_its_own_cause, Led) {
+  struct Case {
+    const char* what;
+    std::function<void(ps::Object&)> edit;
+    const char* field;
+  };
+  std::vector<Case> cases = {
+      {"no annotation", [](ps::Object& o) { o.metadata.annotations.clear(); },
+       "metadata.annotations"},
+      {"annotation True",
+       [](ps::Object& o) { o.metadata.annotations[pe::kDelegateAnnotation] = "True"; },
+       "metadata.annotations"},
+      {"annotation empty",
+       [](ps::Object& o) { o.metadata.annotations[pe::kDelegateAnnotation] = ""; },
+       "metadata.annotations"},
+      {"holder other", [](ps::Object& o) { o.spec.holder_identity = "hz-2"; },
+       "spec.holderIdentity"},
+      {"holder missing", [](ps::Object& o) { o.spec.holder_identity.reset(); },
+       "spec.holderIdentity"},
+      {"pool missing", [](ps::Object& o) { o.spec.pool_name.reset(); }, "spec.poolName"},
+      {"pool wrong", [](ps::Object& o) { o.spec.pool_name = "beijing"; }, "spec.poolName"},
+      {"delegate other", [](ps::Object& o) { o.spec.delegate = "hz-2"; }, "spec.delegate"},
+      {"delegate missing", [](ps::Object& o) { o.spec.delegate.reset(); }, "spec.delegate"},
+      {"renewTime missing", [](ps::Object& o) { o.spec.renew_time_us.reset(); },
+       "spec.renewTime"},
+      {"duration missing", [](ps::Object& o) { o.spec.lease_duration_seconds.reset(); },
+       "spec.leaseDurationSeconds"},
+      {"duration too long", [](ps::Object& o) { o.spec.lease_duration_seconds = 301; },
+       "spec.leaseDurationSeconds"},
+  };
+  for (const auto& c : cases) {
+    BOOST_TEST_CONTEXT(c.what) {
+      ps::Object o = Delegated("hz-3", "hangzhou", "hz-1");
+      c.edit(o);
+      absl::Status s = Write(Node("hz-1"), o);
+      ExpectApiError(s, 422, c.field);
+      BOOST_TEST(ps::ApiErrorFromStatus(s).causes.size() == 1u);
+    }
+  }
+  ExpectApiError(Write(Node("hz-1"), Delegated("lonely", "hangzhou", "hz-1")), 422,
+                 "spec.poolName", "belongs to no pool");
+  // All bad fields at once, in one 422.
+  ps::Object bad = Delegated("hz-3", "beijing", "hz-2");
+  bad.metadata.annotations.clear();
+  absl::Status s = Write(Node("hz-1"), bad);
+  ExpectApiError(s, 422, "metadata.annotations");
+  BOOST_TEST(ps::ApiErrorFromStatus(s).causes.size() == 3u);
+  // Validity binds masters too; the delegate check does not.
+  ps::Object by_admin = Delegated("hz-3", "hangzhou", "someone");
+  by_admin.metadata.annotations.clear();
+  ExpectApiError(Write(Admin(), by_admin), 422, "metadata.annotations");
+  BOOST_TEST(Write(Admin(), Delegated("hz-3", "hangzhou", "someone")).ok());
+  // An update is checked as a create is.
+  ps::Object renewed = Delegated("hz-3", "hangzhou", "hz-1");
+  BOOST_REQUIRE(Write(Node("hz-1"), renewed).ok());
+  renewed.spec.holder_identity = "hz-4";
+  ExpectApiError(Write(Node("hz-1"), renewed), 422, "spec.holderIdentity");
+}
+
+BOOST_FIXTURE_TEST_CASE(who_writes_is_checked_before_what, Led) {
+  // Not a node: 403 before the fields are judged (delegate "x" is not the writer).
+  ExpectApiError(Write(Forwarder(), Delegated("hz-4", "hangzhou", "x")), 403, "", "not a node");
+  ps::Object no_annotation = Delegated("hz-4", "hangzhou", "x");
+  no_annotation.metadata.annotations.clear();
+  ExpectApiError(Write(Forwarder(), no_annotation), 403, "", "not a node");
+  // A valid object from a follower: the rules' 403.
+  ExpectApiError(Write(Node("hz-2"), Delegated("hz-4", "hangzhou", "hz-2")), 403, "",
+                 "held by \"hz-1\"");
+}
+
+BOOST_AUTO_TEST_CASE(membership_not_loaded_is_unavailable_before_validation) {
+  World w(/*load_membership=*/false);
+  ps::Object invalid = Delegated("hz-3", "hangzhou", "hz-1");
+  invalid.spec.pool_name.reset();
+  ExpectApiError(w.Write(Node("hz-1"), invalid), 503, "", "retry");
+}
+
+BOOST_AUTO_TEST_CASE(without_rules_fields_are_still_validated) {
+  World w;
+  ps::Object o = Delegated("hz-3", "hangzhou", "hz-1");
+  o.metadata.annotations.clear();
+  ExpectApiError(w.Write(Admin(), o, /*with_rules=*/false), 422, "metadata.annotations");
+  // No membership to compare spec.poolName with, no admission: a valid object passes.
+  BOOST_TEST(w.Write(Admin(), Delegated("hz-3", "nowhere", "hz-1"), false).ok());
+  auto stored = w.store->Get(ps::Kind::kDelegatedLease, "hz-3");
+  BOOST_REQUIRE(stored.ok());
+  BOOST_TEST(!(*stored)->status.observed_time_us.has_value());  // nobody stamped it
+}
+
+BOOST_FIXTURE_TEST_CASE(the_rules_stamp_an_accepted_write, Led) {
+  BOOST_REQUIRE(Write(Node("hz-1"), Delegated("hz-3", "hangzhou", "hz-1")).ok());
+  auto dl = store->Get(ps::Kind::kDelegatedLease, "hz-3");
+  BOOST_REQUIRE(dl.ok());
+  BOOST_TEST((*dl)->metadata.labels.at(pe::kPoolLabel) == "hangzhou");
+  BOOST_TEST((*dl)->status.observed_time_us.value() == clock.NowMicros());
+  BOOST_TEST((*dl)->status.leader_term.has_value());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
