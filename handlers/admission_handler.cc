@@ -406,56 +406,49 @@ class FastReader {
     }
   }
 
-  bool Object() {
-    if (!h_.StartObject()) return false;  // deeper than kMaxNesting
+  // The comma-separated items of an object or array, from its opening bracket
+  // through `close`, each read by `item`.
+  template <typename Item>
+  bool Items(char close, Item item) {
     ++p_;
     SkipSpace();
-    if (*p_ == '}') {
+    if (*p_ == close) {
       ++p_;
-      return h_.EndObject(0);
+      return true;
     }
     for (;;) {
-      if (*p_ != '"') return false;
-      std::string_view key;
-      if (!String(&key)) return false;
-      h_.Key(key.data(), static_cast<rapidjson::SizeType>(key.size()), false);
-      SkipSpace();
-      if (*p_ != ':') return false;
-      ++p_;
-      SkipSpace();
-      if (!Value()) return false;
+      if (!item()) return false;
       SkipSpace();
       if (*p_ == ',') {
         ++p_;
         SkipSpace();
         continue;
       }
-      if (*p_ != '}') return false;
+      if (*p_ != close) return false;
       ++p_;
-      return h_.EndObject(0);
+      return true;
     }
+  }
+
+  bool Object() {
+    if (!h_.StartObject()) return false;  // deeper than kMaxNesting
+    return Items('}', [this] {
+             if (*p_ != '"') return false;
+             std::string_view key;
+             if (!String(&key)) return false;
+             h_.Key(key.data(), static_cast<rapidjson::SizeType>(key.size()), false);
+             SkipSpace();
+             if (*p_ != ':') return false;
+             ++p_;
+             SkipSpace();
+             return Value();
+           }) &&
+           h_.EndObject(0);
   }
 
   bool Array() {
     if (!h_.StartArray()) return false;
-    ++p_;
-    SkipSpace();
-    if (*p_ == ']') {
-      ++p_;
-      return h_.EndArray(0);
-    }
-    for (;;) {
-      if (!Value()) return false;
-      SkipSpace();
-      if (*p_ == ',') {
-        ++p_;
-        SkipSpace();
-        continue;
-      }
-      if (*p_ != ']') return false;
-      ++p_;
-      return h_.EndArray(0);
-    }
+    return Items(']', [this] { return Value(); }) && h_.EndArray(0);
   }
 
   const char* p_;
