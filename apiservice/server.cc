@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <climits>
 #include <chrono>
 #include <random>
 #include <thread>
@@ -19,6 +20,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/metrics.h"
+#include "base/microtime.h"
 #include "cloud/clientset.h"
 #include "cloud/rest_client.h"
 #include "election/delegated_lease_gc.h"
@@ -94,6 +96,24 @@ class CountedStream final : public handlers::StreamSource {
 
 }  // namespace
 
+namespace {
+
+// The Date header's value, formatted once per second per thread (every answer
+// carries one).
+std::string HttpDateNow(const base::Clock& clock) {
+  thread_local int64_t cached_second = INT64_MIN;
+  thread_local std::string cached;
+  const int64_t us = clock.NowMicros();
+  const int64_t second = us / 1'000'000 - (us % 1'000'000 < 0 ? 1 : 0);
+  if (second != cached_second) {
+    cached = base::FormatHttpDate(second);
+    cached_second = second;
+  }
+  return cached;
+}
+
+}  // namespace
+
 std::string MetricsVerb(const RequestInfo& info, const handlers::Request& request) {
   if (!info.is_resource_request) return Upper(request.method);
   if (info.verb == "get") return "GET";
@@ -117,6 +137,7 @@ handlers::Response RequestPipeline::Serve(handlers::Request& request,
   Metrics* metrics = options_.metrics;
 
   auto finish = [&](handlers::Response response) {
+    response.SetHeader("Date", HttpDateNow(*options_.clock));
     const bool watch_stream = info.verb == "watch" && static_cast<bool>(response.stream);
     auto elapsed = std::chrono::steady_clock::now() - start;
     if (metrics != nullptr) {
@@ -437,6 +458,7 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ServerOptions&
   pipeline.metrics = p->metrics.get();
   pipeline.limiter = p->limiter.get();
   pipeline.anonymous_auth = options.anonymous_auth;
+  pipeline.clock = router.clock;
   p->pipeline = std::make_unique<RequestPipeline>(pipeline);
 
   TlsServerOptions transport;

@@ -13,6 +13,7 @@
 #include "apiservice/metrics.h"
 #include "apiservice/request_info.h"
 #include "apiservice/tls_server.h"
+#include "base/clock.h"
 #include "handlers/http_types.h"
 #include "handlers/router.h"
 
@@ -24,7 +25,9 @@ namespace poolcoord::apiservice {
 // max-in-flight (429 with Retry-After: 1; watches and system:masters exempt,
 // as WithMaxInFlightLimit), authorization (403), then the router. Every request
 // is counted in Metrics; a watch's stream registers a watcher while it runs. At
-// verbosity 2 and above each request is logged.
+// verbosity 2 and above each request is logged. Every answer carries a Date
+// header from `clock`, as Go's net/http adds to each of kube-apiserver's: clients
+// read the server's clock there (kubectl pool judges lease expiry by it).
 struct PipelineOptions {
   const Authenticator* authenticator = nullptr;  // not owned
   const Authorizer* authorizer = nullptr;        // not owned
@@ -32,6 +35,9 @@ struct PipelineOptions {
   Metrics* metrics = nullptr;                    // not owned
   InflightLimiter* limiter = nullptr;            // not owned
   bool anonymous_auth = false;
+  // The wall clock of the Date header: the rules' clock, so that Date and the
+  // status.observedTime the rules stamp are readings of one clock.
+  const base::Clock* clock = base::RealClock::Get();  // not owned
 };
 
 class RequestPipeline {

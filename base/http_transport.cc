@@ -28,6 +28,7 @@ struct Sink {
   std::string partial;  // streaming: the unterminated tail
   bool stopped_by_callback = false;
   std::string retry_after;
+  std::string date;
 };
 
 size_t OnData(char* data, size_t size, size_t nmemb, void* userp) {
@@ -61,6 +62,9 @@ size_t OnHeader(char* data, size_t size, size_t nmemb, void* userp) {
   if (absl::StartsWithIgnoreCase(line, "retry-after:")) {
     line.remove_prefix(sizeof("retry-after:") - 1);
     sink->retry_after = std::string(absl::StripAsciiWhitespace(line));
+  } else if (absl::StartsWithIgnoreCase(line, "date:")) {
+    line.remove_prefix(sizeof("date:") - 1);
+    sink->date = std::string(absl::StripAsciiWhitespace(line));
   }
   return n;
 }
@@ -275,6 +279,7 @@ absl::StatusOr<HttpResponse> HttpTransport::DoOnce(const HttpRequest& request,
   ReleaseHandle(curl);
   response.status = static_cast<int>(status);
   response.retry_after = std::move(sink.retry_after);
+  response.date = std::move(sink.date);
   return response;
 }
 
@@ -377,6 +382,7 @@ absl::Status HttpTransport::Stream(const HttpRequest& request,
   curl_slist_free_all(headers);
   response->status = static_cast<int>(status);
   response->retry_after = std::move(sink.retry_after);
+  response->date = std::move(sink.date);
   if ((control != nullptr && control->stopped()) || sink.stopped_by_callback)
     return absl::OkStatus();
   if (e.kind != TransferFailure::kNone) {

@@ -106,6 +106,7 @@ struct HttpResponse {
   int status = 0;
   std::string body;
   std::string retry_after;  // the Retry-After header, when sent
+  std::string date;         // the Date header, when sent (the server's clock; base::ParseHttpDate)
 };
 
 // Why a transfer failed, in the terms a caller needs to explain it (the etcd3

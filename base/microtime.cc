@@ -1,10 +1,13 @@
 #include "base/microtime.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "base/string_view.h"
@@ -238,6 +241,95 @@ absl::StatusOr<int64_t> ParseTime(std::string_view text) {
   auto parsed = ParseRfc3339(text, 0);
   if (!parsed.ok()) return parsed.status();
   return parsed->seconds;
+}
+
+namespace {
+
+constexpr const char* kWeekdays[] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
+constexpr const char* kMonths[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                   "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+
+int MonthIndex(std::string_view m) {
+  for (int i = 0; i < 12; ++i) {
+    if (m == kMonths[i]) return i + 1;
+  }
+  return 0;
+}
+
+bool Digits(std::string_view s, int64_t* out) {
+  if (s.empty() || s.size() > 4) return false;
+  int64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + (c - '0');
+  }
+  *out = v;
+  return true;
+}
+
+// "HH:MM:SS" -> seconds of the day.
+bool ClockTime(std::string_view s, int64_t* out) {
+  int64_t h, m, sec;
+  if (s.size() != 8 || s[2] != ':' || s[5] != ':' || !Digits(s.substr(0, 2), &h) ||
+      !Digits(s.substr(3, 2), &m) || !Digits(s.substr(6, 2), &sec) || h > 23 || m > 59 ||
+      sec > 60) {
+    return false;
+  }
+  *out = h * 3600 + m * 60 + std::min<int64_t>(sec, 59);
+  return true;
+}
+
+std::vector<std::string_view> Fields(std::string_view s) {
+  std::vector<std::string_view> out;
+  size_t i = 0;
+  while (i < s.size()) {
+    while (i < s.size() && s[i] == ' ') ++i;
+    size_t j = i;
+    while (j < s.size() && s[j] != ' ') ++j;
+    if (j > i) out.push_back(s.substr(i, j - i));
+    i = j;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string FormatHttpDate(int64_t seconds) {
+  const Civil c = CivilFromSeconds(seconds);
+  int64_t days = seconds / 86400 - (seconds % 86400 < 0 ? 1 : 0);
+  const int weekday = static_cast<int>(((days % 7) + 7 + 4) % 7);  // 1970-01-01 was a Thursday
+  return absl::StrFormat("%s, %02d %s %04d %02d:%02d:%02d GMT", kWeekdays[weekday], c.day,
+                         kMonths[c.month - 1], c.year, c.hour, c.minute, c.second);
+}
+
+absl::StatusOr<int64_t> ParseHttpDate(std::string_view text) {
+  const std::vector<std::string_view> f = Fields(text);
+  int64_t year = 0, month = 0, day = 0, tod = 0;
+  bool ok = false;
+  if (f.size() == 6 && f[0].size() == 4 && f[0].back() == ',' && f[5] == "GMT") {
+    // IMF-fixdate: Sun, 06 Nov 1994 08:49:37 GMT
+    month = MonthIndex(f[2]);
+    ok = Digits(f[1], &day) && f[1].size() == 2 && month != 0 && Digits(f[3], &year) &&
+         f[3].size() == 4 && ClockTime(f[4], &tod);
+  } else if (f.size() == 4 && f[0].size() > 4 && f[0].back() == ',' && f[3] == "GMT") {
+    // RFC 850: Sunday, 06-Nov-94 08:49:37 GMT; two-digit years as Go reads them.
+    std::string_view d = f[1];
+    if (d.size() == 9 && d[2] == '-' && d[6] == '-') {
+      month = MonthIndex(d.substr(3, 3));
+      ok = Digits(d.substr(0, 2), &day) && month != 0 && Digits(d.substr(7, 2), &year) &&
+           ClockTime(f[2], &tod);
+      year += year >= 69 ? 1900 : 2000;
+    }
+  } else if (f.size() == 5 && f[0].size() == 3) {
+    // asctime: Sun Nov  6 08:49:37 1994
+    month = MonthIndex(f[1]);
+    ok = month != 0 && Digits(f[2], &day) && f[2].size() <= 2 && ClockTime(f[3], &tod) &&
+         Digits(f[4], &year) && f[4].size() == 4;
+  }
+  if (!ok || day < 1 || day > DaysInMonth(year, month)) {
+    return Bad(text, "want an HTTP date such as \"Sun, 06 Nov 1994 08:49:37 GMT\"");
+  }
+  return DaysFromCivil(year, month, day) * 86400 + tod;
 }
 
 }  // namespace poolcoord::base

@@ -1,5 +1,5 @@
 // Kubernetes' two wire formats for instants (k8s.io/apimachinery/pkg/apis/meta/v1
-// micro_time.go and time.go).
+// micro_time.go and time.go), and HTTP's Date header (RFC 9110 section 5.6.7).
 //
 // MicroTime: RFC 3339 with exactly 6 fractional digits, emitted in UTC, e.g.
 // "2024-01-01T00:00:00.000000Z". Go parses it with the fixed layout
@@ -37,5 +37,15 @@ std::string FormatTime(int64_t seconds);
 // 1-9 digits (dropped, as metav1.Time does) and "Z" or a "±hh:mm" offset.
 // InvalidArgument otherwise.
 absl::StatusOr<int64_t> ParseTime(std::string_view text);
+
+// `seconds` since the Unix epoch -> the HTTP date, IMF-fixdate:
+// "Mon, 01 Jan 2024 00:00:00 GMT" (what Go's net/http sends in every Date header).
+std::string FormatHttpDate(int64_t seconds);
+
+// Seconds since the Unix epoch of an HTTP date in any of the three forms a
+// recipient must accept (RFC 9110 section 5.6.7, as Go's http.ParseTime):
+// IMF-fixdate "Sun, 06 Nov 1994 08:49:37 GMT", RFC 850 "Sunday, 06-Nov-94
+// 08:49:37 GMT" and asctime "Sun Nov  6 08:49:37 1994". InvalidArgument otherwise.
+absl::StatusOr<int64_t> ParseHttpDate(std::string_view text);
 
 }  // namespace poolcoord::base

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <future>
 #include <thread>
+#include <tuple>
 
 #include "absl/synchronization/notification.h"
 #include "apiservice/metrics.h"
@@ -120,6 +121,34 @@ BOOST_AUTO_TEST_CASE(AuthenticatedButForbidden) {
   BOOST_TEST(Call("GET", "/apis", "tok-u").status == 200);
   BOOST_TEST(Call("GET", kPoolLeases, "tok-node").status == 200);
   BOOST_TEST(router.last_user == "system:node:n1");
+}
+
+// Go's net/http dates every answer; kubectl pool reads the server's clock there.
+BOOST_AUTO_TEST_CASE(EveryAnswerCarriesTheServersDate) {
+  base::FakeClock clock(784111777'000'000 + 999'999);  // 1994-11-06T08:49:37.999999Z
+  PipelineOptions p;
+  p.authenticator = authenticator.get();
+  p.authorizer = authorizer.get();
+  p.router = &router;
+  p.clock = &clock;
+  RequestPipeline dated(p);
+  for (const auto& [path, token, status] :
+       std::vector<std::tuple<std::string, std::string, int>>{
+           {kPoolLeases, "tok-admin", 200}, {kPoolLeases, "", 401}, {"/healthz", "", 200},
+           {kPoolLeases, "tok-u", 403}}) {
+    handlers::Request r;
+    r.method = "GET";
+    r.path = path;
+    if (!token.empty()) r.headers.emplace_back("authorization", "Bearer " + token);
+    handlers::Response answer = dated.Serve(r, ConnectionInfo{});
+    BOOST_TEST(answer.status == status);
+    BOOST_TEST(HeaderOf(answer, "Date") == "Sun, 06 Nov 1994 08:49:37 GMT", path);
+  }
+  clock.Advance(std::chrono::microseconds(1));
+  handlers::Request r;
+  r.method = "GET";
+  r.path = "/healthz";
+  BOOST_TEST(HeaderOf(dated.Serve(r, ConnectionInfo{}), "Date") == "Sun, 06 Nov 1994 08:49:38 GMT");
 }
 
 BOOST_AUTO_TEST_CASE(InflightLimitAnswers429ButNotForWatchesOrMasters) {

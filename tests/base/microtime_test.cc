@@ -137,3 +137,45 @@ BOOST_AUTO_TEST_CASE(fast_format_agrees_with_absl) {
     }
   }
 }
+
+BOOST_AUTO_TEST_SUITE(HttpDate)
+
+// The examples of RFC 9110 section 5.6.7, one instant in each of the three forms.
+BOOST_AUTO_TEST_CASE(rfc_examples_in_all_three_forms) {
+  using poolcoord::base::FormatHttpDate;
+  using poolcoord::base::ParseHttpDate;
+  constexpr int64_t k1994 = 784111777;  // 1994-11-06T08:49:37Z, a Sunday
+  BOOST_TEST(FormatHttpDate(k1994) == "Sun, 06 Nov 1994 08:49:37 GMT");
+  for (const char* text : {"Sun, 06 Nov 1994 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 GMT",
+                           "Sun Nov  6 08:49:37 1994"}) {
+    auto t = ParseHttpDate(text);
+    BOOST_TEST_REQUIRE(t.ok(), text << ": " << t.status());
+    BOOST_TEST(*t == k1994, text);
+  }
+  BOOST_TEST(FormatHttpDate(0) == "Thu, 01 Jan 1970 00:00:00 GMT");
+  BOOST_TEST(FormatHttpDate(-1) == "Wed, 31 Dec 1969 23:59:59 GMT");
+  BOOST_TEST(FormatHttpDate(951782400) == "Tue, 29 Feb 2000 00:00:00 GMT");
+  for (const char* bad : {"", "Sun, 06 Nov 1994 08:49:37", "Sun, 31 Feb 1994 08:49:37 GMT",
+                          "Sun, 06 Nox 1994 08:49:37 GMT", "Sun, 06 Nov 1994 24:00:00 GMT",
+                          "2024-01-01T00:00:00Z", "Sun, 6 Nov 1994 08:49:37 GMT"}) {
+    BOOST_TEST(!ParseHttpDate(bad).ok(), "accepted " << bad);
+  }
+}
+
+// Every format round-trips and agrees with absl's weekday and month names.
+BOOST_AUTO_TEST_CASE(format_round_trips_and_agrees_with_absl) {
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 20000; ++i) {
+    const int64_t s = static_cast<int64_t>(rng() % 8'000'000'000ULL);  // 1970 .. 2223
+    const std::string text = poolcoord::base::FormatHttpDate(s);
+    BOOST_TEST_CONTEXT(s) {
+      BOOST_TEST(text == absl::FormatTime("%a, %d %b %Y %H:%M:%S GMT", absl::FromUnixSeconds(s),
+                                          absl::UTCTimeZone()));
+      auto back = poolcoord::base::ParseHttpDate(text);
+      BOOST_TEST_REQUIRE(back.ok());
+      BOOST_TEST(*back == s);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
