@@ -112,6 +112,24 @@ class EventClient : public EventInterface {
   const RequestOptions options_;
 };
 
+class DelegatedLeaseClient : public DelegatedLeaseInterface {
+ public:
+  DelegatedLeaseClient(RestClient* rest, RequestOptions o) : rest_(rest), options_(std::move(o)) {}
+
+  absl::StatusOr<DelegatedLease> Get(const std::string& name) override {
+    return Call(rest_->Get(absl::StrCat(kDelegatedLeasesPath, "/", name), options_),
+                DecodeDelegatedLease);
+  }
+  absl::StatusOr<DelegatedLeaseList> List(const ListOptions& options) override {
+    return Call(rest_->Get(absl::StrCat(kDelegatedLeasesPath, ListQuery(options, false)), options_),
+                DecodeDelegatedLeaseList);
+  }
+
+ private:
+  RestClient* const rest_;
+  const RequestOptions options_;
+};
+
 class TokenReviewClient : public TokenReviewInterface {
  public:
   TokenReviewClient(RestClient* rest, RequestOptions o) : rest_(rest), options_(std::move(o)) {}
@@ -198,6 +216,11 @@ LeaseInterface* Clientset::Leases(const std::string& ns) {
 LeaseInterface* Clientset::LeaseShaped(const LeaseResource& resource) {
   return Cached<LeaseInterface>(absl::StrCat("leases:", resource.collection_path),
                                 [&] { return new LeaseClient(rest_, resource, options_); });
+}
+
+DelegatedLeaseInterface* Clientset::DelegatedLeases() {
+  return Cached<DelegatedLeaseInterface>("delegatedleases",
+                                         [&] { return new DelegatedLeaseClient(rest_, options_); });
 }
 
 NodeInterface* Clientset::Nodes() {

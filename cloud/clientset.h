@@ -49,6 +49,16 @@ class LeaseInterface {
   virtual absl::StatusOr<Lease> Update(const Lease& lease) = 0;
 };
 
+// poolcoord's DelegatedLeases (coordination.pool/v1alpha1, cluster-scoped),
+// read side: kubectl pool lists them; writers add what they need.
+class DelegatedLeaseInterface {
+ public:
+  virtual ~DelegatedLeaseInterface() = default;
+  virtual absl::StatusOr<DelegatedLease> Get(const std::string& name) = 0;
+  // options.field_selector may be "spec.poolName=<pool>" (the server supports it).
+  virtual absl::StatusOr<DelegatedLeaseList> List(const ListOptions& options) = 0;
+};
+
 // core/v1 Nodes (cluster-scoped).
 class NodeInterface {
  public:
@@ -107,6 +117,7 @@ struct LeaseResource {
 };
 LeaseResource CoordinationLeases(const std::string& ns);
 LeaseResource PoolLeases();  // poolcoord's coordination.pool/v1alpha1 PoolLeases
+inline constexpr char kDelegatedLeasesPath[] = "/apis/coordination.pool/v1alpha1/delegatedleases";
 
 // The real clients, created on first use and owned here. `rest` is not owned
 // and must outlive the Clientset. Thread-safe.
@@ -118,6 +129,7 @@ class Clientset {
   LeaseInterface* Leases(const std::string& ns);
   // Any Lease-shaped resource (PoolLeases).
   LeaseInterface* LeaseShaped(const LeaseResource& resource);
+  DelegatedLeaseInterface* DelegatedLeases();
   NodeInterface* Nodes();
   EventInterface* Events(const std::string& ns);
   TokenReviewInterface* TokenReviews();

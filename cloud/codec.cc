@@ -93,6 +93,7 @@ ObjectMeta ReadMeta(const Value& obj) {
   m.labels = StrMap(Member(*md, "labels"));
   m.annotations = StrMap(Member(*md, "annotations"));
   m.finalizers = StrArray(Member(*md, "finalizers"));
+  m.creation_timestamp_us = OptTime(*md, "creationTimestamp");
   if (const Value* refs = Member(*md, "ownerReferences"); refs && refs->IsArray()) {
     for (const auto& r : refs->GetArray()) {
       OwnerReference o;
@@ -146,6 +147,31 @@ Lease ReadLease(const Value& v) {
     l.spec.acquire_time_us = OptMicroTime(*spec, "acquireTime");
     l.spec.renew_time_us = OptMicroTime(*spec, "renewTime");
     l.spec.lease_transitions = OptInt(*spec, "leaseTransitions");
+  }
+  if (const Value* status = Member(v, "status")) {
+    l.status.observed_time_us = OptMicroTime(*status, "observedTime");
+  }
+  return l;
+}
+
+DelegatedLease ReadDelegatedLease(const Value& v) {
+  DelegatedLease l;
+  l.metadata = ReadMeta(v);
+  if (const Value* spec = Member(v, "spec")) {
+    l.spec.holder_identity = OptStr(*spec, "holderIdentity");
+    l.spec.lease_duration_seconds = OptInt(*spec, "leaseDurationSeconds");
+    l.spec.renew_time_us = OptMicroTime(*spec, "renewTime");
+    l.spec.pool_name = OptStr(*spec, "poolName");
+    l.spec.delegate = OptStr(*spec, "delegate");
+  }
+  if (const Value* status = Member(v, "status")) {
+    l.status.observed_time_us = OptMicroTime(*status, "observedTime");
+    l.status.last_forward_time_us = OptMicroTime(*status, "lastForwardTime");
+    l.status.expired = OptBool(*status, "expired").value_or(false);
+    if (const Value* term = Member(*status, "leaderTerm"); term && term->IsObject()) {
+      l.status.leader_term =
+          LeaderTerm{Str(*term, "poolLeaseUID"), OptInt(*term, "leaseTransitions").value_or(0)};
+    }
   }
   return l;
 }
@@ -244,6 +270,9 @@ void WriteMeta(Writer& w, const ObjectMeta& m) {
   FieldIfSet(w, "namespace", m.namespace_);
   FieldIfSet(w, "uid", m.uid);
   FieldIfSet(w, "resourceVersion", m.resource_version);
+  if (m.creation_timestamp_us) {
+    FieldIfSet(w, "creationTimestamp", base::FormatTime(*m.creation_timestamp_us / 1'000'000));
+  }
   WriteStrMap(w, "labels", m.labels);
   WriteStrMap(w, "annotations", m.annotations);
   if (!m.owner_references.empty()) {
@@ -326,6 +355,16 @@ absl::StatusOr<Lease> DecodeLease(std::string_view json) {
 
 absl::StatusOr<LeaseList> DecodeLeaseList(std::string_view json) {
   return DecodeList<LeaseList>(json, "LeaseList", ReadLease);
+}
+
+absl::StatusOr<DelegatedLease> DecodeDelegatedLease(std::string_view json) {
+  auto d = Parse(json, "DelegatedLease");
+  if (!d.ok()) return d.status();
+  return ReadDelegatedLease(*d);
+}
+
+absl::StatusOr<DelegatedLeaseList> DecodeDelegatedLeaseList(std::string_view json) {
+  return DecodeList<DelegatedLeaseList>(json, "DelegatedLeaseList", ReadDelegatedLease);
 }
 
 absl::StatusOr<Node> DecodeNode(std::string_view json) {

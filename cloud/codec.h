@@ -21,6 +21,10 @@ std::string EncodeLease(const Lease& lease, const std::string& api_version,
 absl::StatusOr<Lease> DecodeLease(std::string_view json);
 absl::StatusOr<LeaseList> DecodeLeaseList(std::string_view json);
 
+// poolcoord's DelegatedLeases (read side).
+absl::StatusOr<DelegatedLease> DecodeDelegatedLease(std::string_view json);
+absl::StatusOr<DelegatedLeaseList> DecodeDelegatedLeaseList(std::string_view json);
+
 absl::StatusOr<Node> DecodeNode(std::string_view json);
 absl::StatusOr<NodeList> DecodeNodeList(std::string_view json);
 // {"metadata":{"resourceVersion":rv},"spec":{"taints":[...]}}: a merge patch that

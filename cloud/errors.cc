@@ -1,6 +1,7 @@
 #include "cloud/errors.h"
 
 #include "absl/strings/cord.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -155,6 +156,17 @@ int CodeOf(const absl::Status& status) {
   const std::string text(*payload);
   if (!absl::SimpleAtoi(absl::string_view(text).substr(0, text.find(' ')), &code)) return 0;
   return code;
+}
+
+std::string MessageOf(const absl::Status& status) {
+  std::string message(status.message());
+  const int code = CodeOf(status);
+  if (code == 0) return message;
+  const std::string reason = ReasonOf(status);
+  const std::string prefix =
+      absl::StrCat("HTTP ", code, reason.empty() ? "" : " ", reason, ": ");
+  if (absl::StartsWith(message, prefix)) message.erase(0, prefix.size());
+  return message;
 }
 
 bool IsNotFound(const absl::Status& s) { return Is(s, "NotFound", 404, absl::IsNotFound); }

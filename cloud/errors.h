@@ -36,6 +36,11 @@ absl::Status ApiError(int code, std::string_view reason, std::string_view messag
 // (0 when none).
 std::string ReasonOf(const absl::Status& status);
 int CodeOf(const absl::Status& status);
+// The server's own message (metav1.Status.message), without the
+// "HTTP <code> <reason>: " that StatusFromResponse puts before it for logs:
+// what kubectl prints after "Error from server (<reason>): ". Any other status:
+// its message.
+std::string MessageOf(const absl::Status& status);
 
 bool IsNotFound(const absl::Status& s);
 bool IsAlreadyExists(const absl::Status& s);

@@ -41,13 +41,21 @@ struct RestConfig {
   // any answer or a 429/502/503, within `timeout`.
   base::RetryPolicy retry{/*max_attempts=*/3, std::chrono::milliseconds(100),
                           std::chrono::milliseconds(1'000)};
+  // When set, sees every HTTP answer to Do/Send (any status; not watch streams,
+  // not transport failures) before it is decoded: what client-go callers wrap
+  // the transport for (rest.Config.WrapTransport), e.g. reading the server's
+  // clock from the Date header. Called on the requesting thread, so it must be
+  // thread-safe when the client is shared.
+  std::function<void(const base::HttpResponse&)> response_observer;
 };
 
-// Reads a kubeconfig (YAML) and returns its current context's cluster and user.
+// Reads one kubeconfig (YAML) and returns its current context's cluster and user.
 // Relative file paths resolve against the kubeconfig's directory, as client-go
 // does; *-data fields are base64. `context` overrides current-context when
 // non-empty. Errors: NotFound (file), InvalidArgument (malformed, missing
-// context/cluster/user).
+// context/cluster/user, an exec credential plugin). kubectl's whole set of
+// rules (several files, flag overrides) is in cloud/kubeconfig.h, which
+// implements this.
 absl::StatusOr<RestConfig> LoadKubeconfig(const std::string& path, const std::string& context = "");
 
 // The in-cluster config: https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT,

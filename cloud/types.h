@@ -38,6 +38,9 @@ struct ObjectMeta {
   std::map<std::string, std::string> annotations;
   std::vector<OwnerReference> owner_references;
   std::vector<std::string> finalizers;
+  // Set by the server (whole seconds); sent back unchanged, as client-go's typed
+  // objects are, and ignored by the server on writes.
+  std::optional<int64_t> creation_timestamp_us;
   bool operator==(const ObjectMeta&) const = default;
 };
 
@@ -51,15 +54,67 @@ struct LeaseSpec {
   bool operator==(const LeaseSpec&) const = default;
 };
 
+// poolcoord's PoolLease status (coordination.pool/v1alpha1), written by the server
+// only; coordination.k8s.io Leases have no status, so it stays empty there. Read
+// only: never sent (the server keeps its own on every write of the main resource).
+struct PoolLeaseStatus {
+  // The server's wall-clock time of the last accepted write: the lease expires
+  // leaseDurationSeconds after it, on the server's clock.
+  std::optional<int64_t> observed_time_us;
+  bool operator==(const PoolLeaseStatus&) const = default;
+};
+
 struct Lease {
   ObjectMeta metadata;
   LeaseSpec spec;
+  PoolLeaseStatus status;  // PoolLeases only
   bool operator==(const Lease&) const = default;
 };
 
 struct LeaseList {
   std::string resource_version;
   std::vector<Lease> items;
+};
+
+// poolcoord's DelegatedLease (coordination.pool/v1alpha1, cluster-scoped, named
+// after the node): a node's heartbeat as its pool leader renews it.
+struct DelegatedLeaseSpec {
+  std::optional<std::string> holder_identity;  // the node
+  std::optional<int32_t> lease_duration_seconds;
+  std::optional<int64_t> renew_time_us;  // the leader's last in-pool observation, its clock
+  std::optional<std::string> pool_name;
+  std::optional<std::string> delegate;  // the leader that wrote it
+  bool operator==(const DelegatedLeaseSpec&) const = default;
+};
+
+// One leader term: a PoolLease object (its uid) at one leaseTransitions value.
+struct LeaderTerm {
+  std::string pool_lease_uid;
+  int32_t lease_transitions = 0;
+  bool operator==(const LeaderTerm&) const = default;
+};
+
+// Written by the server only.
+struct DelegatedLeaseStatus {
+  // The server's wall-clock time of the last accepted write: the heartbeat is
+  // live while observed_time_us + leaseDurationSeconds lies ahead on its clock.
+  std::optional<int64_t> observed_time_us;
+  std::optional<int64_t> last_forward_time_us;  // the forwarder's last renewal of the cloud Lease
+  bool expired = false;
+  std::optional<LeaderTerm> leader_term;  // the term it was written in
+  bool operator==(const DelegatedLeaseStatus&) const = default;
+};
+
+struct DelegatedLease {
+  ObjectMeta metadata;
+  DelegatedLeaseSpec spec;
+  DelegatedLeaseStatus status;
+  bool operator==(const DelegatedLease&) const = default;
+};
+
+struct DelegatedLeaseList {
+  std::string resource_version;
+  std::vector<DelegatedLease> items;
 };
 
 // core/v1 Taint.

@@ -156,9 +156,16 @@ class FakeNodes : public cloud::NodeInterface {
     absl::MutexLock l(&mu_);
     cloud::NodeList out;
     out.resource_version = std::to_string(rv_);
+    // "key" (exists) or "key=value".
+    const size_t eq = options.label_selector.find('=');
+    const std::string key = options.label_selector.substr(0, eq);
     for (const auto& [name, node] : nodes_) {
-      if (!options.label_selector.empty() && !node.metadata.labels.count(options.label_selector)) {
-        continue;
+      if (!options.label_selector.empty()) {
+        auto label = node.metadata.labels.find(key);
+        if (label == node.metadata.labels.end()) continue;
+        if (eq != std::string::npos && label->second != options.label_selector.substr(eq + 1)) {
+          continue;
+        }
       }
       out.items.push_back(node);
     }
@@ -275,6 +282,47 @@ class FakeNodes : public cloud::NodeInterface {
   absl::Status watch_end_status_ ABSL_GUARDED_BY(mu_);
   int64_t rv_ ABSL_GUARDED_BY(mu_) = 500;
   std::vector<std::string> calls_ ABSL_GUARDED_BY(mu_);
+};
+
+// poolcoord's DelegatedLeases (read side), with the field selector
+// spec.poolName=<pool> the server supports.
+class FakeDelegatedLeases : public cloud::DelegatedLeaseInterface {
+ public:
+  absl::StatusOr<cloud::DelegatedLease> Get(const std::string& name) override {
+    if (absl::Status s = errors.Take("get"); !s.ok()) return s;
+    absl::MutexLock l(&mu_);
+    auto it = leases_.find(name);
+    if (it == leases_.end()) {
+      return cloud::ApiError(404, "NotFound",
+                             absl::StrCat("delegatedleases.coordination.pool \"", name,
+                                          "\" not found"));
+    }
+    return it->second;
+  }
+  absl::StatusOr<cloud::DelegatedLeaseList> List(const cloud::ListOptions& options) override {
+    if (absl::Status s = errors.Take("list"); !s.ok()) return s;
+    absl::MutexLock l(&mu_);
+    cloud::DelegatedLeaseList out;
+    const std::string prefix = "spec.poolName=";
+    for (const auto& [name, lease] : leases_) {
+      if (options.field_selector.rfind(prefix, 0) == 0 &&
+          lease.spec.pool_name.value_or("") != options.field_selector.substr(prefix.size())) {
+        continue;
+      }
+      out.items.push_back(lease);
+    }
+    return out;
+  }
+  void Put(cloud::DelegatedLease lease) {
+    absl::MutexLock l(&mu_);
+    leases_[lease.metadata.name] = std::move(lease);
+  }
+
+  ErrorQueue errors;
+
+ private:
+  absl::Mutex mu_;
+  std::map<std::string, cloud::DelegatedLease> leases_ ABSL_GUARDED_BY(mu_);
 };
 
 class FakeEvents : public cloud::EventInterface {

@@ -136,6 +136,48 @@ BOOST_AUTO_TEST_CASE(errors_follow_apimachinery) {
   BOOST_TEST(cloud::IsConflict(absl::AbortedError("x")));
   BOOST_TEST(ReasonOf(ApiError(403, "Forbidden", "m")) == "Forbidden");
   BOOST_TEST(CodeOf(ApiError(403, "Forbidden", "m")) == 403);
+  // The server's message alone, as kubectl prints it.
+  BOOST_TEST(MessageOf(conflict) == "modified");
+  BOOST_TEST(MessageOf(StatusFromResponse(404, "404 page not found")) == "404 page not found");
+  BOOST_TEST(MessageOf(ApiError(403, "Forbidden", "m")) == "m");
+  BOOST_TEST(MessageOf(absl::UnavailableError("GET x: refused")) == "GET x: refused");
+}
+
+// A DelegatedLease as the server serves it: spec, server-written status, and
+// the creationTimestamp (when delegation began).
+BOOST_AUTO_TEST_CASE(delegated_lease_and_pool_lease_status) {
+  auto d = DecodeDelegatedLease(R"({"kind":"DelegatedLease","apiVersion":"coordination.pool/v1alpha1",
+    "metadata":{"name":"hz-3","creationTimestamp":"2026-01-01T00:00:00Z","resourceVersion":"9",
+                "annotations":{"openyurt.io/delegate-heartbeat":"true"}},
+    "spec":{"holderIdentity":"hz-3","leaseDurationSeconds":40,"renewTime":"2026-01-01T00:00:01.500000Z",
+            "poolName":"hangzhou","delegate":"hz-1"},
+    "status":{"observedTime":"2026-01-01T00:00:02.000000Z","lastForwardTime":"2026-01-01T00:00:03.000000Z",
+              "expired":true,"leaderTerm":{"poolLeaseUID":"u1","leaseTransitions":4}}})");
+  BOOST_TEST_REQUIRE(d.ok(), d.status().ToString());
+  constexpr int64_t k2026 = 1'767'225'600'000'000;
+  BOOST_TEST(*d->metadata.creation_timestamp_us == k2026);
+  BOOST_TEST(*d->spec.holder_identity == "hz-3");
+  BOOST_TEST(*d->spec.lease_duration_seconds == 40);
+  BOOST_TEST(*d->spec.renew_time_us == k2026 + 1'500'000);
+  BOOST_TEST(*d->spec.pool_name == "hangzhou");
+  BOOST_TEST(*d->spec.delegate == "hz-1");
+  BOOST_TEST(*d->status.observed_time_us == k2026 + 2'000'000);
+  BOOST_TEST(*d->status.last_forward_time_us == k2026 + 3'000'000);
+  BOOST_TEST(d->status.expired);
+  BOOST_TEST((d->status.leader_term == LeaderTerm{"u1", 4}));
+  auto list = DecodeDelegatedLeaseList(R"({"metadata":{"resourceVersion":"12"},"items":[{"metadata":{"name":"a"}}]})");
+  BOOST_TEST_REQUIRE(list.ok());
+  BOOST_TEST(list->resource_version == "12");
+  BOOST_TEST(list->items.size() == 1u);
+  BOOST_TEST(!list->items[0].status.leader_term.has_value());
+
+  // A PoolLease's status.observedTime is read; it is never sent back.
+  auto pl = DecodeLease(R"({"metadata":{"name":"hangzhou"},"spec":{"holderIdentity":"hz-1"},
+                            "status":{"observedTime":"2026-01-01T00:00:02.000000Z"}})");
+  BOOST_TEST_REQUIRE(pl.ok());
+  BOOST_TEST(*pl->status.observed_time_us == k2026 + 2'000'000);
+  BOOST_TEST(EncodeLease(*pl, "coordination.pool/v1alpha1", "PoolLease").find("status") ==
+             std::string::npos);
 }
 
 }  // namespace

@@ -168,7 +168,8 @@ class EchoServer {
                       std::to_string(code) + "}";
           }
           out = "HTTP/1.1 " + std::to_string(code) + " X\r\nContent-Length: " +
-                std::to_string(payload.size()) + "\r\n\r\n" + payload;
+                std::to_string(payload.size()) + "\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\n\r\n" +
+                payload;
         }
         SSL_write(ssl, out.data(), static_cast<int>(out.size()));
       }
@@ -309,6 +310,25 @@ BOOST_FIXTURE_TEST_CASE(watch_delivers_lines_across_chunks, Fixture) {
   BOOST_TEST(lines.size() == 1u);
   s = client->Watch("/code/410", [&](std::string_view) { return true; }, nullptr);
   BOOST_TEST(cloud::IsResourceExpired(s), s.ToString());
+}
+
+// The Date header reaches the caller, and the observer sees every answer, errors
+// included (kubectl pool reads the server's clock there).
+BOOST_FIXTURE_TEST_CASE(date_header_and_response_observer, Fixture) {
+  RestConfig cfg;
+  cfg.tls.ca_file = pki.Path("server.crt");
+  std::vector<std::pair<int, std::string>> seen;
+  cfg.response_observer = [&](const base::HttpResponse& r) { seen.emplace_back(r.status, r.date); };
+  auto client = Client(cfg);
+  auto r = client->Send("GET", "/x", "");
+  BOOST_TEST_REQUIRE(r.ok(), r.status().ToString());
+  BOOST_TEST(r->date == "Sun, 06 Nov 1994 08:49:37 GMT");
+  BOOST_TEST(client->Get("/y").ok());
+  BOOST_TEST(cloud::IsForbidden(client->Get("/code/403").status()));
+  BOOST_TEST(seen == (std::vector<std::pair<int, std::string>>{
+                         {200, "Sun, 06 Nov 1994 08:49:37 GMT"},
+                         {200, "Sun, 06 Nov 1994 08:49:37 GMT"},
+                         {403, "Sun, 06 Nov 1994 08:49:37 GMT"}}));
 }
 
 BOOST_AUTO_TEST_CASE(nothing_listening_is_unavailable) {
