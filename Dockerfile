@@ -13,8 +13,9 @@ RUN apt-get update \
 WORKDIR /src
 COPY . .
 RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null \
- && cmake --build /build -j"$(nproc)" --target poolcoord-apiserver \
- && strip --strip-debug -o /poolcoord-apiserver /build/poolcoord-apiserver
+ && cmake --build /build -j"$(nproc)" --target poolcoord-apiserver kubectl-pool \
+ && strip --strip-debug -o /poolcoord-apiserver /build/poolcoord-apiserver \
+ && strip --strip-debug -o /kubectl-pool /build/kubectl-pool
 
 # ---- runtime: only the shared libraries the binary links (Boost.Beast/Asio and
 # RapidJSON are header-only) ----
@@ -27,6 +28,9 @@ RUN apt-get update \
  && useradd --system --uid 65532 --gid 65532 --home-dir /nonexistent --no-create-home \
       --shell /usr/sbin/nologin poolcoord
 COPY --from=build /poolcoord-apiserver /usr/local/bin/poolcoord-apiserver
+# The kubectl plugin (`kubectl pool`), for `kubectl cp` out of the image or a
+# debug container; it links the same libraries.
+COPY --from=build /kubectl-pool /usr/local/bin/kubectl-pool
 # Numeric, so that runAsNonRoot can verify it without resolving names.
 USER 65532:65532
 EXPOSE 8443

@@ -1,15 +1,17 @@
 """Every program we ship answers --help with its usage on stdout and exit status 0,
-and an unknown flag with a message on stderr and exit status 2 (as kube-apiserver
-and kubectl do). Programs are found beside the --binary given (the build folder);
-one that is not built is a failure, not a skip: ctest builds them all.
+and an unknown flag with a message on stderr and a non-zero exit status: 2 as
+kube-apiserver exits, 1 for the kubectl plugin, as kubectl exits. Programs are
+found beside the --binary given (the build folder); one that is not built is a
+failure, not a skip: ctest builds them all.
 """
 import argparse
 import os
 import subprocess
 import sys
 
-# Programs of the build folder, by their path relative to it.
-PROGRAMS = ["poolcoord-apiserver", "poolcoord-sim"]
+# Programs of the build folder, by their path relative to it, and the exit status
+# of an unknown flag.
+PROGRAMS = [("poolcoord-apiserver", 2), ("poolcoord-sim", 2), ("kubectl-pool", 1)]
 
 
 def main():
@@ -18,7 +20,7 @@ def main():
     a = ap.parse_args()
     build = os.path.dirname(os.path.abspath(a.binary))
     passed = failed = 0
-    for rel in PROGRAMS:
+    for rel, unknown_flag_exit in PROGRAMS:
         exe = os.path.join(build, rel)
         name = os.path.basename(rel)
         try:
@@ -31,7 +33,7 @@ def main():
                 raise AssertionError(f"--help printed no flags on stdout: {r.stdout[:300]!r}")
             r = subprocess.run([exe, "--no-such-flag-xyz"], capture_output=True, text=True,
                                timeout=20)
-            if r.returncode != 2 or "no-such-flag-xyz" not in r.stderr:
+            if r.returncode != unknown_flag_exit or "no-such-flag-xyz" not in r.stderr:
                 raise AssertionError(f"unknown flag: exit {r.returncode}, stderr {r.stderr[:300]!r}")
             passed += 1
             print(f"PASS {name}", flush=True)
