@@ -17,12 +17,13 @@
 // Boost.Test prints the operands of a failed comparison.
 BOOST_TEST_DONT_PRINT_LOG_VALUE(poolcoord::agent::Fingerprint)
 BOOST_TEST_DONT_PRINT_LOG_VALUE(poolcoord::agent::BootId)
-namespace poolcoord::agent {
+// (In election's namespace, where Heartbeat lives, for argument-dependent lookup.)
+namespace poolcoord::election {
 inline std::ostream& boost_test_print_type(std::ostream& os, const Heartbeat& hb) {
   return os << "{node " << hb.node << ", pool " << hb.pool << ", seq " << hb.sequence
             << ", reachable " << hb.cloud_reachable << ", leader " << hb.leader << "}";
 }
-}  // namespace poolcoord::agent
+}  // namespace poolcoord::election
 
 namespace poolcoord::agent::testing {
 

@@ -17,10 +17,10 @@ mkdir -p "$OUT_DIR/heartbeat_corpus"
 
 SRCS=(
   tests/fuzz/heartbeat_fuzz.cc
-  agent/heartbeat.cc
+  election/heartbeat.cc
   agent/heartbeat_verifier.cc
-  agent/minted_pki.cc
-  agent/node_certificate.cc
+  election/minted_pki.cc
+  election/node_certificate.cc
 )
 ABSL=(absl_status absl_statusor absl_strings absl_str_format_internal absl_cord absl_cord_internal
       absl_cordz_info absl_cordz_functions absl_cordz_handle absl_crc32c absl_crc_cord_state

@@ -1,4 +1,4 @@
-#include "agent/node_certificate.h"
+#include "election/node_certificate.h"
 
 #include <openssl/bio.h>
 #include <openssl/core_names.h>
@@ -17,7 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace poolcoord::agent {
+namespace poolcoord::election {
 namespace {
 
 constexpr int kPssSaltBytes = 32;  // = SHA-256's digest length
@@ -397,4 +397,4 @@ NodeCertificate::Result NodeIdentity::VerifyAgainst(const CertificateAuthority& 
   return NodeCertificate::Verify(der_, ca, wall_us);
 }
 
-}  // namespace poolcoord::agent
+}  // namespace poolcoord::election

@@ -1,10 +1,10 @@
-#include "agent/heartbeat.h"
+#include "election/heartbeat.h"
 
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 
-namespace poolcoord::agent {
+namespace poolcoord::election {
 namespace {
 
 constexpr uint8_t kFlagCloudReachable = 0x01;
@@ -322,4 +322,4 @@ std::string Hex(const std::array<uint8_t, N>& bytes) {
 std::string FingerprintHex(const Fingerprint& fingerprint) { return Hex(fingerprint); }
 std::string BootIdHex(const BootId& boot_id) { return Hex(boot_id); }
 
-}  // namespace poolcoord::agent
+}  // namespace poolcoord::election

@@ -1,4 +1,4 @@
-#include "agent/minted_pki.h"
+#include "election/minted_pki.h"
 
 #include <openssl/bio.h>
 #include <openssl/bn.h>
@@ -13,7 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace poolcoord::agent {
+namespace poolcoord::election {
 namespace {
 
 absl::Status Fail(absl::string_view what) {
@@ -164,4 +164,4 @@ absl::StatusOr<MintedKeyPair> MintNodeCertificate(const MintedKeyPair& ca, const
   return MintCertificate(ca, o);
 }
 
-}  // namespace poolcoord::agent
+}  // namespace poolcoord::election
