@@ -1,4 +1,5 @@
-# poolcoord-apiserver image: multi-stage, Debian 12 (bookworm) on both sides.
+# poolcoord image: poolcoord-apiserver (the entrypoint) and poolcoord-agent (the chart's
+# agent DaemonSet runs it as its command); multi-stage, Debian 12 (bookworm) on both sides.
 # Not built on the development machines (no Docker engine there); docs/chart.md.
 #
 #   docker build -t poolcoord/poolcoord-apiserver:0.1.0 .
@@ -13,9 +14,10 @@ RUN apt-get update \
 WORKDIR /src
 COPY . .
 RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null \
- && cmake --build /build -j"$(nproc)" --target poolcoord-apiserver kubectl-pool \
+ && cmake --build /build -j"$(nproc)" --target poolcoord-apiserver kubectl-pool poolcoord-agent \
  && strip --strip-debug -o /poolcoord-apiserver /build/poolcoord-apiserver \
- && strip --strip-debug -o /kubectl-pool /build/kubectl-pool
+ && strip --strip-debug -o /kubectl-pool /build/kubectl-pool \
+ && strip --strip-debug -o /poolcoord-agent /build/poolcoord-agent
 
 # ---- runtime: only the shared libraries the binary links (Boost.Beast/Asio and
 # RapidJSON are header-only) ----
@@ -31,6 +33,7 @@ COPY --from=build /poolcoord-apiserver /usr/local/bin/poolcoord-apiserver
 # The kubectl plugin (`kubectl pool`), for `kubectl cp` out of the image or a
 # debug container; it links the same libraries.
 COPY --from=build /kubectl-pool /usr/local/bin/kubectl-pool
+COPY --from=build /poolcoord-agent /usr/local/bin/poolcoord-agent
 # Numeric, so that runAsNonRoot can verify it without resolving names.
 USER 65532:65532
 EXPOSE 8443

@@ -204,6 +204,10 @@ void AgentCore::OnDatagram(absl::string_view bytes) {
 }
 
 void AgentCore::OnDatagram(absl::string_view bytes, int64_t arrival_mono_us, int64_t arrival_wall_us) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (pool_->pool.empty()) return;  // no pool known yet: nothing to judge against
+  }
   SyncVerifierPool();
   HeartbeatVerifier::Result r = verifier_.Receive(bytes, arrival_mono_us, arrival_wall_us);
   using Kind = HeartbeatVerifier::Result::Kind;

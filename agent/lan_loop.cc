@@ -7,7 +7,7 @@
 namespace poolcoord::agent {
 
 absl::Status RunLanLoop(AgentCore* core, UdpTransport* udp, const base::Clock* clock,
-                        const std::atomic<bool>* stop) {
+                        const std::atomic<bool>* stop, std::atomic<int64_t>* alive) {
   // The kernel stamps arrival on the wall clock; the core judges freshness on
   // the monotonic one. The offset between them is taken once per batch, and a
   // stamp is never later than the read nor more than a second before it (a
@@ -19,6 +19,7 @@ absl::Status RunLanLoop(AgentCore* core, UdpTransport* udp, const base::Clock* c
   };
   int64_t next = core->LanStep();
   while (!stop->load(std::memory_order_relaxed)) {
+    if (alive != nullptr) alive->store(clock->MonotonicMicros(), std::memory_order_relaxed);
     const int64_t wait_us = std::clamp<int64_t>(next - clock->MonotonicMicros(), 0, kLanWakeMicros);
     if (wait_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(wait_us));
     // Everything that queued up meanwhile, bounded so a flood cannot hold the

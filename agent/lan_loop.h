@@ -22,8 +22,9 @@ namespace poolcoord::agent {
 inline constexpr int64_t kLanWakeMicros = 50'000;
 
 // Returns when *stop is true (checked at least every kLanWakeMicros), or with
-// the socket's error.
+// the socket's error. `alive`, when given, gets the monotonic time of each
+// iteration (a liveness probe's input).
 absl::Status RunLanLoop(AgentCore* core, UdpTransport* udp, const base::Clock* clock,
-                        const std::atomic<bool>* stop);
+                        const std::atomic<bool>* stop, std::atomic<int64_t>* alive = nullptr);
 
 }  // namespace poolcoord::agent

@@ -187,6 +187,13 @@ Node ReadNode(const Value& v) {
           Taint{Str(t, "key"), Str(t, "value"), Str(t, "effect"), OptTime(t, "timeAdded")});
     }
   }
+  const Value* status = Member(v, "status");
+  const Value* addresses = status ? Member(*status, "addresses") : nullptr;
+  if (addresses && addresses->IsArray()) {
+    for (const auto& a : addresses->GetArray()) {
+      if (a.IsObject()) n.addresses.push_back(NodeAddress{Str(a, "type"), Str(a, "address")});
+    }
+  }
   return n;
 }
 

@@ -126,9 +126,17 @@ struct Taint {
   bool operator==(const Taint&) const = default;
 };
 
+// core/v1 NodeAddress: type InternalIP, ExternalIP, Hostname, ...
+struct NodeAddress {
+  std::string type;
+  std::string address;
+  bool operator==(const NodeAddress&) const = default;
+};
+
 struct Node {
   ObjectMeta metadata;
-  std::vector<Taint> taints;  // spec.taints
+  std::vector<Taint> taints;          // spec.taints
+  std::vector<NodeAddress> addresses;  // status.addresses (read only: the agent's pool peers)
 };
 
 struct NodeList {

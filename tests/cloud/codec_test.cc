@@ -105,6 +105,21 @@ BOOST_AUTO_TEST_CASE(watch_events_and_errors) {
   BOOST_TEST(std::string(gone.status().message()).find("too old") != std::string::npos);
 }
 
+BOOST_AUTO_TEST_CASE(node_addresses) {
+  auto n = DecodeNode(
+      R"({"metadata":{"name":"hz-1","labels":{"apps.openyurt.io/nodepool":"hangzhou"}},)"
+      R"("status":{"addresses":[{"type":"InternalIP","address":"10.0.0.7"},)"
+      R"({"type":"Hostname","address":"hz-1"},"junk"]}})");
+  BOOST_REQUIRE(n.ok());
+  BOOST_REQUIRE_EQUAL(n->addresses.size(), 2u);
+  BOOST_TEST(n->addresses[0].type == "InternalIP");
+  BOOST_TEST(n->addresses[0].address == "10.0.0.7");
+  BOOST_TEST(n->addresses[1].type == "Hostname");
+  auto none = DecodeNode(R"({"metadata":{"name":"hz-2"}})");
+  BOOST_REQUIRE(none.ok());
+  BOOST_TEST(none->addresses.empty());
+}
+
 BOOST_AUTO_TEST_CASE(list_query_is_escaped) {
   ListOptions o;
   o.label_selector = "apps.openyurt.io/nodepool";

@@ -152,13 +152,14 @@ def helm_template(*args, release="poolcoord", namespace="pool-system", check=Tru
 class Pki:
     """The cluster's certificates, made with the openssl CLI in `directory`."""
 
-    def __init__(self, directory):
+    def __init__(self, directory, extra_sans=()):
         self.dir = directory
         self.ca = make_ca(directory, "cluster-ca")
         self.front_proxy_ca = make_ca(directory, "front-proxy-ca")
         self.serving = issue_cert(directory, "kube-apiserver", self.ca, ["serverAuth"],
                                   san="IP:127.0.0.1,DNS:localhost,DNS:kubernetes,"
-                                      "DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:10.0.0.1")
+                                      "DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:10.0.0.1"
+                                      + "".join(f",{s}" for s in extra_sans))
         self.front_proxy_client = issue_cert(directory, "front-proxy-client", self.front_proxy_ca,
                                              ["clientAuth"])
         self.admin = self.client("admin", "kube-admin", ["system:masters"])
@@ -239,15 +240,18 @@ class KubeCluster:
     """etcd, kube-apiserver (aggregation, Node,RBAC, NodeRestriction) and
     kube-controller-manager on free 127.0.0.1 ports. `grace` is
     --node-monitor-grace-period (None: the 1.32 default, 50 s); kcm=False leaves
-    the controller manager out. Raises Skip without the binaries."""
+    the controller manager out. `bind_address` and `extra_sans` (e.g.
+    ["IP:10.201.0.1"]) let clients in other network namespaces reach
+    kube-apiserver (the agent tests). Raises Skip without the binaries."""
 
-    def __init__(self, grace=None, kcm=True, kcm_args=()):
+    def __init__(self, grace=None, kcm=True, kcm_args=(), bind_address="127.0.0.1", extra_sans=()):
+        self.bind_address = bind_address
         self.bin = k8s_bin_dir()
         self.workdir = tempfile.mkdtemp(prefix="poolcoord-k8s-")
         self.procs = []
         t0 = time.time()
         self.etcd = EtcdFixture(name="k8s")
-        self.pki = Pki(self.workdir)
+        self.pki = Pki(self.workdir, extra_sans)
         self.port = free_port()
         self.url = f"https://127.0.0.1:{self.port}"
         self.admin_kubeconfig = write_kubeconfig(os.path.join(self.workdir, "admin.kubeconfig"), self.url,
@@ -264,7 +268,7 @@ class KubeCluster:
     def _start_apiserver(self):
         p = self.pki
         args = [os.path.join(self.bin, "kube-apiserver"),
-                f"--etcd-servers={self.etcd.endpoint}", "--bind-address=127.0.0.1",
+                f"--etcd-servers={self.etcd.endpoint}", f"--bind-address={self.bind_address}",
                 "--advertise-address=127.0.0.1", f"--secure-port={self.port}",
                 f"--tls-cert-file={p.serving[0]}", f"--tls-private-key-file={p.serving[1]}",
                 f"--client-ca-file={p.ca[0]}",

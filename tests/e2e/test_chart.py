@@ -718,7 +718,60 @@ def case_kube_version_and_names(ctx):
     assert f"DNS:pc.{NS}.svc" in text, text
 
 
+def case_agent_daemonset(ctx):
+    """agent.enabled: the poolcoord-agent DaemonSet (docs/agent.md) and the RBAC its
+    node identities need; off by default. Its arguments are poolcoord-agent's flags."""
+    assert not [d for d in render(ctx) if d["kind"] == "DaemonSet"], "an agent DaemonSet by default"
+    docs = render(ctx, "--set", "agent.enabled=true,server.poolLabel=example.com/pool")
+    ds = one(docs, "DaemonSet")
+    spec = ds["spec"]["template"]["spec"]
+    eq(ds["spec"]["updateStrategy"], {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
+       "rolling update, one agent at a time")
+    eq((spec["hostNetwork"], spec["dnsPolicy"], spec["automountServiceAccountToken"]),
+       (True, "ClusterFirstWithHostNet", False), "host network, no token")
+    expr = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"][0]["matchExpressions"][0]
+    eq((expr["key"], expr["operator"]), ("example.com/pool", "Exists"), "only pool nodes")
+    tolerated = {(t["key"], t["operator"], t.get("effect")) for t in spec["tolerations"]}
+    for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable", "node.openyurt.io/unschedulable"):
+        assert (key, "Exists", None) in tolerated, f"{key} not tolerated (every effect): {tolerated}"
+    c = spec["containers"][0]
+    eq(c["command"], ["/usr/local/bin/poolcoord-agent"], "command")
+    args = args_map(c)
+    eq(args["pool-label"], "example.com/pool", "--pool-label follows server.poolLabel")
+    eq(c["resources"]["requests"], {"cpu": "10m", "memory": "24Mi"}, "requests from the benchmark")
+    mounts = {m["name"]: m for m in c["volumeMounts"]}
+    for name in ("kubelet-pki", "cluster-ca", "kubeconfig"):
+        assert mounts[name].get("readOnly"), f"{name} mounted read-only"
+    assert not mounts["peer-cache"].get("readOnly"), "the peer cache is written"
+    vols = {v["name"]: v["hostPath"] for v in spec["volumes"]}
+    eq(vols["peer-cache"], {"path": "/var/lib/poolcoord-agent", "type": "DirectoryOrCreate"}, "peer cache hostPath")
+    eq(vols["kubelet-pki"]["path"], "/var/lib/kubelet/pki", "kubelet PKI hostPath")
+    sc = c["securityContext"]
+    eq((sc["readOnlyRootFilesystem"], sc["allowPrivilegeEscalation"], sc["capabilities"]), (True, False, {"drop": ["ALL"]}),
+       "no capabilities")
+    # Node identities may read Nodes (their pool's members) since 1.32's Node authorizer no longer lets them.
+    role = one(docs, "ClusterRole", "poolcoord-agent-node-reader")
+    eq(role["rules"], [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}], "node reader")
+    eq(one(docs, "ClusterRoleBinding", "poolcoord-agent-node-reader")["subjects"],
+       [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:nodes"}], "bound to nodes")
+    # The rendered arguments are the agent's flags: it gets past flag parsing (exit 2
+    # is a flag error) to reading the node's certificate, which is not here (exit 1).
+    agent = os.path.join(os.path.dirname(ctx.server_bin), "poolcoord-agent") if ctx.server_bin else ""
+    if agent and os.access(agent, os.X_OK):
+        p = subprocess.run([agent, *c["args"]], capture_output=True, text=True, timeout=30)
+        eq(p.returncode, 1, f"poolcoord-agent with the rendered args ({p.stderr.strip()[-300:]})")
+        assert "kubelet-client-current.pem" in p.stderr, p.stderr
+    with_server = render(ctx, "--set", "agent.enabled=true,agent.server=https://10.0.0.1:6443")
+    c = one(with_server, "DaemonSet")["spec"]["template"]["spec"]["containers"][0]
+    eq(args_map(c)["server"], "https://10.0.0.1:6443", "--server")
+    assert "kubeconfig" not in args_map(c), "--kubeconfig with --server"
+    p = render_raw(ctx, "--set", "agent.enabled=true,agent.heartbeatInterval=soon")
+    assert p.returncode != 0 and "heartbeatInterval" in p.stderr, p.stderr
+
+
 CASES = [
+    case_agent_daemonset,
     case_defaults_render_every_object,
     case_deployment_memory_store,
     case_deployment_args_are_server_flags,

@@ -11,7 +11,7 @@ import sys
 
 # Programs of the build folder, by their path relative to it, and the exit status
 # of an unknown flag.
-PROGRAMS = [("poolcoord-apiserver", 2), ("poolcoord-sim", 2), ("kubectl-pool", 1)]
+PROGRAMS = [("poolcoord-apiserver", 2), ("poolcoord-sim", 2), ("kubectl-pool", 1), ("poolcoord-agent", 2)]
 
 
 def main():

@@ -1,0 +1,149 @@
+#include "agent/kube_agent_cloud.h"
+
+#include "absl/strings/str_cat.h"
+#include "base/microtime.h"
+#include "base/string_view.h"
+#include "cloud/errors.h"
+#include "election/forwarder.h"
+#include "election/lease_rules.h"
+#include "rapidjson/document.h"
+#include "rapidjson/stringbuffer.h"
+#include "rapidjson/writer.h"
+
+namespace poolcoord::agent {
+
+// The elector's requests count for reachability as much as the agent's own.
+class KubeAgentCloud::ObservedLock : public election::LeaseLock {
+ public:
+  ObservedLock(KubeAgentCloud* owner, election::LeaseLock* lock) : owner_(owner), lock_(lock) {}
+  absl::StatusOr<election::VersionedRecord> Get() override { return owner_->Observe(lock_->Get()); }
+  absl::StatusOr<std::string> Create(const election::LeaderElectionRecord& r) override {
+    return owner_->Observe(lock_->Create(r));
+  }
+  absl::StatusOr<std::string> Update(const election::LeaderElectionRecord& r,
+                                     const std::string& version) override {
+    return owner_->Observe(lock_->Update(r, version));
+  }
+  std::string Identity() const override { return lock_->Identity(); }
+  std::string Describe() const override { return lock_->Describe(); }
+
+ private:
+  KubeAgentCloud* owner_;
+  election::LeaseLock* lock_;
+};
+
+KubeAgentCloud::KubeAgentCloud(cloud::RestClient* rest, std::string node, std::string pool)
+    : rest_(rest),
+      clientset_(rest),
+      node_(std::move(node)),
+      pool_lease_lock_(clientset_.LeaseShaped(cloud::PoolLeases()), std::move(pool), node_),
+      lock_(std::make_unique<ObservedLock>(this, &pool_lease_lock_)) {}
+
+KubeAgentCloud::~KubeAgentCloud() = default;
+
+bool KubeAgentCloud::Answered(const absl::Status& status) {
+  return status.ok() || cloud::CodeOf(status) != 0;
+}
+
+template <typename T>
+T KubeAgentCloud::Observe(T result) {
+  if constexpr (std::is_same_v<T, absl::Status>) {
+    ReportRequest(Answered(result));
+  } else {
+    ReportRequest(Answered(result.status()));
+  }
+  return result;
+}
+
+NodeLeaseObservation ObserveNodeLease(const cloud::Lease& lease) {
+  NodeLeaseObservation o;
+  o.exists = true;
+  auto it = lease.metadata.annotations.find(election::kForwardedRenewTimeAnnotation);
+  if (it != lease.metadata.annotations.end() && lease.spec.renew_time_us.has_value()) {
+    absl::StatusOr<int64_t> forwarded = base::ParseMicroTime(it->second);
+    o.forwarded = forwarded.ok() && *forwarded == *lease.spec.renew_time_us;
+  }
+  return o;
+}
+
+absl::StatusOr<NodeLeaseObservation> KubeAgentCloud::ReadNodeLease(const std::string& node) {
+  absl::StatusOr<cloud::Lease> lease = Observe(clientset_.Leases("kube-node-lease")->Get(node));
+  if (!lease.ok()) return lease.status();
+  return ObserveNodeLease(*lease);
+}
+
+absl::StatusOr<std::string> ResourceVersionOf(absl::string_view json) {
+  rapidjson::Document d;
+  d.Parse(json.data(), json.size());
+  if (d.HasParseError() || !d.IsObject()) return absl::InvalidArgumentError("not a JSON object");
+  auto md = d.FindMember("metadata");
+  if (md == d.MemberEnd() || !md->value.IsObject()) {
+    return absl::InvalidArgumentError("no metadata in the answer");
+  }
+  auto rv = md->value.FindMember("resourceVersion");
+  if (rv == md->value.MemberEnd() || !rv->value.IsString()) {
+    return absl::InvalidArgumentError("no metadata.resourceVersion in the answer");
+  }
+  return std::string(rv->value.GetString(), rv->value.GetStringLength());
+}
+
+std::string EncodeDelegatedLease(const DelegatedLeaseWrite& w) {
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> out(buf);
+  auto str = [&](const char* key, const std::string& value) {
+    out.Key(key);
+    out.String(value.data(), static_cast<rapidjson::SizeType>(value.size()));
+  };
+  out.StartObject();
+  str("apiVersion", "coordination.pool/v1alpha1");
+  str("kind", "DelegatedLease");
+  out.Key("metadata");
+  out.StartObject();
+  str("name", w.node);
+  if (!w.resource_version.empty()) str("resourceVersion", w.resource_version);
+  out.Key("annotations");
+  out.StartObject();
+  str(election::kDelegateAnnotation, "true");
+  out.EndObject();
+  out.EndObject();
+  out.Key("spec");
+  out.StartObject();
+  str("holderIdentity", w.node);
+  out.Key("leaseDurationSeconds");
+  out.Int(w.lease_duration_seconds);
+  str("renewTime", base::FormatMicroTime(w.renew_time_us));
+  str("poolName", w.pool);
+  str("delegate", w.delegate);
+  out.EndObject();
+  out.EndObject();
+  return std::string(buf.GetString(), buf.GetSize());
+}
+
+absl::StatusOr<std::string> KubeAgentCloud::ReadDelegatedLease(const std::string& node) {
+  absl::StatusOr<std::string> body = Observe(rest_->Get(absl::StrCat(kDelegatedLeasesPath, "/", node)));
+  if (!body.ok()) return body.status();
+  return ResourceVersionOf(*body);
+}
+
+absl::StatusOr<std::string> KubeAgentCloud::WriteDelegatedLease(const DelegatedLeaseWrite& w) {
+  const std::string body = EncodeDelegatedLease(w);
+  absl::StatusOr<std::string> answer =
+      w.resource_version.empty()
+          ? Observe(rest_->Post(kDelegatedLeasesPath, body))
+          : Observe(rest_->Put(absl::StrCat(kDelegatedLeasesPath, "/", w.node), body));
+  if (!answer.ok()) return answer.status();
+  return ResourceVersionOf(*answer);
+}
+
+absl::Status KubeAgentCloud::DeleteDelegatedLease(const std::string& node,
+                                                  const std::string& resource_version) {
+  std::string options = R"({"apiVersion":"v1","kind":"DeleteOptions")";
+  if (!resource_version.empty()) {
+    absl::StrAppend(&options, R"(,"preconditions":{"resourceVersion":")", resource_version, R"("})");
+  }
+  options += "}";
+  return Observe(rest_->Do("DELETE", absl::StrCat(kDelegatedLeasesPath, "/", node), options))
+      .status();
+}
+
+}  // namespace poolcoord::agent

@@ -1,0 +1,116 @@
+#define BOOST_TEST_MODULE agent_flags
+#include <boost/test/unit_test.hpp>
+
+#include <string>
+#include <vector>
+
+#include "agent/flags.h"
+#include "agent/kube_agent_cloud.h"
+#include "base/microtime.h"
+#include "cloud/errors.h"
+#include "election/forwarder.h"
+#include "rapidjson/document.h"
+
+namespace pa = poolcoord::agent;
+
+namespace {
+absl::StatusOr<pa::AgentFlags> Parse(std::vector<std::string> args) { return pa::ParseAgentFlags(args); }
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(Defaults) {
+  auto f = Parse({"--server=https://10.0.0.1:6443"});
+  BOOST_REQUIRE_MESSAGE(f.ok(), f.status().ToString());
+  BOOST_TEST(f->client_certificate == "/var/lib/kubelet/pki/kubelet-client-current.pem");
+  BOOST_TEST(f->pool_label == "apps.openyurt.io/nodepool");
+  BOOST_TEST(f->heartbeat_port == 10270);
+  BOOST_TEST((f->heartbeat_interval == absl::Seconds(5)));
+  BOOST_TEST((f->request_timeout == absl::Seconds(3)));
+}
+
+BOOST_AUTO_TEST_CASE(Styles) {
+  auto f = Parse({"--server", "https://x:6443", "--heartbeat-interval=2s", "--heartbeat-port", "7000",
+                  "-v", "3", "--pool-label=node-restriction.kubernetes.io/pool"});
+  BOOST_REQUIRE_MESSAGE(f.ok(), f.status().ToString());
+  BOOST_TEST((f->heartbeat_interval == absl::Seconds(2)));
+  BOOST_TEST(f->heartbeat_port == 7000);
+  BOOST_TEST(f->verbosity == 3);
+  BOOST_TEST(Parse({"-h"})->help);
+  BOOST_TEST(Parse({"--help"})->help);  // no other flag needed
+  BOOST_TEST(Parse({"--server=x", "-v2"})->verbosity == 2);
+}
+
+BOOST_AUTO_TEST_CASE(Errors) {
+  auto message = [](std::vector<std::string> args) {
+    auto f = pa::ParseAgentFlags(args);
+    BOOST_TEST(!f.ok());
+    BOOST_TEST(f.status().code() == absl::StatusCode::kInvalidArgument);
+    return std::string(f.status().message());
+  };
+  BOOST_TEST(message({"--nope"}).find("unknown flag: --nope") != std::string::npos);
+  BOOST_TEST(message({"--server=x", "--heartbeat-interval=soon"}).find("not a duration") != std::string::npos);
+  BOOST_TEST(message({"--server=x", "--heartbeat-interval=0s"}).find("positive") != std::string::npos);
+  BOOST_TEST(message({"--server=x", "--heartbeat-port=70000"}).find("between") != std::string::npos);
+  BOOST_TEST(message({"--server=x", "--heartbeat-port"}).find("needs an argument") != std::string::npos);
+  BOOST_TEST(message({}).find("--kubeconfig or --server") != std::string::npos);
+  BOOST_TEST(message({"--server=x", "--request-timeout=10s"}).find("below") != std::string::npos);
+  BOOST_TEST(message({"--server=x", "--leader-elect-lease-duration=5s"}).find("greater") != std::string::npos);
+  BOOST_TEST(message({"positional"}).find("flags only") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(Usage) {
+  const std::string u = pa::AgentFlagUsage("poolcoord-agent");
+  for (const char* flag : {"--client-certificate", "--pool-label", "--heartbeat-port", "--peer-cache-dir",
+                           "--request-timeout", "-h, --help"}) {
+    BOOST_TEST(u.find(flag) != std::string::npos, flag);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(DelegatedLeaseJson) {
+  pa::DelegatedLeaseWrite w;
+  w.node = "hz-2";
+  w.pool = "hangzhou";
+  w.delegate = "hz-1";
+  w.renew_time_us = 1'767'225'600'123'456;
+  w.lease_duration_seconds = 7;
+  rapidjson::Document d;
+  const std::string create = pa::EncodeDelegatedLease(w);
+  d.Parse(create.c_str());
+  BOOST_REQUIRE(!d.HasParseError());
+  BOOST_TEST(std::string(d["kind"].GetString()) == "DelegatedLease");
+  BOOST_TEST(std::string(d["metadata"]["name"].GetString()) == "hz-2");
+  BOOST_TEST(!d["metadata"].HasMember("resourceVersion"));
+  BOOST_TEST(std::string(d["metadata"]["annotations"]["openyurt.io/delegate-heartbeat"].GetString()) == "true");
+  BOOST_TEST(std::string(d["spec"]["holderIdentity"].GetString()) == "hz-2");
+  BOOST_TEST(std::string(d["spec"]["poolName"].GetString()) == "hangzhou");
+  BOOST_TEST(std::string(d["spec"]["delegate"].GetString()) == "hz-1");
+  BOOST_TEST(std::string(d["spec"]["renewTime"].GetString()) == "2026-01-01T00:00:00.123456Z");
+  BOOST_TEST(d["spec"]["leaseDurationSeconds"].GetInt() == 7);
+  w.resource_version = "42";
+  d.Parse(pa::EncodeDelegatedLease(w).c_str());
+  BOOST_TEST(std::string(d["metadata"]["resourceVersion"].GetString()) == "42");
+  BOOST_TEST(*pa::ResourceVersionOf(R"({"metadata":{"resourceVersion":"7"}})") == "7");
+  BOOST_TEST(!pa::ResourceVersionOf("{}").ok());
+  BOOST_TEST(!pa::ResourceVersionOf("not json").ok());
+}
+
+BOOST_AUTO_TEST_CASE(NodeLeaseObservations) {
+  poolcoord::cloud::Lease lease;
+  lease.spec.renew_time_us = 1'767'225'600'000'001;
+  BOOST_TEST(pa::ObserveNodeLease(lease).exists);
+  BOOST_TEST(!pa::ObserveNodeLease(lease).forwarded);  // the kubelet's
+  lease.metadata.annotations[poolcoord::election::kForwardedRenewTimeAnnotation] =
+      poolcoord::base::FormatMicroTime(1'767'225'600'000'001);
+  BOOST_TEST(pa::ObserveNodeLease(lease).forwarded);  // the forwarder wrote last
+  lease.spec.renew_time_us = 1'767'225'610'000'000;   // the kubelet renewed since
+  BOOST_TEST(!pa::ObserveNodeLease(lease).forwarded);
+  lease.metadata.annotations[poolcoord::election::kForwardedRenewTimeAnnotation] = "garbage";
+  BOOST_TEST(!pa::ObserveNodeLease(lease).forwarded);
+}
+
+BOOST_AUTO_TEST_CASE(AnsweredOrNot) {
+  BOOST_TEST(pa::KubeAgentCloud::Answered(absl::OkStatus()));
+  BOOST_TEST(pa::KubeAgentCloud::Answered(poolcoord::cloud::ApiError(403, "Forbidden", "no")));
+  BOOST_TEST(pa::KubeAgentCloud::Answered(poolcoord::cloud::ApiError(503, "ServiceUnavailable", "agg")));
+  BOOST_TEST(!pa::KubeAgentCloud::Answered(absl::UnavailableError("connect: no route to host")));
+  BOOST_TEST(!pa::KubeAgentCloud::Answered(absl::DeadlineExceededError("timeout")));
+}
