@@ -1,10 +1,6 @@
 // poolcoord-sim: flags, the server process, shared helpers. The scenarios live
 // in fleet.cc and elector_checks.cc.
-#include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "base/subprocess.h"
 #include "election/sim/sim.h"
 
 namespace poolcoord::sim {
@@ -86,22 +83,6 @@ absl::Status WriteServerConfig(const Options& o,
   return absl::OkStatus();
 }
 
-namespace {
-
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(const Options& o) {
   const std::string crt = (fs::path(o.work_dir) / "serving.crt").string();
   const std::string key = (fs::path(o.work_dir) / "serving.key").string();
@@ -112,10 +93,11 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(const Option
       "-subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 -keyout " + key + " -out " + crt +
       " >/dev/null 2>&1";
   if (std::system(cmd.c_str()) != 0) return absl::InternalError("openssl req failed: " + cmd);
-  const int port = FreePort();
+  const absl::StatusOr<int> port = base::FreeLoopbackPort();
+  if (!port.ok()) return port.status();
   std::vector<std::string> args = {
       o.server_binary,
-      absl::StrCat("--secure-port=", port),
+      absl::StrCat("--secure-port=", *port),
       "--bind-address=127.0.0.1",
       "--tls-cert-file=" + crt,
       "--tls-private-key-file=" + key,
@@ -124,25 +106,11 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(const Option
   };
   for (const auto& a : o.server_args) args.push_back(a);
   const std::string log = (fs::path(o.work_dir) / "server.log").string();
-  pid_t pid = fork();
-  if (pid < 0) return absl::InternalError("fork failed");
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd >= 0) {
-      dup2(fd, 1);
-      dup2(fd, 2);
-      close(fd);
-    }
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
+  absl::StatusOr<pid_t> pid = base::SpawnWithLog(std::move(args), log, SIGTERM);
+  if (!pid.ok()) return pid.status();
   auto p = std::unique_ptr<ServerProcess>(new ServerProcess());
-  p->pid_ = pid;
-  p->url_ = absl::StrCat("https://127.0.0.1:", port);
+  p->pid_ = *pid;
+  p->url_ = absl::StrCat("https://127.0.0.1:", *port);
   p->ca_file_ = crt;
   return p;
 }

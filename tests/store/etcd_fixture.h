@@ -11,12 +11,8 @@
 // Boost.Test reports as a failure. $POOLCOORD_ETCD names another binary.
 #pragma once
 
-#include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -30,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/subprocess.h"
 #include "store/etcd3_client.h"
 
 namespace poolcoord::testing {
@@ -58,23 +55,10 @@ class EtcdFixture {
     return "";
   }
 
-  // A port the kernel just handed out; etcd binds it a moment later (a small
-  // race, the usual price of a free-port search).
   static int FreePort() {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = 0;
-    socklen_t len = sizeof(addr);
-    if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-        getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-      if (fd >= 0) close(fd);
-      throw std::runtime_error("cannot find a free port on 127.0.0.1");
-    }
-    const int port = ntohs(addr.sin_port);
-    close(fd);
-    return port;
+    absl::StatusOr<int> port = base::FreeLoopbackPort();
+    if (!port.ok()) throw std::runtime_error(std::string(port.status().message()));
+    return *port;
   }
 
   std::string LogTail() const {
@@ -109,23 +93,10 @@ class EtcdFixture {
                                      "--initial-cluster-state=new",
                                      "--log-level=warn"};
     const std::string log = dir_ + "/etcd.log";
-    pid_ = fork();
-    if (pid_ < 0) throw std::runtime_error("fork failed");
-    if (pid_ == 0) {
-      // etcd must not outlive a test that crashes.
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      if (fd >= 0) {
-        dup2(fd, 1);
-        dup2(fd, 2);
-        close(fd);
-      }
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(binary.c_str(), argv.data());
-      _exit(127);
-    }
+    // etcd must not outlive a test that crashes.
+    absl::StatusOr<pid_t> pid = base::SpawnWithLog(std::move(args), log, SIGKILL);
+    if (!pid.ok()) throw std::runtime_error(std::string(pid.status().message()));
+    pid_ = *pid;
 
     store::Etcd3ClientOptions config;
     config.endpoints = {endpoint_};
