@@ -229,12 +229,17 @@ absl::StatusOr<int64_t> ParseMicroTime(std::string_view text) {
 std::string FormatTime(int64_t seconds) {
   std::string out;
   out.reserve(20);
-  if (!AppendCivil(CivilFromSeconds(seconds), &out)) {
-    return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixSeconds(seconds),
-                            absl::UTCTimeZone());
-  }
-  out.push_back('Z');
+  AppendTime(seconds, &out);
   return out;
+}
+
+void AppendTime(int64_t seconds, std::string* out) {
+  if (!AppendCivil(CivilFromSeconds(seconds), out)) {
+    out->append(absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixSeconds(seconds),
+                                 absl::UTCTimeZone()));
+    return;
+  }
+  out->push_back('Z');
 }
 
 absl::StatusOr<int64_t> ParseTime(std::string_view text) {

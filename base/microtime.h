@@ -32,6 +32,8 @@ absl::StatusOr<int64_t> ParseMicroTime(std::string_view text);
 
 // `seconds` since the Unix epoch -> "YYYY-MM-DDTHH:MM:SSZ".
 std::string FormatTime(int64_t seconds);
+// FormatTime(seconds) appended to *out, without a string of its own.
+void AppendTime(int64_t seconds, std::string* out);
 
 // Seconds since the Unix epoch. Accepts RFC 3339 with an optional fraction of
 // 1-9 digits (dropped, as metav1.Time does) and "Z" or a "±hh:mm" offset.

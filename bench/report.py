@@ -145,6 +145,45 @@ if fixed:
     targets.append((f"renewals p99 ≤ 2 ms at {fixed['target_rate']:,.0f}/s",
                     f"p99 {ms(fixed['p99_us'])}, achieved {rate(fixed['achieved_rate'])}", ok))
 
+base = load("baseline.json")
+if base and rounds:
+    w(f"### 1c. Renewals before and after, same run (closed loop as in 1; the baseline is "
+      f"`{base['binary']}`, on a fixture of its own; order alternating per round)")
+    w("")
+    w("| round | after: rate | before: rate | after / before | after: CPU per request | "
+      "before: CPU per request | after: p99 | before: p99 |")
+    w("|---|---|---|---|---|---|---|---|")
+    a_sum = b_sum = 0.0
+    a_cpu, b_cpu = [], []
+    for r in rounds:
+        a = load(f"r{r}-renewals.json", {}) or {}
+        b = load(f"r{r}-renewals-baseline.json", {}) or {}
+        a_sum += a.get("rps", 0.0)
+        b_sum += b.get("rps", 0.0)
+        if a.get("server_cpu_us_per_req") and b.get("server_cpu_us_per_req"):
+            a_cpu.append(a["server_cpu_us_per_req"])
+            b_cpu.append(b["server_cpu_us_per_req"])
+        ratio = f"{a['rps'] / b['rps']:.3f}" if a.get("rps") and b.get("rps") else "–"
+        w(f"| {r} | {rate(a.get('rps'))} | {rate(b.get('rps'))} | {ratio} | "
+          f"{cpu(a.get('server_cpu_us_per_req'))} | {cpu(b.get('server_cpu_us_per_req'))} | "
+          f"{ms(a.get('p99_us'))} | {ms(b.get('p99_us'))} |")
+    if b_sum:
+        cpu_cell = (f"{sum(a_cpu) / len(a_cpu):.1f} µs vs {sum(b_cpu) / len(b_cpu):.1f} µs "
+                    f"({sum(a_cpu) / sum(b_cpu):.3f})") if a_cpu else "–"
+        w(f"| all | {rate(a_sum / len(rounds))} | {rate(b_sum / len(rounds))} | {a_sum / b_sum:.3f} | "
+          f"{cpu_cell} | | | |")
+    fb = load("renewals-fixed-baseline.json")
+    if fixed and fb:
+        w("")
+        w(f"At a fixed {fixed['target_rate']:,.0f}/s (open loop, as 1b):")
+        w("")
+        w("| server | achieved | p50 | p99 | p99.9 | server CPU per request |")
+        w("|---|---|---|---|---|---|")
+        for label, j in (("after", fixed), ("before", fb)):
+            w(f"| {label} | {rate(j['achieved_rate'])} | {ms(j['p50_us'])} | {ms(j['p99_us'])} | "
+              f"{ms(j['p999_us'])} | {cpu(j.get('server_cpu_us_per_req'))} |")
+    w("")
+
 wh = load("webhook.json")
 if wh:
     sizes = load("webhook-sizes.json", {})

@@ -6,6 +6,8 @@
 #   BENCH_SECONDS=5 BENCH_SIM_SECONDS=60 bench/run.sh     # shorter
 #   BENCH_ONLY=renewals,webhook bench/run.sh              # a subset
 #   BENCH_PROFILE=1 bench/run.sh  # also perf (renewals) and heaptrack (memory)
+#   BENCH_BASELINE=/path/to/older/poolcoord-apiserver BENCH_ONLY=renewals bench/run.sh
+#                                 # renewals before/after a change, in the same run
 #
 # Environment (defaults in brackets):
 #   BENCH_SECONDS [10]       length of each measured run
@@ -28,6 +30,11 @@
 #   BENCH_OUT [/tmp/poolcoord-bench-<date>]  results (results.md, *.json, logs)
 #   BENCH_SKIP_INSTALL / BENCH_SKIP_BUILD [0]
 #   BENCH_SERVER_ARGS []     extra flags for every server start (e.g. --watch-cache=false)
+#   BENCH_BASELINE []        another poolcoord-apiserver binary: its renewals run beside
+#                            ours in every closed-loop round (order alternating) and at
+#                            the fixed rate, on a fixture of its own (BENCH_SERVER_ARGS
+#                            go to it as well)
+#   BENCH_PEERS [1]          0: closed-loop rounds without etcd, nginx and hello-world
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -39,6 +46,7 @@ BENCH_DIR=$ROOT/bench
 : "${BENCH_STALLED:=200}" "${BENCH_IDLE:=2000}" "${BENCH_AGENT_SECONDS:=60}"
 : "${BENCH_BUILD:=/tmp/build-bench}" "${BENCH_OUT:=/tmp/poolcoord-bench-$(date -u +%Y%m%dT%H%M%SZ)}"
 : "${BENCH_SKIP_INSTALL:=0}" "${BENCH_SKIP_BUILD:=0}" "${BENCH_PROFILE:=0}"
+: "${BENCH_BASELINE:=}" "${BENCH_PEERS:=1}"
 export BENCH_LUA_DIR=$BENCH_DIR/wrk BENCH_WRK_THREADS=$BENCH_THREADS
 
 log() { printf '[bench %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
@@ -119,21 +127,21 @@ ADMIN_TOKEN=bench-admin-token
 
 SERVER_PID="" SERVER_PORT=""
 start_server() {  # start_server NAME FIXTURE_DIR [extra args...]: sets SERVER_PID, SERVER_PORT
-  local name=$1 dir=$2; shift 2
+  local name=$1 dir=$2 bin=${SERVER_BINARY:-$SERVER}; shift 2
   SERVER_PORT=$(free_port)
   local args=("--secure-port=$SERVER_PORT" --bind-address=127.0.0.1 "--cert-dir=$WORK/$name-certs"
               "--tls-cert-file=$WORK/tls.crt" "--tls-private-key-file=$WORK/tls.key"
               "--token-auth-file=$dir/tokens.csv" "--pool-membership-file=$dir/membership.yaml"
               "--forwarder-user=$FORWARDER_USER" ${BENCH_SERVER_ARGS:-} "$@")
-  echo "$SERVER ${args[*]}" >"$OUT/$name.cmd"
-  "$SERVER" "${args[@]}" >"$OUT/$name.log" 2>&1 &
+  echo "$bin ${args[*]}" >"$OUT/$name.cmd"
+  "$bin" "${args[@]}" >"$OUT/$name.log" 2>&1 &
   SERVER_PID=$!
   PIDS+=("$SERVER_PID")
   wait_https "https://127.0.0.1:$SERVER_PORT/readyz" "$SERVER_PID" "$name"
 }
 # Every pool leader renews its PoolLease (keeps the terms alive between phases).
-renew_poolleases() {  # renew_poolleases FIXTURE_DIR
-  "$LOADGEN" closed --port="$SERVER_PORT" --connections=16 --keys="$1/pools.tsv" \
+renew_poolleases() {  # renew_poolleases FIXTURE_DIR [PORT]
+  "$LOADGEN" closed --port="${2:-$SERVER_PORT}" --connections=16 --keys="$1/pools.tsv" \
     --template="$1/pl_renew.tmpl" >"$WORK/plrenew.json" 2>>"$OUT/loadgen.log"
 }
 populate() {  # populate FIXTURE_DIR CONNECTIONS OUT_JSON: every PoolLease, then its DelegatedLeases
@@ -202,6 +210,16 @@ if wants renewals || wants webhook || wants fanout; then
   DL_BYTES=$(wc -c <"$WORK/dl.json")
   echo "{\"delegatedlease_json_bytes\":$DL_BYTES}" >"$OUT/dl-size.json"
 fi
+BASE_PID="" BASE_PORT=""
+if wants renewals && [ -n "$BENCH_BASELINE" ]; then
+  log "baseline server $BENCH_BASELINE on the same fixture"
+  main_pid=$SERVER_PID main_port=$SERVER_PORT
+  SERVER_BINARY=$BENCH_BASELINE start_server baseline "$RENEW"
+  BASE_PID=$SERVER_PID BASE_PORT=$SERVER_PORT
+  populate "$RENEW" 16 "$OUT/baseline-setup.json"
+  SERVER_PID=$main_pid SERVER_PORT=$main_port
+  echo "{\"binary\":\"$BENCH_BASELINE\"}" >"$OUT/baseline.json"
+fi
 
 if wants renewals; then
   # Peers: nginx, the Beast hello-world, etcd (HTTPS and plain HTTP client URLs).
@@ -228,11 +246,26 @@ if wants renewals; then
   python3 "$BENCH_DIR/fixtures.py" "$WORK" --etcd-value-bytes "$DL_BYTES"
   export BENCH_ETCD_BODIES=$WORK/etcd_bodies.txt BENCH_KEYS=$RENEW/keys.tsv
 
-  for round in $(seq "$BENCH_ROUNDS"); do
-    log "round $round of $BENCH_ROUNDS (closed loop, $BENCH_CONNECTIONS connections, ${BENCH_SECONDS}s each)"
+  renewals_ours() {
     renew_poolleases "$RENEW"
     BENCH_RENEW_BASE=$(( $(date -u +%s) + 2 )) wrk_run "r$round-renewals" "https://127.0.0.1:$SERVER_PORT" \
       "$BENCH_LUA_DIR/renew.lua" "$SERVER_PID"
+  }
+  renewals_baseline() {
+    renew_poolleases "$RENEW" "$BASE_PORT"
+    BENCH_RENEW_BASE=$(( $(date -u +%s) + 2 )) wrk_run "r$round-renewals-baseline" \
+      "https://127.0.0.1:$BASE_PORT" "$BENCH_LUA_DIR/renew.lua" "$BASE_PID"
+  }
+  for round in $(seq "$BENCH_ROUNDS"); do
+    log "round $round of $BENCH_ROUNDS (closed loop, $BENCH_CONNECTIONS connections, ${BENCH_SECONDS}s each)"
+    if [ -n "$BASE_PID" ] && [ $((round % 2)) = 0 ]; then
+      renewals_baseline
+      renewals_ours
+    else
+      renewals_ours
+      [ -z "$BASE_PID" ] || renewals_baseline
+    fi
+    [ "$BENCH_PEERS" = 1 ] || continue
     wrk_run "r$round-etcd-https" "https://127.0.0.1:$ETCD_TLS_PORT" "$BENCH_LUA_DIR/etcd_put.lua" "$ETCD_PID"
     wrk_run "r$round-nginx" "https://127.0.0.1:$NGINX_PORT" "$BENCH_LUA_DIR/get.lua" "$NGINX_PID"
     wrk_run "r$round-etcd-http" "http://127.0.0.1:$ETCD_PORT" "$BENCH_LUA_DIR/etcd_put.lua" "$ETCD_PID"
@@ -242,10 +275,24 @@ if wants renewals; then
 
   log "renewals at a fixed ${BENCH_RATE}/s (open loop, $BENCH_CONNECTIONS connections)"
   renew_poolleases "$RENEW"
+  cpu0=$(cpu_ms "$SERVER_PID")
   "$LOADGEN" open --port="$SERVER_PORT" --rate="$BENCH_RATE" --duration="$BENCH_SECONDS" \
     --warmup="$BENCH_WARMUP" --connections="$BENCH_CONNECTIONS" --keys="$RENEW/keys.tsv" \
     --template="$RENEW/dl_renew.tmpl" >"$OUT/renewals-fixed.json" 2>>"$OUT/loadgen.log" || true
+  add_cpu_per_req "$OUT/renewals-fixed.json" "$(($(cpu_ms "$SERVER_PID") - cpu0))" \
+    completed_with_warmup completed
   log "fixed rate: $(cat "$OUT/renewals-fixed.json")"
+  if [ -n "$BASE_PID" ]; then
+    renew_poolleases "$RENEW" "$BASE_PORT"
+    cpu0=$(cpu_ms "$BASE_PID")
+    "$LOADGEN" open --port="$BASE_PORT" --rate="$BENCH_RATE" --duration="$BENCH_SECONDS" \
+      --warmup="$BENCH_WARMUP" --connections="$BENCH_CONNECTIONS" --keys="$RENEW/keys.tsv" \
+      --template="$RENEW/dl_renew.tmpl" >"$OUT/renewals-fixed-baseline.json" 2>>"$OUT/loadgen.log" || true
+    add_cpu_per_req "$OUT/renewals-fixed-baseline.json" "$(($(cpu_ms "$BASE_PID") - cpu0))" \
+      completed_with_warmup completed
+    log "fixed rate, baseline: $(cat "$OUT/renewals-fixed-baseline.json")"
+    stop_pid "$BASE_PID"; BASE_PID=""
+  fi
   # Control: the same load generator and rate against the hello-world. On a small
   # machine the client's TLS costs as much CPU as the server's; if this cannot hold
   # the rate either, the machine (not the server) sets the limit.

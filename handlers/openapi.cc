@@ -85,8 +85,9 @@ std::vector<Definition> MetaDefinitions() {
                {},
                ""});
   d.push_back({Meta("FieldsV1"),
-               "FieldsV1 stores a set of fields in a trie-like JSON structure, as server-side "
-               "apply writes it. Kept as written; not interpreted by this server.",
+               "FieldsV1 is a set of fields as a trie of JSON objects: \"f:<name>\" for a "
+               "field, \"k:{...}\" for a list item by its keys, \"v:<value>\" for an item of a "
+               "set, \".\" for a field that is owned itself as well as fields below it.",
                "object",
                "",
                {},
@@ -121,7 +122,8 @@ std::vector<Definition> MetaDefinitions() {
                 StringProp("name", "Name of the referent."),
                 StringProp("uid", "UID of the referent.")},
                {"apiVersion", "kind", "name", "uid"},
-               ""});
+               "",
+               "atomic"});
   d.push_back(
       {Meta("ObjectMeta"),
        "ObjectMeta is the metadata every persisted object has.",
@@ -139,9 +141,9 @@ std::vector<Definition> MetaDefinitions() {
         RefProp("deletionTimestamp", Meta("Time"),
           "Set by the server when deletion was requested while finalizers remain; the object "
           "is removed once the last finalizer is. Read-only."),
-        StringArrayProp("finalizers",
+        WithListType(StringArrayProp("finalizers",
            "Entries that must be removed before the object is deleted from storage. While any "
-           "remain, a delete only sets deletionTimestamp."),
+           "remain, a delete only sets deletionTimestamp."), "set"),
         StringProp("generateName",
           "A prefix for a server-generated name, used when name is empty: the server appends 5 "
           "random characters."),
@@ -151,15 +153,17 @@ std::vector<Definition> MetaDefinitions() {
         StringMapProp("labels",
           "Key-value pairs for organizing and selecting objects with label selectors. The "
           "server sets coordination.pool/pool=<pool> on every DelegatedLease."),
-        ArrayRefProp("managedFields", Meta("ManagedFieldsEntry"),
-           "Which field manager changed which fields; stored as written, not interpreted."),
+        WithListType(ArrayRefProp("managedFields", Meta("ManagedFieldsEntry"),
+           "Which field manager owns which fields (server-side apply): one entry per manager "
+           "and operation (Apply or Update), written by the server on every create, update, "
+           "patch and apply. Shown by kubectl get -o yaml --show-managed-fields."), "atomic"),
         StringProp("name",
           "The object's unique name (both kinds are cluster-scoped): a DNS-1123 subdomain. A "
           "PoolLease is named after its pool, a DelegatedLease after its node. Cannot be "
           "updated."),
         StringProp("namespace", "Always empty: PoolLeases and DelegatedLeases are cluster-scoped."),
-        ArrayRefProp("ownerReferences", Meta("OwnerReference"),
-           "Objects this one depends on; stored as written."),
+        WithListType(ArrayRefProp("ownerReferences", Meta("OwnerReference"),
+           "Objects this one depends on; stored as written."), "map", {"uid"}),
         StringProp("resourceVersion",
           "An opaque value that changes with every write of the object. Send back the value "
           "you read when updating: a stale value gets 409 Conflict (optimistic concurrency). "
@@ -245,8 +249,9 @@ std::vector<Definition> MetaDefinitions() {
                {},
                ""});
   d.push_back({Meta("Patch"),
-               "A patch document: a JSON Patch (application/json-patch+json, RFC 6902) or a JSON "
-               "merge patch (application/merge-patch+json, RFC 7386).",
+               "A patch document: a JSON Patch (application/json-patch+json, RFC 6902), a JSON "
+               "merge patch (application/merge-patch+json, RFC 7386), or a server-side apply "
+               "configuration (application/apply-patch+yaml, YAML or JSON; needs fieldManager).",
                "object",
                "",
                {},
@@ -359,6 +364,16 @@ void WriteProp(JsonWriter& w, bool v3, const Prop& p) {
       KeyStr(w, "type", "object");
       break;
   }
+  if (!p.map_type.empty()) KeyStr(w, "x-kubernetes-map-type", p.map_type);
+  if (!p.list_type.empty()) {
+    if (!p.list_map_keys.empty()) {
+      Key(w, "x-kubernetes-list-map-keys");
+      w.StartArray();
+      for (const std::string& k : p.list_map_keys) Str(w, k);
+      w.EndArray();
+    }
+    KeyStr(w, "x-kubernetes-list-type", p.list_type);
+  }
   w.EndObject();
 }
 
@@ -389,6 +404,7 @@ void WriteDefinition(JsonWriter& w, bool v3, const Definition& d) {
     WriteGvk(w, d.gvk_kind);
     w.EndArray();
   }
+  if (!d.map_type.empty()) KeyStr(w, "x-kubernetes-map-type", d.map_type);
   w.EndObject();
 }
 
@@ -459,8 +475,8 @@ constexpr Param kFieldValidation{
     "default) drops them with a Warning header each, Strict fails the request with 400 "
     "BadRequest (strict decoding error: unknown field ...)."};
 constexpr Param kForce{"force", "query", "boolean",
-                       "Force an apply patch past conflicts; accepted for compatibility, "
-                       "meaningless for the patch types this server accepts."};
+                       "Apply patches only: take ownership of fields other managers own instead "
+                       "of failing with 409 Conflict. Forbidden (422) with other patch types."};
 constexpr Param kGracePeriodSeconds{"gracePeriodSeconds", "query", "integer",
                                     "Seconds before the object is deleted; 0 means now."};
 constexpr Param kPropagationPolicy{"propagationPolicy", "query", "string",
@@ -596,7 +612,8 @@ std::string BodyDefinition(Body body, const Operation& op) {
 }
 
 constexpr const char* kPatchTypes[] = {"application/json-patch+json",
-                                       "application/merge-patch+json"};
+                                       "application/merge-patch+json",
+                                       "application/apply-patch+yaml"};
 
 void WriteOperation(JsonWriter& w, bool v3, const Operation& op, std::string_view kind) {
   Key(w, op.method);
@@ -876,7 +893,7 @@ Definition KindDefinition(std::string_view kind, std::string description,
            RefProp("metadata", Meta("ObjectMeta"), std::move(metadata_doc)),
            RefProp("spec", Ours(Cat(kind, "Spec")), std::move(spec_doc)),
            RefProp("status", Ours(Cat(kind, "Status")), std::move(status_doc))},
-          {},
+          {"spec"},
           std::string(kind)};
 }
 

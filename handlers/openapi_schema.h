@@ -25,7 +25,14 @@ struct Prop {
   std::string name;
   Type type;
   std::string description;
-  std::string ref;  // the full definition name, for kRef and kArrayRef
+  std::string ref = {};  // the full definition name, for kRef and kArrayRef
+  // Server-side apply's merge rules, as the x-kubernetes-* extensions say them:
+  // x-kubernetes-map-type ("granular", "atomic") of a map, x-kubernetes-list-type
+  // ("atomic", "set", "map") and x-kubernetes-list-map-keys of a list. The
+  // field manager follows the same rules (Strategy::MergeSchema).
+  std::string map_type = {};
+  std::string list_type = {};
+  std::vector<std::string> list_map_keys = {};
 };
 
 struct Definition {
@@ -36,6 +43,7 @@ struct Definition {
   std::vector<Prop> props;
   std::vector<std::string> required;
   std::string gvk_kind;  // non-empty for our kinds and lists: x-kubernetes-group-version-kind
+  std::string map_type = {};  // x-kubernetes-map-type of an object type
 };
 
 std::string Meta(std::string_view type);  // "io.k8s.apimachinery.pkg.apis.meta.v1." + type
@@ -63,8 +71,17 @@ inline Prop ArrayRefProp(std::string name, std::string ref, std::string doc) {
 inline Prop StringArrayProp(std::string name, std::string doc) {
   return {std::move(name), Type::kArrayString, std::move(doc), ""};
 }
+// A map[string]string, merged key by key (x-kubernetes-map-type: granular).
 inline Prop StringMapProp(std::string name, std::string doc) {
-  return {std::move(name), Type::kMapString, std::move(doc), ""};
+  Prop p{std::move(name), Type::kMapString, std::move(doc), ""};
+  p.map_type = "granular";
+  return p;
+}
+// `p` with x-kubernetes-list-type (and, for "map", x-kubernetes-list-map-keys).
+inline Prop WithListType(Prop p, std::string list_type, std::vector<std::string> keys = {}) {
+  p.list_type = std::move(list_type);
+  p.list_map_keys = std::move(keys);
+  return p;
 }
 inline Prop ObjectProp(std::string name, std::string doc) {
   return {std::move(name), Type::kObject, std::move(doc), ""};

@@ -1,5 +1,6 @@
 #include "handlers/rest_handler.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -8,7 +9,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/quote.h"
 #include "base/string_view.h"
+#include "handlers/field_manager.h"
+#include "handlers/json_input.h"
 #include "handlers/list_options.h"
 #include "handlers/media_types.h"
 #include "handlers/patch.h"
@@ -17,6 +21,7 @@
 #include "handlers/status_mapping.h"
 #include "handlers/table.h"
 #include "handlers/watch_handler.h"
+#include "handlers/yaml_input.h"
 #include "rapidjson/document.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
@@ -34,6 +39,7 @@ using store::ObjectPtr;
 
 constexpr char kJsonPatch[] = "application/json-patch+json";
 constexpr char kMergePatch[] = "application/merge-patch+json";
+constexpr char kApplyPatch[] = "application/apply-patch+yaml";
 
 Response JsonResponse(int status, std::string body) {
   Response r;
@@ -70,20 +76,79 @@ absl::StatusOr<FieldValidation> ParseFieldValidation(const Request& request) {
       "fieldValidation: invalid value \"", std::string(v), "\": supported values are Ignore, Warn, Strict"));
 }
 
-// Unknown fields: Strict fails the request (400, "strict decoding error"), Warn
-// adds Warning headers, as kube-apiserver does for fieldValidation.
-absl::Status ApplyFieldValidation(FieldValidation mode, const std::vector<std::string>& unknown,
-                                  std::vector<std::string>* warnings) {
-  if (unknown.empty() || mode == FieldValidation::kIgnore) return absl::OkStatus();
-  if (mode == FieldValidation::kStrict) {
-    std::string msg = "strict decoding error: ";
-    for (size_t i = 0; i < unknown.size(); ++i) {
-      absl::StrAppend(&msg, i ? ", " : "", "unknown field \"", unknown[i], "\"");
-    }
-    return store::BadRequestError(msg);
+// What strict decoding found, as kube-apiserver lists it: repeated keys in
+// document order, then unknown fields sorted ("duplicate field \"spec.x\"",
+// "unknown field \"spec.y\"").
+std::vector<std::string> StrictFindings(const std::vector<DuplicateField>& duplicates,
+                                        std::vector<std::string> unknown,
+                                        std::string_view duplicate_prefix = "") {
+  std::vector<std::string> out;
+  for (const DuplicateField& d : duplicates) {
+    out.push_back(absl::StrCat(base::Av(duplicate_prefix), "duplicate field \"", d.path, "\""));
   }
-  for (const auto& f : unknown) warnings->push_back(absl::StrCat("unknown field \"", f, "\""));
+  std::sort(unknown.begin(), unknown.end());
+  for (const std::string& f : unknown) out.push_back(absl::StrCat("unknown field \"", f, "\""));
+  return out;
+}
+
+std::string JoinFindings(const std::vector<std::string>& findings) {
+  std::string out = "strict decoding error: ";
+  for (size_t i = 0; i < findings.size(); ++i) absl::StrAppend(&out, i ? ", " : "", findings[i]);
+  return out;
+}
+
+// Create and update bodies: Strict fails the request (400, as kube-apiserver's
+// decoder words it), Warn adds one Warning header per finding.
+absl::Status ApplyFieldValidation(FieldValidation mode, Kind kind,
+                                  const std::vector<std::string>& findings,
+                                  std::vector<std::string>* warnings) {
+  if (findings.empty() || mode == FieldValidation::kIgnore) return absl::OkStatus();
+  if (mode == FieldValidation::kStrict) {
+    const char* k = store::InfoFor(kind).kind_name;
+    return store::BadRequestError(absl::StrCat(k, " in version \"", store::kVersion,
+                                               "\" cannot be handled as a ", k, ": ",
+                                               JoinFindings(findings)));
+  }
+  warnings->insert(warnings->end(), findings.begin(), findings.end());
   return absl::OkStatus();
+}
+
+// Patches: Strict is 422 against the field "patch", with the patched object, as
+// kube-apiserver's patcher reports it (`"" is invalid: patch: Invalid value:
+// "{...}": strict decoding error: ...`).
+absl::Status ApplyPatchFieldValidation(FieldValidation mode, const rapidjson::Value& patched,
+                                       const std::vector<std::string>& findings,
+                                       std::vector<std::string>* warnings) {
+  if (findings.empty() || mode == FieldValidation::kIgnore) return absl::OkStatus();
+  if (mode == FieldValidation::kWarn) {
+    warnings->insert(warnings->end(), findings.begin(), findings.end());
+    return absl::OkStatus();
+  }
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+  patched.Accept(w);
+  store::FieldCause cause = store::FieldInvalid(
+      "patch", base::GoQuote(std::string_view(buf.GetString(), buf.GetSize())),
+      JoinFindings(findings));
+  store::ApiErrorInfo info;
+  info.code = 422;
+  info.reason = "Invalid";
+  info.message = absl::StrCat(" \"\" is invalid: ", cause.field, ": ", cause.message);
+  info.causes.push_back(std::move(cause));
+  return store::MakeApiError(absl::StatusCode::kInvalidArgument, info);
+}
+
+// The schema requires spec (a CustomResourceDefinition's validation says
+// `spec: Required value`); null and absent are the same.
+bool HasSpec(const rapidjson::Value& doc) {
+  if (!doc.IsObject()) return false;
+  auto it = doc.FindMember("spec");
+  return it != doc.MemberEnd() && !it->value.IsNull();
+}
+
+absl::Status SpecRequired(Kind kind, const std::string& name) {
+  return store::InvalidError(store::InfoFor(kind).kind_name, name,
+                             {store::FieldRequired("spec")});
 }
 
 void AddWarnings(Response* r, const std::vector<std::string>& warnings) {
@@ -106,26 +171,27 @@ absl::Status CheckJsonContentType(const Request& request) {
       std::string(ct), "\")"));
 }
 
-absl::StatusOr<rapidjson::Document> ParseBody(std::string_view body) {
-  if (absl::Status s = store::CheckJsonNesting(body); !s.ok()) return s;
-  rapidjson::Document doc;
-  doc.Parse(body.data(), body.size());
-  if (doc.HasParseError()) {
-    return store::BadRequestError(absl::StrCat(
-        "the request body is not valid JSON: ", ParseErrorText(doc.GetParseError()),
-        " at offset ", doc.GetErrorOffset()));
-  }
-  return doc;
-}
+// A JSON request body: invalid UTF-8 as U+FFFD, repeated keys found and
+// dropped but the last (handlers/json_input.h).
+absl::StatusOr<JsonBody> ParseBody(std::string_view body) { return ParseJsonBody(body); }
 
-absl::StatusOr<std::pair<MutableObjectPtr, std::vector<std::string>>> DecodeBody(
-    Kind kind, std::string_view body) {
-  auto doc = ParseBody(body);
-  if (!doc.ok()) return doc.status();
+struct DecodedBody {
+  MutableObjectPtr object;
+  std::vector<std::string> findings;  // for fieldValidation
+  bool has_spec = false;
+};
+
+absl::StatusOr<DecodedBody> DecodeBody(Kind kind, std::string_view body) {
+  auto parsed = ParseBody(body);
+  if (!parsed.ok()) return parsed.status();
   std::vector<std::string> unknown;
-  auto obj = store::DecodeObject(*doc, kind, &unknown);
+  auto obj = store::DecodeObject(parsed->doc, kind, &unknown);
   if (!obj.ok()) return obj.status();
-  return std::make_pair(*std::move(obj), std::move(unknown));
+  DecodedBody out;
+  out.object = *std::move(obj);
+  out.findings = StrictFindings(parsed->duplicates, std::move(unknown));
+  out.has_spec = HasSpec(parsed->doc);
+  return out;
 }
 
 // 422 against an options kind of meta.k8s.io, as errors.NewInvalid(
@@ -163,6 +229,7 @@ struct DecodedWrite {
   MutableObjectPtr object;
   std::vector<std::string> warnings;  // fieldValidation=Warn
   bool dry_run = false;
+  bool has_spec = false;
 };
 
 absl::StatusOr<DecodedWrite> DecodeWrite(const Request& request, Kind kind,
@@ -177,8 +244,10 @@ absl::StatusOr<DecodedWrite> DecodeWrite(const Request& request, Kind kind,
   if (!validation.ok()) return validation.status();
   auto decoded = DecodeBody(kind, request.body);
   if (!decoded.ok()) return decoded.status();
-  out.object = std::move(decoded->first);
-  if (absl::Status s = ApplyFieldValidation(*validation, decoded->second, &out.warnings); !s.ok()) {
+  out.object = std::move(decoded->object);
+  out.has_spec = decoded->has_spec;
+  if (absl::Status s = ApplyFieldValidation(*validation, kind, decoded->findings, &out.warnings);
+      !s.ok()) {
     return s;
   }
   return out;
@@ -244,6 +313,18 @@ absl::Status NameMismatch(const std::string& in_body, const std::string& in_url)
                                               ")"));
 }
 
+// Who writes, for the managedFields of a write (handlers/field_manager.h).
+FieldManagerRequest ManagerOf(const GenericStore& kind, const Request& request,
+                              std::string_view subresource) {
+  FieldManagerRequest r;
+  r.kind = kind.strategy().kind();
+  r.schema = &kind.strategy().MergeSchema().root();
+  r.manager = RequestManager(request.Query("fieldManager"), request.Header("user-agent"));
+  r.subresource = std::string(subresource);
+  r.now_s = kind.NowMicros() / 1000000;
+  return r;
+}
+
 registry::Subresource SubresourceOf(const ResourcePath& path) {
   return path.subresource == "status" ? registry::Subresource::kStatus
                                       : registry::Subresource::kMain;
@@ -295,6 +376,12 @@ Response List(const GenericStore& kind, const ResourcePath& path, Request& reque
 Response Create(const GenericStore& kind, Request& request) {
   auto decoded = DecodeWrite(request, kind.strategy().kind(), "CreateOptions");
   if (!decoded.ok()) return ErrorResponse(decoded.status());
+  if (!decoded->has_spec) {
+    return ErrorResponse(SpecRequired(kind.strategy().kind(), decoded->object->metadata.name));
+  }
+  // The change the client asked for, before the store's own stamps, as
+  // kube-apiserver's create handler records it.
+  RecordUpdate(nullptr, *decoded->object, ManagerOf(kind, request, ""));
   std::vector<std::string> warnings = std::move(decoded->warnings);
   auto result = kind.Create(request.user, std::move(decoded->object), decoded->dry_run, &warnings);
   if (!result.ok()) return ErrorResponse(result.status());
@@ -307,61 +394,158 @@ Response Update(const GenericStore& kind, const ResourcePath& path, Request& req
   MutableObjectPtr& obj = decoded->object;
   if (obj->metadata.name.empty()) obj->metadata.name = path.name;
   if (obj->metadata.name != path.name) return ErrorResponse(NameMismatch(obj->metadata.name, path.name));
+  const registry::Subresource subresource = SubresourceOf(path);
+  if (!decoded->has_spec && subresource == registry::Subresource::kMain) {
+    return ErrorResponse(SpecRequired(path.kind, path.name));
+  }
+  const FieldManagerRequest manager = ManagerOf(kind, request, path.subresource);
   std::vector<std::string> warnings = std::move(decoded->warnings);
   auto result = kind.Update(
-      request.user, path.name, SubresourceOf(path),
-      [&obj](const ObjectPtr&) -> absl::StatusOr<MutableObjectPtr> {
-        return std::make_shared<Object>(*obj);
+      request.user, path.name, subresource,
+      [&obj, &manager](const ObjectPtr& current) -> absl::StatusOr<MutableObjectPtr> {
+        auto next = std::make_shared<Object>(*obj);
+        RecordUpdate(current.get(), *next, manager);
+        return next;
       },
       decoded->dry_run, &warnings);
   if (!result.ok()) return ErrorResponse(result.status());
   return WriteResponse(200, *result, warnings);
 }
 
+// PatchOptions as ValidatePatchOptions checks them (422 PatchOptions.meta.k8s.io):
+// force only with an apply patch, and an apply patch needs a fieldManager.
+absl::Status ValidatePatchOptions(const Request& request, bool apply) {
+  if (absl::Status s = ValidateFieldManager(request, "PatchOptions"); !s.ok()) return s;
+  if (!apply && request.HasQuery("force")) {
+    return InvalidOptions("PatchOptions",
+                          {store::FieldForbidden("force", "may not be specified for non-apply patch")});
+  }
+  if (apply && request.Query("fieldManager").empty()) {
+    return InvalidOptions("PatchOptions",
+                          {store::FieldRequired("fieldManager", "is required for apply patch")});
+  }
+  return absl::OkStatus();
+}
+
+// ?force= as kube-apiserver converts a query boolean: "false" (any case) and "0"
+// are false, anything else true.
+bool ForceApply(const Request& request) {
+  if (!request.HasQuery("force")) return false;
+  const std::string v = absl::AsciiStrToLower(std::string(request.Query("force")));
+  return v != "false" && v != "0";
+}
+
+// Server-side apply: the configuration merged onto the object (or creating it),
+// fields owned per manager, conflicts as 409 unless forced (handlers/apply.h).
+// Repeated keys are judged by fieldValidation with the YAML line, as
+// kube-apiserver's apply patcher does; before the apply runs, so that a Strict
+// refusal never waits behind a conflict.
+Response Apply(const GenericStore& kind, const ResourcePath& path, Request& request,
+               FieldValidation validation, bool dry_run) {
+  auto body = ParseYamlBody(request.body);
+  if (!body.ok()) return ErrorResponse(body.status());
+  std::vector<std::string> duplicates;
+  for (const DuplicateField& d : body->duplicates) {
+    duplicates.push_back(
+        absl::StrCat("line ", d.line, ": key ", base::GoQuote(d.key), " already set in map"));
+  }
+  if (!duplicates.empty() && validation == FieldValidation::kStrict) {
+    std::string msg =
+        "error strict decoding YAML: error converting YAML to JSON: yaml: unmarshal errors:";
+    for (const std::string& l : duplicates) absl::StrAppend(&msg, "\n  ", l);
+    return ErrorResponse(store::BadRequestError(msg));
+  }
+  const FieldManagerRequest manager = ManagerOf(kind, request, path.subresource);
+  if (absl::Status s = CheckApplyConfiguration(body->doc, path.kind, *manager.schema, path.name);
+      !s.ok()) {
+    return ErrorResponse(s);
+  }
+  const registry::Subresource subresource = SubresourceOf(path);
+  // What a write through this endpoint resets anyway (status on the main
+  // resource, spec on /status) is neither merged, judged nor owned.
+  body->doc.RemoveMember(subresource == registry::Subresource::kStatus ? "spec" : "status");
+  std::vector<std::string> warnings;
+  if (validation == FieldValidation::kWarn) warnings = std::move(duplicates);
+  const bool force = ForceApply(request);
+  registry::UpdateOptions options;
+  options.create_if_missing = true;
+  options.skip_if_unchanged = true;
+  auto result = kind.Update(
+      request.user, path.name, subresource,
+      [&](const ObjectPtr& current) -> absl::StatusOr<MutableObjectPtr> {
+        auto applied = ApplyConfiguration(current.get(), body->doc, manager, force);
+        if (!applied.ok()) return applied.status();
+        MutableObjectPtr next = std::move(applied->object);
+        if (subresource == registry::Subresource::kMain && next->spec == store::LeaseSpec{}) {
+          return SpecRequired(path.kind, path.name);
+        }
+        if (current == nullptr) next->metadata.name = path.name;
+        return next;
+      },
+      dry_run, &warnings, options);
+  if (!result.ok()) return ErrorResponse(result.status());
+  return WriteResponse(result->created ? 201 : 200, *result, warnings);
+}
+
 Response Patch(const GenericStore& kind, const ResourcePath& path, Request& request) {
   std::string_view ct = request.Header("content-type");
   const bool json_patch = MediaTypeIs(ct, kJsonPatch);
   const bool merge_patch = MediaTypeIs(ct, kMergePatch);
-  if (!json_patch && !merge_patch) {
+  const bool apply_patch = MediaTypeIs(ct, kApplyPatch);
+  if (!json_patch && !merge_patch && !apply_patch) {
     return ErrorResponse(store::UnsupportedMediaTypeError(absl::StrCat(
         "the body of the request was in an unknown format - accepted media types include: ",
-        kJsonPatch, ", ", kMergePatch)));
+        kJsonPatch, ", ", kMergePatch, ", ", kApplyPatch)));
   }
-  if (absl::Status s = ValidateFieldManager(request, "PatchOptions"); !s.ok()) return ErrorResponse(s);
+  if (absl::Status s = ValidatePatchOptions(request, apply_patch); !s.ok()) return ErrorResponse(s);
   auto dry = DryRun(request);
   if (!dry.ok()) return ErrorResponse(dry.status());
   auto validation = ParseFieldValidation(request);
   if (!validation.ok()) return ErrorResponse(validation.status());
-  auto patch = ParseBody(request.body);
-  if (!patch.ok()) return ErrorResponse(patch.status());
-  if (json_patch && !patch->IsArray()) {
+  if (apply_patch) return Apply(kind, path, request, *validation, *dry);
+  auto parsed = ParseBody(request.body);
+  if (!parsed.ok()) return ErrorResponse(parsed.status());
+  const rapidjson::Document& patch = parsed->doc;
+  if (json_patch && !patch.IsArray()) {
     return ErrorResponse(store::BadRequestError(
         "a JSON patch (application/json-patch+json) must be an array of operations"));
   }
-  if (merge_patch && !patch->IsObject()) {
+  if (merge_patch && !patch.IsObject()) {
     return ErrorResponse(store::BadRequestError(
         "a merge patch (application/merge-patch+json) must be a JSON object"));
   }
   const registry::Subresource subresource = SubresourceOf(path);
+  const FieldManagerRequest manager = ManagerOf(kind, request, path.subresource);
+  const std::vector<std::string> duplicates =
+      StrictFindings(parsed->duplicates, {}, json_patch ? "json patch " : "");
   std::vector<std::string> warnings;
   // The patch applies to the stored object inside the store's atomic update, so
   // a concurrent writer can never slip between read and write.
   auto patched = [&](const ObjectPtr& current) -> absl::StatusOr<MutableObjectPtr> {
     warnings.clear();
-    if (merge_patch && subresource == registry::Subresource::kMain) {
-      if (MutableObjectPtr fast = TryApplySpecMergePatch(*current, *patch)) return fast;
+    if (merge_patch && subresource == registry::Subresource::kMain && duplicates.empty()) {
+      if (MutableObjectPtr fast = TryApplySpecMergePatch(*current, patch)) {
+        RecordUpdate(current.get(), *fast, manager);
+        return fast;
+      }
     }
     std::string encoded = EncodeOne(*current);
     rapidjson::Document doc;
     doc.Parse(encoded.c_str(), encoded.size());
-    absl::Status s = json_patch ? ApplyJsonPatch(doc, *patch)
-                                : ApplyMergePatch(doc, *patch, doc.GetAllocator());
+    absl::Status s = json_patch ? ApplyJsonPatch(doc, patch)
+                                : ApplyMergePatch(doc, patch, doc.GetAllocator());
     if (!s.ok()) return s;
     std::vector<std::string> unknown;
     auto decoded = store::DecodeObject(doc, path.kind, &unknown);
     if (!decoded.ok()) return decoded.status();
-    if (s = ApplyFieldValidation(*validation, unknown, &warnings); !s.ok()) return s;
+    std::vector<std::string> findings = duplicates;
+    for (std::string& f : StrictFindings({}, std::move(unknown))) findings.push_back(std::move(f));
+    if (s = ApplyPatchFieldValidation(*validation, doc, findings, &warnings); !s.ok()) return s;
     if ((*decoded)->metadata.name != path.name) return NameMismatch((*decoded)->metadata.name, path.name);
+    if (subresource == registry::Subresource::kMain && !HasSpec(doc)) {
+      return SpecRequired(path.kind, path.name);
+    }
+    RecordUpdate(current.get(), **decoded, manager);
     return decoded;
   };
   auto result = kind.Update(request.user, path.name, subresource, patched, *dry, &warnings);
@@ -435,8 +619,9 @@ absl::StatusOr<DeleteOptions> ParseDeleteOptions(const Request& request) {
     return out;
   }
   if (absl::Status s = CheckJsonContentType(request); !s.ok()) return s;
-  auto doc = ParseBody(request.body);
-  if (!doc.ok()) return doc.status();
+  auto body = ParseBody(request.body);
+  if (!body.ok()) return body.status();
+  rapidjson::Document* doc = &body->doc;
   if (!doc->IsObject()) return store::BadRequestError("DeleteOptions must be a JSON object");
   auto member = [&doc](const char* name) -> const rapidjson::Value* {
     auto m = doc->FindMember(name);

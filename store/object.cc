@@ -65,10 +65,12 @@ bool RegisterResource(const ResourceInfo* info) {
 
 namespace {
 // Keys on every DelegatedLease (election/lease_rules.h kPoolLabel,
-// kDelegateAnnotation): 100,000 DelegatedLeases share one copy of each.
+// kDelegateAnnotation), and the apiVersion of every managedFields entry:
+// 100,000 DelegatedLeases share one copy of each.
 constexpr std::string_view kInternedKeys[] = {
     "coordination.pool/pool",
     "openyurt.io/delegate-heartbeat",
+    "coordination.pool/v1alpha1",
 };
 
 bool KeyLess(const StringMap::value_type& item, std::string_view key) { return item.first < key; }

@@ -81,7 +81,11 @@ class MapKey {
   MapKey(std::string_view s);                                      // NOLINT: implicit
   MapKey(const std::string& s) : MapKey(std::string_view(s)) {}  // NOLINT: implicit
   MapKey(const char* s) : MapKey(std::string_view(s)) {}         // NOLINT: implicit
-  MapKey(const MapKey& other) : MapKey(other.view()) {}
+  // A shared static copy stays shared; an owned one is copied.
+  MapKey(const MapKey& other)
+      : data_(other.data_), size_(other.size_), owned_(false) {
+    if (other.owned_) *this = MapKey(other.view());
+  }
   MapKey(MapKey&& other) noexcept : data_(other.data_), size_(other.size_), owned_(other.owned_) {
     other.Release();
   }
@@ -212,8 +216,32 @@ class StringMap {
   std::vector<value_type> items_;  // sorted by key, keys unique
 };
 
-// metav1.ObjectMeta, the fields we keep. owner_references and managed_fields are
-// kept verbatim as JSON arrays ("" when absent): we store them, never interpret them.
+// One metav1.ManagedFieldsEntry of metadata.managedFields (server-side apply's
+// record of who owns which fields). The store keeps entries as written; the field
+// manager (handlers/managed_fields.h) is what checks and interprets them: entries
+// the server writes have operation "Apply" or "Update", fields_type "FieldsV1" and
+// a fieldsV1 set it produced.
+struct ManagedFieldsEntry {
+  std::string manager;
+  std::string operation;        // "Apply" or "Update"
+  MapKey api_version;           // "coordination.pool/v1alpha1" is one shared copy
+  std::string fields_type;      // "FieldsV1"
+  std::string fields_v1;        // the set as compact JSON text; empty when absent
+  std::string subresource;      // "" for the main resource, "status"
+  std::optional<int64_t> time;  // metav1.Time: seconds since the epoch
+  // Not part of the entry: a summary of fields_v1 the field manager caches here
+  // so that a lease renewal need not read fields_v1 again (0: none). Whoever sets
+  // fields_v1 leaves it 0; it is never stored, sent, or compared.
+  uint32_t owner_hint = 0;
+  friend bool operator==(const ManagedFieldsEntry& a, const ManagedFieldsEntry& b) {
+    return a.manager == b.manager && a.operation == b.operation &&
+           a.api_version == b.api_version && a.fields_type == b.fields_type &&
+           a.fields_v1 == b.fields_v1 && a.subresource == b.subresource && a.time == b.time;
+  }
+};
+
+// metav1.ObjectMeta, the fields we keep. owner_references is kept verbatim as a JSON
+// array ("" when absent): we store it, never interpret it.
 struct ObjectMeta {
   std::string name;
   std::string generate_name;
@@ -227,7 +255,7 @@ struct ObjectMeta {
   StringMap annotations;
   std::vector<std::string> finalizers;
   std::string owner_references_json;
-  std::string managed_fields_json;
+  std::vector<ManagedFieldsEntry> managed_fields;
 };
 
 // coordination.k8s.io/v1 LeaseSpec plus the DelegatedLease fields.
@@ -256,6 +284,7 @@ struct LeaseStatus {
   std::optional<int64_t> last_forward_time_us;  // DelegatedLease: last forward to the cloud Lease
   std::optional<LeaderTerm> leader_term;        // DelegatedLease: term it was written in
   bool expired = false;                         // DelegatedLease: marked by the GC sweep
+  bool operator==(const LeaseStatus&) const = default;
 };
 
 // Every stored object is one make_shared block of Object plus its control

@@ -4,6 +4,7 @@
 #include "store/store.h"
 
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <utility>
@@ -351,6 +352,60 @@ class Decoder {
     return absl::OkStatus();
   }
 
+  // metadata.managedFields as sent: JSON types are checked here (400 as
+  // encoding/json words it), meaning by the field manager. fieldsV1 is kept as
+  // compact JSON text (JSON null: absent).
+  absl::Status DecodeManagedFields(const rapidjson::Value& v,
+                                   std::vector<ManagedFieldsEntry>* out) {
+    out->clear();
+    constexpr char kStruct[] = "ManagedFieldsEntry";
+    const FieldPos list_pos{"ObjectMeta", "metadata.managedFields"};
+    if (v.IsNull()) return absl::OkStatus();
+    if (!v.IsArray()) return TypeError(JsonKind(v), list_pos, "[]v1.ManagedFieldsEntry");
+    out->reserve(v.Size());
+    for (rapidjson::SizeType i = 0; i < v.Size(); ++i) {
+      const rapidjson::Value& e = v[i];
+      if (e.IsNull()) {
+        out->emplace_back();
+        continue;
+      }
+      if (!e.IsObject()) return TypeError(JsonKind(e), list_pos, "v1.ManagedFieldsEntry");
+      ManagedFieldsEntry entry;
+      const std::string prefix = absl::StrCat("metadata.managedFields[", i, "]");
+      for (const auto& m : e.GetObject()) {
+        std::string_view key = Key(m.name);
+        const FieldPos pos{kStruct, absl::StrCat("metadata.managedFields.", base::Av(key))};
+        if (key == "manager") {
+          CODEC_RETURN_IF_ERROR(String(m.value, pos, &entry.manager));
+        } else if (key == "operation") {
+          CODEC_RETURN_IF_ERROR(String(m.value, pos, &entry.operation));
+        } else if (key == "apiVersion") {
+          std::string api_version;
+          CODEC_RETURN_IF_ERROR(String(m.value, pos, &api_version));
+          entry.api_version = MapKey(api_version);
+        } else if (key == "fieldsType") {
+          CODEC_RETURN_IF_ERROR(String(m.value, pos, &entry.fields_type));
+        } else if (key == "subresource") {
+          CODEC_RETURN_IF_ERROR(String(m.value, pos, &entry.subresource));
+        } else if (key == "time") {
+          CODEC_RETURN_IF_ERROR(TimeField(m.value, {kStruct, prefix + ".time"}, false, &entry.time));
+        } else if (key == "fieldsV1") {
+          // Any JSON, as v1.FieldsV1 keeps raw bytes; a set that is not an object
+          // is refused later by the field manager, as kube-apiserver does.
+          if (m.value.IsNull()) continue;
+          rapidjson::StringBuffer buf;
+          JsonWriter w(buf);
+          m.value.Accept(w);
+          entry.fields_v1.assign(buf.GetString(), buf.GetSize());
+        } else {
+          Unknown(prefix, key);
+        }
+      }
+      out->push_back(std::move(entry));
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status DecodeMeta(const rapidjson::Value& v, ObjectMeta& meta) {
     auto at = [](std::string_view key) {
       return FieldPos{"ObjectMeta", absl::StrCat("metadata.", base::Av(key))};
@@ -401,8 +456,7 @@ class Decoder {
         CODEC_RETURN_IF_ERROR(
             RawArray(val, at(key), "[]v1.OwnerReference", &meta.owner_references_json));
       } else if (key == "managedFields") {
-        CODEC_RETURN_IF_ERROR(
-            RawArray(val, at(key), "[]v1.ManagedFieldsEntry", &meta.managed_fields_json));
+        CODEC_RETURN_IF_ERROR(DecodeManagedFields(val, &meta.managed_fields));
       } else {
         Unknown("metadata", key);
       }
@@ -529,6 +583,126 @@ absl::Status ParseJson(std::string_view body, rapidjson::Document& doc) {
 
 }  // namespace
 
+namespace {
+
+// A JSON string as RapidJSON's writer escapes it (\" \\ \b \f \n \r \t, other
+// controls as \u00XX); other bytes verbatim (stored strings are valid UTF-8).
+void AppendJsonString(std::string* out, std::string_view s) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  out->push_back('"');
+  size_t run = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c != '"' && c != '\\') continue;
+    out->append(s.data() + run, i - run);
+    run = i + 1;
+    switch (c) {
+      case '"': out->append("\\\""); break;
+      case '\\': out->append("\\\\"); break;
+      case '\b': out->append("\\b"); break;
+      case '\f': out->append("\\f"); break;
+      case '\n': out->append("\\n"); break;
+      case '\r': out->append("\\r"); break;
+      case '\t': out->append("\\t"); break;
+      default:
+        out->append("\\u00");
+        out->push_back(kHex[c >> 4]);
+        out->push_back(kHex[c & 0xF]);
+    }
+  }
+  out->append(s.data() + run, s.size() - run);
+  out->push_back('"');
+}
+
+// The writer's output stream. RapidJSON keeps it protected; a pointer to the
+// member, taken in a derived class, reads it from any writer.
+struct StreamOf : JsonWriter {
+  static constexpr rapidjson::StringBuffer* JsonWriter::*kStream = &StreamOf::os_;
+};
+
+// Text appended as a JSON value, with memcpy: RapidJSON's RawValue copies byte by
+// byte through its stack (about 20 instructions a byte).
+void AppendRawValue(JsonWriter& w, std::string_view json, rapidjson::Type type) {
+  w.RawValue("", 0, type);  // the separator and the writer's bookkeeping
+  rapidjson::StringBuffer* os = w.*StreamOf::kStream;
+  std::memcpy(os->Push(json.size()), json.data(), json.size());
+}
+
+// metadata.managedFields, written as one piece of text: every response and watch
+// event carries it, and RapidJSON's writer would escape-check it byte by byte.
+// Keys in alphabetical order, as kube-apiserver serializes a custom resource;
+// empty strings and an absent time are omitted (omitempty).
+void WriteManagedFields(JsonWriter& w, const std::vector<ManagedFieldsEntry>& entries) {
+  if (entries.empty()) return;
+  thread_local std::string text;
+  text.clear();
+  text.push_back('[');
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const ManagedFieldsEntry& e = entries[i];
+    if (i) text.push_back(',');
+    text.push_back('{');
+    bool first = true;
+    auto key = [&](std::string_view k) {
+      if (!first) text.push_back(',');
+      text.push_back('"');
+      text.append(k);
+      text.append("\":", 2);
+      first = false;
+    };
+    if (!e.api_version.empty()) {
+      key("apiVersion");
+      if (e.api_version == kGroupVersion) {
+        text.append("\"coordination.pool/v1alpha1\"", sizeof(kGroupVersion) + 1);
+      } else {
+        AppendJsonString(&text, e.api_version);
+      }
+    }
+    if (!e.fields_type.empty()) {
+      key("fieldsType");
+      if (e.fields_type == "FieldsV1") {
+        text.append("\"FieldsV1\"", 10);
+      } else {
+        AppendJsonString(&text, e.fields_type);
+      }
+    }
+    if (!e.fields_v1.empty()) {
+      // Produced by our own writer (decode below, or the field manager): valid JSON.
+      key("fieldsV1");
+      text.append(e.fields_v1);
+    }
+    if (!e.manager.empty()) {
+      key("manager");
+      AppendJsonString(&text, e.manager);
+    }
+    if (!e.operation.empty()) {
+      key("operation");
+      if (e.operation == "Update" || e.operation == "Apply") {
+        text.push_back('"');
+        text.append(e.operation);
+        text.push_back('"');
+      } else {
+        AppendJsonString(&text, e.operation);
+      }
+    }
+    if (!e.subresource.empty()) {
+      key("subresource");
+      AppendJsonString(&text, e.subresource);
+    }
+    if (e.time) {
+      key("time");
+      text.push_back('"');
+      base::AppendTime(*e.time, &text);
+      text.push_back('"');
+    }
+    text.push_back('}');
+  }
+  text.push_back(']');
+  Str(w, "managedFields");
+  AppendRawValue(w, text, rapidjson::kArrayType);
+}
+
+}  // namespace
+
 void WriteObjectMeta(JsonWriter& w, const ObjectMeta& m) {
   w.StartObject();
   if (!m.name.empty()) KeyStr(w, "name", m.name);
@@ -556,14 +730,15 @@ void WriteObjectMeta(JsonWriter& w, const ObjectMeta& m) {
     w.EndArray();
   }
   WriteRawArray(w, "ownerReferences", m.owner_references_json);
-  WriteRawArray(w, "managedFields", m.managed_fields_json);
+  WriteManagedFields(w, m.managed_fields);
   w.EndObject();
 }
 
 void WriteObject(JsonWriter& w, const Object& o) { WriteObjectImpl(w, o, false); }
 
 std::string EncodeObject(const Object& o) {
-  rapidjson::StringBuffer buf;
+  // Room for a typical object with its managedFields without regrowing.
+  rapidjson::StringBuffer buf(nullptr, 1536);
   JsonWriter w(buf);
   WriteObject(w, o);
   return std::string(buf.GetString(), buf.GetSize());

@@ -192,8 +192,9 @@ std::vector<Definition> DelegatedLeaseKind::Definitions() const {
                    "The pool leader that wrote this heartbeat; must be the writer's node name "
                    "(422 Invalid otherwise). Only the current, unexpired holder of the pool's "
                    "PoolLease may write (403 Forbidden otherwise).")},
-       {"poolName"},
-       ""});
+       {"leaseDurationSeconds", "poolName"},
+       "",
+       "granular"});
   d.push_back({Ours("LeaderTerm"),
                "LeaderTerm identifies one leader term: one PoolLease object at one "
                "leaseTransitions value.",

@@ -155,7 +155,8 @@ absl::StatusOr<store::WriteResult> GenericStore::Create(const base::UserInfo& us
 
 absl::StatusOr<MutableObjectPtr> GenericStore::BeforeUpdate(
     const WriteContext& ctx, const ObjectPtr& current, MutableObjectPtr proposed,
-    Subresource subresource, store::TxnReader& reader, std::vector<std::string>* warnings) const {
+    Subresource subresource, store::TxnReader& reader, std::vector<std::string>* warnings,
+    bool* unchanged) const {
   const store::ResourceInfo& info = strategy_.Info();
   const std::string& name = current->metadata.name;
   if (proposed->metadata.resource_version == 0 && !strategy_.AllowUnconditionalUpdate()) {
@@ -175,9 +176,11 @@ absl::StatusOr<MutableObjectPtr> GenericStore::BeforeUpdate(
   }
   MutableObjectPtr next;
   if (subresource == Subresource::kStatus) {
-    // /status changes status alone; everything else stays as stored.
+    // /status changes status alone (and the managedFields that record it);
+    // everything else stays as stored.
     next = std::make_shared<Object>(*current);
     next->status = proposed->status;
+    next->metadata.managed_fields = std::move(proposed->metadata.managed_fields);
   } else {
     next = std::move(proposed);
     strategy_.PrepareForUpdate(ctx, *next, *current);
@@ -197,6 +200,15 @@ absl::StatusOr<MutableObjectPtr> GenericStore::BeforeUpdate(
   next->metadata.resource_version = current->metadata.resource_version;
   next->metadata.generation =
       current->metadata.generation + (next->spec == current->spec ? 0 : 1);
+  if (unchanged != nullptr) {
+    const store::ObjectMeta& a = next->metadata;
+    const store::ObjectMeta& b = current->metadata;
+    *unchanged = next->spec == current->spec && a.labels == b.labels &&
+                 a.annotations == b.annotations && a.finalizers == b.finalizers &&
+                 a.owner_references_json == b.owner_references_json &&
+                 a.managed_fields == b.managed_fields &&
+                 (subresource == Subresource::kMain || next->status == current->status);
+  }
   if (subresource == Subresource::kStatus) {
     if (rules_) RETURN_IF_ERROR(strategy_.AdmitStatusUpdate(ctx, *current, *next));
   } else {
@@ -219,15 +231,23 @@ absl::StatusOr<store::WriteResult> GenericStore::Update(const base::UserInfo& us
                                                         Subresource subresource,
                                                         const UpdatedObjectFn& updated,
                                                         bool dry_run,
-                                                        std::vector<std::string>* warnings) const {
+                                                        std::vector<std::string>* warnings,
+                                                        const UpdateOptions& options) const {
   const WriteContext ctx = Context(user);
   std::vector<std::string> strategy_warnings;
+  bool created = false;
+  ObjectPtr unchanged_object;
+  // Aborts the store's step when there is nothing to write.
+  static const absl::Status kNothingToWrite = absl::CancelledError("poolcoord: nothing to write");
   auto result = store_->Update(
       strategy_.kind(), name,
       [&](const ObjectPtr& current, store::TxnReader& reader) -> absl::StatusOr<MutableObjectPtr> {
         strategy_warnings.clear();
+        created = false;
+        unchanged_object = nullptr;
         if (!current) {
-          if (!strategy_.AllowCreateOnUpdate() || subresource != Subresource::kMain) {
+          if ((!strategy_.AllowCreateOnUpdate() && !options.create_if_missing) ||
+              subresource != Subresource::kMain) {
             return store::NotFoundError(strategy_.Info().plural, name);
           }
           // A PUT of a missing object creates it, as a create would.
@@ -237,14 +257,29 @@ absl::StatusOr<store::WriteResult> GenericStore::Update(const base::UserInfo& us
           }
           PrepareCreate(ctx, *obj);
           RETURN_IF_ERROR(AdmitCreate(ctx, *obj, reader, &strategy_warnings));
+          created = true;
           return obj;
         }
         ASSIGN_OR_RETURN(MutableObjectPtr proposed, updated(current));
-        return BeforeUpdate(ctx, current, std::move(proposed), subresource, reader,
-                            &strategy_warnings);
+        bool unchanged = false;
+        ASSIGN_OR_RETURN(MutableObjectPtr next,
+                         BeforeUpdate(ctx, current, std::move(proposed), subresource, reader,
+                                      &strategy_warnings,
+                                      options.skip_if_unchanged ? &unchanged : nullptr));
+        if (unchanged && next) {
+          unchanged_object = current;
+          return kNothingToWrite;
+        }
+        return next;
       },
       dry_run);
-  if (result.ok()) Append(warnings, std::move(strategy_warnings));
+  if (!result.ok() && unchanged_object && result.status() == kNothingToWrite) {
+    result = store::WriteResult{unchanged_object};
+  }
+  if (result.ok()) {
+    result->created = created;
+    Append(warnings, std::move(strategy_warnings));
+  }
   return result;
 }
 

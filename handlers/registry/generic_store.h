@@ -50,6 +50,21 @@ enum class Subresource { kMain, kStatus };
 using UpdatedObjectFn =
     std::function<absl::StatusOr<store::MutableObjectPtr>(const store::ObjectPtr& current)>;
 
+// How an update may go beyond PUT's (rest.Update's forceAllowCreate, and the
+// registry's skipping of a write that changes nothing).
+struct UpdateOptions {
+  // A missing object is created from what `updated(nullptr)` proposes, whatever
+  // the strategy's AllowCreateOnUpdate (an apply patch creates, as
+  // kube-apiserver's patcher asks the registry to).
+  bool create_if_missing = false;
+  // When the proposed object equals the stored one in everything a client can
+  // write (spec, metadata, managedFields), nothing is written: the checks still
+  // run, and the result is the stored object, unchanged (kube-apiserver's store
+  // does not write an update whose bytes equal the stored ones; ours stamp
+  // status on every accepted write, so equality is judged before that).
+  bool skip_if_unchanged = false;
+};
+
 // One page of a list.
 struct ListPage {
   std::vector<store::ObjectPtr> items;  // by name
@@ -88,11 +103,15 @@ class GenericStore {
   // Updates `name` (or its status) to what `updated` proposes. Errors: 404,
   // whatever `updated` returns, 409 on a stale resourceVersion or another uid,
   // 422 (ObjectMeta, the kind's validation), the rules' errors. An update that
-  // removes the last finalizer of an object being deleted deletes it.
+  // removes the last finalizer of an object being deleted deletes it. The
+  // proposed object's metadata.managedFields are kept, also on /status (the
+  // field manager has recorded the write in them; handlers/field_manager.h).
+  // A created object comes back with WriteResult::created.
   absl::StatusOr<store::WriteResult> Update(const base::UserInfo& user, const std::string& name,
                                             Subresource subresource,
                                             const UpdatedObjectFn& updated, bool dry_run,
-                                            std::vector<std::string>* warnings) const;
+                                            std::vector<std::string>* warnings,
+                                            const UpdateOptions& options = {}) const;
 
   // Deletes `name`, or with finalizers marks it (deletionTimestamp). Errors: 404,
   // 409 (preconditions), the rules' errors.
@@ -121,7 +140,8 @@ class GenericStore {
                                                        store::MutableObjectPtr proposed,
                                                        Subresource subresource,
                                                        store::TxnReader& reader,
-                                                       std::vector<std::string>* warnings) const;
+                                                       std::vector<std::string>* warnings,
+                                                       bool* unchanged = nullptr) const;
 
   const Strategy& strategy_;
   store::Store* store_;

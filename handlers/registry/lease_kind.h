@@ -4,7 +4,12 @@
 //   resource; an update is validated as a create is;
 // - /status is written by system:masters and the forwarder (--forwarder-user,
 //   election/'s AdmitStatusWrite);
-// - the leaseDurationSeconds check and the Renewed printer column.
+// - the leaseDurationSeconds check and the Renewed printer column;
+// - the structural schema server-side apply merges by (MergeSchema): ObjectMeta's
+//   rules (labels and annotations granular maps, finalizers a set, ownerReferences
+//   a map list keyed by uid of atomic references, managedFields atomic), the
+//   kind's spec fields (ResourceInfo::spec_fields, all scalars) and the status
+//   fields, merged field by field.
 //
 // Stateless; thread-safe.
 #pragma once
@@ -31,6 +36,7 @@ class LeaseKind : public Strategy {
   }
   absl::Status AdmitStatusUpdate(const WriteContext& ctx, const store::Object& current,
                                  store::Object& proposed) const override;
+  const ssa::Schema& MergeSchema() const override;
 };
 
 // The upper bound of leaseDurationSeconds: the rules' --max-lease-duration, or

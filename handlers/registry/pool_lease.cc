@@ -7,9 +7,10 @@
 //   defaults   none: an unset field stays unset, as in a coordination.k8s.io
 //              Lease. Status is the server's: dropped on create, kept on update
 //              (LeaseKind, lease_kind.h, as for every lease-shaped kind).
-//   validation leaseDurationSeconds 1..--max-lease-duration, required while the
-//              lease is held; leaseTransitions >= 0 (422, for every writer,
-//              system:masters included).
+//   validation spec required (at the HTTP edge, as the schema says);
+//              leaseDurationSeconds required, 1..--max-lease-duration;
+//              leaseTransitions >= 0 (422, for every writer, system:masters
+//              included).
 //   admission  election/'s PoolLease rules: members only, for themselves; takeover
 //              only of a released or expired lease, leaseTransitions + 1; renewals
 //              keep acquireTime and leaseTransitions (403/409/422/503); the server
@@ -58,9 +59,10 @@ class PoolLeaseKind final : public LeaseKind {
   std::vector<store::FieldCause> Validate(const WriteContext& ctx,
                                           const Object& object) const override {
     std::vector<store::FieldCause> causes;
-    // A held lease without a duration could never expire on the server's clock.
-    const bool held = !object.spec.holder_identity.value_or("").empty();
-    ValidateLeaseDuration(object.spec, MaxLeaseDurationSeconds(ctx), /*required=*/held, causes);
+    // Required, as the schema says (a `"spec": null` create made a PoolLease
+    // without one, issue 12): a held lease without a duration could never expire
+    // on the server's clock, and a release carries one too (client-go sends 1).
+    ValidateLeaseDuration(object.spec, MaxLeaseDurationSeconds(ctx), /*required=*/true, causes);
     if (object.spec.lease_transitions && *object.spec.lease_transitions < 0) {
       causes.push_back(store::FieldInvalid("spec.leaseTransitions",
                                            std::to_string(*object.spec.lease_transitions),
@@ -122,8 +124,9 @@ class PoolLeaseKind final : public LeaseKind {
                     "takeover, or a new holder after a release) must raise it by exactly 1, a "
                     "renewal must keep it (422 Invalid otherwise). One PoolLease uid at one "
                     "leaseTransitions value is one leader term.")},
-         {},
-         ""});
+         {"leaseDurationSeconds"},
+         "",
+         "granular"});
     d.push_back({Ours("PoolLeaseStatus"),
                  "PoolLeaseStatus is written by the server only; clients cannot set it through "
                  "the main resource.",

@@ -56,6 +56,7 @@
 #include "absl/status/status.h"
 #include "base/user_info.h"
 #include "handlers/openapi_schema.h"
+#include "handlers/ssa_schema.h"
 #include "handlers/table.h"
 #include "store/api_error.h"
 #include "store/object.h"
@@ -168,6 +169,15 @@ class Strategy {
   // The OpenAPI definitions of the kind, in document order: its spec and status
   // types, then the kind itself (its List definition is generic).
   virtual std::vector<openapi::Definition> Definitions() const = 0;
+
+  // --- server-side apply (handlers/field_manager.h)
+
+  // The kind's structural schema: which maps and lists an apply merges item by
+  // item and which it replaces whole, which fields exist (handlers/ssa_schema.h).
+  // It says what the x-kubernetes-* extensions of Definitions() and the
+  // meta.k8s.io definitions say (tests/handlers/merge_schema_test.cc checks both
+  // for every kind). Built once; the reference stays valid.
+  virtual const ssa::Schema& MergeSchema() const = 0;
 };
 
 // The one instance of a kind's strategy, for its registration function

@@ -13,6 +13,7 @@
 #include "election/lease_rules.h"
 #include "election/membership.h"
 #include "handlers/registry/generic_store.h"
+#include "handlers/registry/registry.h"
 #include "store/api_error.h"
 #include "store/memory_store.h"
 
@@ -89,6 +90,10 @@ class Widgets : public reg::Strategy {
   std::span<const ph::TableColumn> Columns() const override { return {}; }
   void WriteCells(ps::JsonWriter&, const ps::Object&, int64_t) const override {}
   std::vector<ph::openapi::Definition> Definitions() const override { return {}; }
+  // Lease-shaped: the PoolLease schema covers every field a widget has.
+  const ph::ssa::Schema& MergeSchema() const override {
+    return reg::ForKind(ps::Kind::kPoolLease).MergeSchema();
+  }
 
  private:
   static std::vector<ps::FieldCause> Check(const ps::Object& o) {
@@ -116,13 +121,14 @@ struct Fixture {
   }
 
   absl::StatusOr<ps::WriteResult> Put(const reg::GenericStore& s, ps::MutableObjectPtr o,
-                                      reg::Subresource sub = reg::Subresource::kMain) {
+                                      reg::Subresource sub = reg::Subresource::kMain,
+                                      reg::UpdateOptions options = {}) {
     return s.Update(
         admin, o->metadata.name, sub,
         [o](const ps::ObjectPtr&) -> absl::StatusOr<ps::MutableObjectPtr> {
           return std::make_shared<ps::Object>(*o);
         },
-        false, &warnings);
+        false, &warnings, options);
   }
 
   UserInfo admin{"admin", "", {"system:masters"}, {}};
@@ -261,6 +267,71 @@ BOOST_AUTO_TEST_CASE(dry_run_checks_everything_and_stores_nothing) {
   BOOST_TEST(widgets.calls.back() == "Admit");
   BOOST_TEST(!store->Get(kWidgetInfo.kind, "a").ok());
   BOOST_TEST(Code(with_rules.Create(admin, Widget("a", "denied"), true, &warnings).status()) == 403);
+}
+
+BOOST_AUTO_TEST_CASE(create_if_missing_creates_whatever_the_kind_allows) {
+  // An apply patch creates a missing object although a PUT may not.
+  const reg::UpdateOptions apply{.create_if_missing = true};
+  BOOST_TEST(Code(Put(with_rules, Widget("new", "x"), reg::Subresource::kStatus, apply).status()) == 404);
+  widgets.calls.clear();
+  auto r = Put(with_rules, Widget("new", "x"), reg::Subresource::kMain, apply);
+  BOOST_REQUIRE(r.ok());
+  BOOST_TEST(r->created);
+  BOOST_TEST(r->object->metadata.generation == 1);
+  BOOST_TEST(widgets.calls.front() == "PrepareForCreate");
+  BOOST_TEST(Code(Put(with_rules, Widget("other", "x")).status()) == 404);  // PUT still may not
+  auto again = Put(with_rules, Widget("new", "y"), reg::Subresource::kMain, apply);
+  BOOST_REQUIRE(again.ok());
+  BOOST_TEST(!again->created);
+}
+
+BOOST_AUTO_TEST_CASE(skip_if_unchanged_checks_but_writes_nothing) {
+  auto created = with_rules.Create(admin, Widget("a", "x"), false, &warnings);
+  BOOST_REQUIRE(created.ok());
+  const int64_t rv = created->object->metadata.resource_version;
+  const reg::UpdateOptions skip{.skip_if_unchanged = true};
+  widgets.calls.clear();
+  auto same = Put(with_rules, Widget("a", "x"), reg::Subresource::kMain, skip);
+  BOOST_REQUIRE(same.ok());
+  BOOST_TEST(same->object->metadata.resource_version == rv);
+  BOOST_TEST(!same->created);
+  BOOST_TEST(widgets.calls.front() == "PrepareForUpdate");  // judged all the same
+  BOOST_TEST((*store->Get(kWidgetInfo.kind, "a"))->metadata.resource_version == rv);
+  // Refusals still refuse.
+  auto denied = Widget("a", "x");
+  denied->metadata.uid = "another";
+  BOOST_TEST(Code(Put(with_rules, denied, reg::Subresource::kMain, skip).status()) == 409);
+  // Each field a client writes is a change: spec, labels, managedFields.
+  auto labelled = Widget("a", "x");
+  labelled->metadata.labels = {{"k", "v"}};
+  auto l = Put(with_rules, labelled, reg::Subresource::kMain, skip);
+  BOOST_REQUIRE(l.ok());
+  BOOST_TEST(l->object->metadata.resource_version > rv);
+  auto managed = Widget("a", "x");
+  managed->metadata.labels = {{"k", "v"}};
+  managed->metadata.managed_fields.emplace_back();
+  managed->metadata.managed_fields.back().manager = "m";
+  auto m = Put(with_rules, managed, reg::Subresource::kMain, skip);
+  BOOST_REQUIRE(m.ok());
+  BOOST_TEST(m->object->metadata.resource_version > l->object->metadata.resource_version);
+  // Without the option, an equal object is written (as a PUT always was).
+  auto written = Put(with_rules, managed);
+  BOOST_REQUIRE(written.ok());
+  BOOST_TEST(written->object->metadata.resource_version > m->object->metadata.resource_version);
+}
+
+BOOST_AUTO_TEST_CASE(status_update_keeps_the_managed_fields_it_was_given) {
+  BOOST_REQUIRE(with_rules.Create(admin, Widget("a", "x"), false, &warnings).ok());
+  auto next = Widget("a", "changed");
+  next->status.expired = true;
+  next->metadata.managed_fields.emplace_back();
+  next->metadata.managed_fields.back().manager = "status-writer";
+  next->metadata.managed_fields.back().subresource = "status";
+  auto r = Put(with_rules, next, reg::Subresource::kStatus);
+  BOOST_REQUIRE(r.ok());
+  BOOST_REQUIRE(r->object->metadata.managed_fields.size() == 1u);
+  BOOST_TEST(r->object->metadata.managed_fields[0].manager == "status-writer");
+  BOOST_TEST(r->object->spec.holder_identity.value() == "x");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

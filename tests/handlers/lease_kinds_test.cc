@@ -139,9 +139,11 @@ BOOST_AUTO_TEST_CASE(duration_bounds_apply_to_everyone) {
   no_duration.spec.lease_duration_seconds.reset();
   ExpectApiError(w.Write(Node("hz-1"), no_duration), 422, "spec.leaseDurationSeconds");
   BOOST_TEST(w.Write(Node("hz-1"), PoolLease("hangzhou", "hz-1", 300, 0)).ok());
+  // Required also while nobody holds it, as the schema says (issue 12: a
+  // `"spec": null` create made a PoolLease without one).
   ps::Object unheld = PoolLease("beijing", "", 1, 0);
   unheld.spec.lease_duration_seconds.reset();
-  BOOST_TEST(w.Write(Node("bj-1"), unheld).ok());  // optional while nobody holds it
+  ExpectApiError(w.Write(Node("bj-1"), unheld), 422, "spec.leaseDurationSeconds");
 }
 
 BOOST_AUTO_TEST_CASE(validation_comes_before_the_rules) {

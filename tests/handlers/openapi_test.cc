@@ -118,7 +118,7 @@ BOOST_AUTO_TEST_CASE(swagger_document_shape) {
   BOOST_TEST(consumes.count("application/json-patch+json") == 1u);
   BOOST_TEST(consumes.count("application/merge-patch+json") == 1u);
   BOOST_TEST(consumes.count("application/strategic-merge-patch+json") == 0u);
-  BOOST_TEST(consumes.count("application/apply-patch+yaml") == 0u);
+  BOOST_TEST(consumes.count("application/apply-patch+yaml") == 1u);
   BOOST_TEST(S(patch["x-kubernetes-action"]) == "patch");
   BOOST_TEST(HasGvk(patch["x-kubernetes-group-version-kind"], "PoolLease"));
   BOOST_TEST(ParamNames(patch).count("fieldValidation") == 1u);
@@ -250,7 +250,8 @@ BOOST_AUTO_TEST_CASE(patch_operations_for_kubectl_apply) {
       }
       std::set<std::string> types;
       for (const auto& c : op["requestBody"]["content"].GetObject()) types.insert(c.name.GetString());
-      std::set<std::string> expected{"application/json-patch+json", "application/merge-patch+json"};
+      std::set<std::string> expected{"application/json-patch+json", "application/merge-patch+json",
+                                     "application/apply-patch+yaml"};
       BOOST_TEST(types == expected, boost::test_tools::per_element());
       BOOST_TEST(S(op["x-kubernetes-action"]) == "patch");
     }

@@ -30,7 +30,14 @@ Object FullDelegated() {
   o.metadata.finalizers = {"a/b"};
   o.metadata.owner_references_json =
       R"([{"apiVersion":"v1","kind":"Node","name":"node-1","uid":"a3f9"}])";
-  o.metadata.managed_fields_json = R"([{"manager":"kubelet","fieldsV1":{}}])";
+  ManagedFieldsEntry mf;
+  mf.manager = "kubelet";
+  mf.operation = "Update";
+  mf.api_version = "coordination.pool/v1alpha1";
+  mf.fields_type = "FieldsV1";
+  mf.fields_v1 = R"({"f:spec":{"f:renewTime":{}}})";
+  mf.time = 1704067200;
+  o.metadata.managed_fields = {mf};
   o.spec.holder_identity = "node-1";
   o.spec.lease_duration_seconds = 40;
   o.spec.renew_time_us = k2024Us + 412339;
@@ -71,6 +78,12 @@ BOOST_AUTO_TEST_CASE(WireShape) {
   BOOST_TEST(md["generation"].GetInt64() == 3);
   BOOST_TEST(std::string(md["ownerReferences"][0]["kind"].GetString()) == "Node");
   BOOST_TEST(std::string(md["managedFields"][0]["manager"].GetString()) == "kubelet");
+  // Keys in alphabetical order, as kube-apiserver writes a custom resource.
+  const std::string encoded = EncodeObject(o);
+  BOOST_TEST(encoded.find(R"("managedFields":[{"apiVersion":"coordination.pool/v1alpha1",)"
+                          R"("fieldsType":"FieldsV1","fieldsV1":{"f:spec":{"f:renewTime":{}}},)"
+                          R"("manager":"kubelet","operation":"Update",)"
+                          R"("time":"2024-01-01T00:00:00Z"}])") != std::string::npos);
   const auto& spec = d["spec"];
   BOOST_TEST(std::string(spec["renewTime"].GetString()) == "2024-01-01T00:00:00.412339Z");
   BOOST_TEST(spec["leaseDurationSeconds"].GetInt() == 40);
@@ -152,7 +165,8 @@ BOOST_AUTO_TEST_CASE(RoundTripThroughWire) {
   BOOST_TEST((b.metadata.annotations == o.metadata.annotations));
   BOOST_TEST((b.metadata.finalizers == o.metadata.finalizers));
   BOOST_TEST(b.metadata.owner_references_json == o.metadata.owner_references_json);
-  BOOST_TEST(b.metadata.managed_fields_json == o.metadata.managed_fields_json);
+  BOOST_TEST((b.metadata.managed_fields == o.metadata.managed_fields));
+  BOOST_TEST(b.metadata.managed_fields[0].api_version.interned());
   BOOST_TEST(*b.spec.holder_identity == "node-1");
   BOOST_TEST(*b.spec.lease_duration_seconds == 40);
   BOOST_TEST(*b.spec.renew_time_us == k2024Us + 412339);
@@ -306,6 +320,39 @@ BOOST_AUTO_TEST_CASE(LabelsAndAnnotationsSortedLastDuplicateWinsKeysShared) {
                  R"("labels":{"a":"","coordination.pool/pool":"hz","z":"2"},)"
                  R"("annotations":{"openyurt.io/delegate-heartbeat":"true"})") !=
              std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(ManagedFieldsAsSent) {
+  // Entries are kept as sent (the field manager judges them); JSON types are
+  // checked as encoding/json does, and fieldsV1 becomes compact JSON text.
+  auto ok = DecodeText(R"({"metadata":{"name":"a","managedFields":[
+      {"manager":"m","operation":"Bogus","fieldsV1":{ "f:spec" : {} },"subresource":"status"},
+      {}, null]}})",
+                       Kind::kPoolLease);
+  BOOST_REQUIRE(ok.ok());
+  const auto& mf = (*ok)->metadata.managed_fields;
+  BOOST_REQUIRE(mf.size() == 3u);
+  BOOST_TEST(mf[0].operation == "Bogus");
+  BOOST_TEST(mf[0].fields_v1 == R"({"f:spec":{}})");
+  BOOST_TEST(mf[0].subresource == "status");
+  BOOST_TEST((mf[1] == ManagedFieldsEntry{}));
+  BOOST_TEST((mf[2] == ManagedFieldsEntry{}));
+
+  auto bad = DecodeText(R"({"metadata":{"managedFields":[{"manager":5}]}})", Kind::kPoolLease);
+  BOOST_REQUIRE(!bad.ok());
+  BOOST_TEST(std::string(bad.status().message()) ==
+             "json: cannot unmarshal number into Go struct field "
+             "ManagedFieldsEntry.metadata.managedFields.manager of type string");
+  auto not_list = DecodeText(R"({"metadata":{"managedFields":{}}})", Kind::kPoolLease);
+  BOOST_REQUIRE(!not_list.ok());
+  BOOST_TEST(std::string(not_list.status().message()).find("[]v1.ManagedFieldsEntry") !=
+             std::string::npos);
+
+  std::vector<std::string> unknown;
+  auto extra = DecodeText(R"({"metadata":{"managedFields":[{"manager":"m","extra":1}]}})",
+                          Kind::kPoolLease, &unknown);
+  BOOST_REQUIRE(extra.ok());
+  BOOST_TEST(unknown == std::vector<std::string>{"metadata.managedFields[0].extra"});
 }
 
 BOOST_AUTO_TEST_CASE(LargeAnnotationKept) {

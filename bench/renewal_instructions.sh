@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Instructions per DelegatedLease renewal, counted by callgrind: the renewal of
+# bench/run.sh (the pool leader merge-PATCHes spec.renewTime, full rules) against
+# each server binary given, on the same fixture. Unlike rates and CPU times this
+# does not move with the machine's load, so a change of a few percent shows on a
+# shared machine too.
+#
+#   bench/renewal_instructions.sh BINARY [BINARY...]
+#   (env: RENEWALS [3000] renewals counted per binary, after one warm-up pass;
+#         BENCH_BUILD [/tmp/build-bench] for poolcoord-loadgen; KEEP [] a directory
+#         to keep each binary's callgrind output in, for callgrind_annotate)
+# Prints one JSON line per binary: {"binary", "renewals", "instructions",
+# "instructions_per_renewal"}. Needs valgrind (installed when missing).
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+: "${RENEWALS:=3000}" "${BENCH_BUILD:=/tmp/build-bench}" "${KEEP:=}"
+LOADGEN=$BENCH_BUILD/poolcoord-loadgen
+[ $# -ge 1 ] || { echo "usage: $0 BINARY [BINARY...]" >&2; exit 2; }
+[ -x "$LOADGEN" ] || { echo "no $LOADGEN: build poolcoord-loadgen first (bench/run.sh)" >&2; exit 2; }
+if ! command -v valgrind >/dev/null; then
+  sudo=""; [ "$(id -u)" != 0 ] && sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends valgrind >/dev/null
+fi
+
+WORK=$(mktemp -d /tmp/poolcoord-instr.XXXXXX)
+PID=""
+cleanup() {
+  if [ -n "$PID" ]; then kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; fi
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+python3 "$ROOT/bench/fixtures.py" "$WORK" --renew-pools 20 --mem-pools 1 --nodes 10 >/dev/null
+FX=$WORK/renew
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+for bin in "$@"; do
+  PORT=$(free_port)
+  rm -rf "$WORK/certs" "$WORK"/callgrind.out.*
+  valgrind --tool=callgrind --callgrind-out-file="$WORK/callgrind.out.%p" \
+    "$bin" --secure-port="$PORT" --bind-address=127.0.0.1 --cert-dir="$WORK/certs" \
+    --token-auth-file="$FX/tokens.csv" --pool-membership-file="$FX/membership.yaml" \
+    >"$WORK/server.log" 2>&1 &
+  PID=$!
+  for i in $(seq 600); do
+    curl -ksf -o /dev/null "https://127.0.0.1:$PORT/readyz" && break
+    sleep 0.2
+  done
+  tmpls=(--template="$FX/pl_create.tmpl")
+  for n in $(seq 0 9); do tmpls+=(--template="$FX/dl_create_$n.tmpl"); done
+  "$LOADGEN" closed --port="$PORT" --connections=4 --keys="$FX/pools.tsv" "${tmpls[@]}" >/dev/null 2>&1
+  "$LOADGEN" closed --port="$PORT" --connections=4 --keys="$FX/pools.tsv" --template="$FX/pl_renew.tmpl" >/dev/null 2>&1
+  keys=$(wc -l <"$FX/keys.tsv")
+  passes=$(( (RENEWALS + keys - 1) / keys ))
+  renew() {  # one pass over every key, one connection per key group
+    local t=()
+    for p in $(seq "$1"); do t+=(--template="$FX/dl_renew.tmpl"); done
+    "$LOADGEN" closed --port="$PORT" --connections=4 --keys="$FX/keys.tsv" "${t[@]}" >/dev/null 2>&1
+  }
+  renew 1  # warm-up: each lease's first renewal
+  callgrind_control -z "$PID" >/dev/null 2>&1
+  renew "$passes"
+  callgrind_control -d "$PID" >/dev/null 2>&1
+  sleep 1
+  ir=$(for f in "$WORK"/callgrind.out.*; do grep -h '^summary:' "$f" 2>/dev/null || true; done |
+       awk '{s += $2} END {print s + 0}')
+  n=$((passes * keys))
+  if [ -n "$KEEP" ]; then
+    mkdir -p "$KEEP"
+    i=0
+    for f in "$WORK"/callgrind.out.*; do cp "$f" "$KEEP/$(basename "$(dirname "$bin")")-$((i++)).callgrind"; done
+  fi
+  kill "$PID"; wait "$PID" 2>/dev/null || true; PID=""
+  python3 -c "import json,sys; print(json.dumps({'binary': sys.argv[1], 'renewals': int(sys.argv[2]), 'instructions': int(sys.argv[3]), 'instructions_per_renewal': round(int(sys.argv[3]) / int(sys.argv[2]))}))" \
+    "$bin" "$n" "$ir"
+done

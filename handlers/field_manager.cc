@@ -1,0 +1,233 @@
+#include "handlers/field_manager.h"
+
+#include "absl/strings/str_cat.h"
+#include "handlers/apply.h"
+#include "handlers/json_input.h"
+#include "handlers/managed_fields.h"
+#include "handlers/typed_json.h"
+#include "store/api_error.h"
+#include "store/object_codec.h"
+
+namespace poolcoord::handlers {
+namespace {
+
+using rapidjson::Value;
+
+// The object as clients see it, without metadata.managedFields.
+void ObjectJson(const store::Object& o, rapidjson::Document& doc) {
+  const std::string text = store::EncodeObject(o);
+  doc.Parse(text.data(), text.size());
+  auto md = doc.FindMember("metadata");
+  if (md != doc.MemberEnd() && md->value.IsObject()) md->value.RemoveMember("managedFields");
+}
+
+void EmptyObject(store::Kind kind, rapidjson::Document& doc) {
+  doc.SetObject();
+  doc.AddMember("apiVersion", Value(store::kGroupVersion), doc.GetAllocator());
+  doc.AddMember("kind", Value(rapidjson::StringRef(store::InfoFor(kind).kind_name)),
+                doc.GetAllocator());
+}
+
+bool SameMetadata(const store::ObjectMeta& a, const store::ObjectMeta& b) {
+  return a.labels == b.labels && a.annotations == b.annotations && a.finalizers == b.finalizers &&
+         a.owner_references_json == b.owner_references_json;
+}
+
+bool ServerWritten(const store::ManagedFieldsEntry& e) {
+  return (e.operation == "Update" || e.operation == "Apply") && e.fields_type == "FieldsV1" &&
+         !e.api_version.empty();
+}
+
+constexpr uint32_t kHintValid = 1u << 31;
+
+// The LeaseSpec fields by wire name, as store::SpecField bits.
+struct SpecFieldName {
+  uint32_t bit;
+  std::string_view name;
+};
+constexpr SpecFieldName kSpecFieldNames[] = {
+    {store::kSpecHolderIdentity, "holderIdentity"},
+    {store::kSpecLeaseDurationSeconds, "leaseDurationSeconds"},
+    {store::kSpecAcquireTime, "acquireTime"},
+    {store::kSpecRenewTime, "renewTime"},
+    {store::kSpecLeaseTransitions, "leaseTransitions"},
+    {store::kSpecPoolName, "poolName"},
+    {store::kSpecDelegate, "delegate"},
+};
+
+// The spec fields that differ between `a` and `b` (SpecField bits); *removed
+// when one of them is set in `a` and not in `b`.
+uint32_t ChangedSpecFields(const store::LeaseSpec& a, const store::LeaseSpec& b, bool* removed) {
+  uint32_t changed = 0;
+  auto diff = [&](const auto& x, const auto& y, uint32_t bit) {
+    if (x == y) return;
+    changed |= bit;
+    if (x && !y) *removed = true;
+  };
+  diff(a.holder_identity, b.holder_identity, store::kSpecHolderIdentity);
+  diff(a.lease_duration_seconds, b.lease_duration_seconds, store::kSpecLeaseDurationSeconds);
+  diff(a.acquire_time_us, b.acquire_time_us, store::kSpecAcquireTime);
+  diff(a.renew_time_us, b.renew_time_us, store::kSpecRenewTime);
+  diff(a.lease_transitions, b.lease_transitions, store::kSpecLeaseTransitions);
+  diff(a.pool_name, b.pool_name, store::kSpecPoolName);
+  diff(a.delegate, b.delegate, store::kSpecDelegate);
+  return changed;
+}
+
+// Which spec fields an entry owns as members (SpecField bits) with kHintValid
+// set; 0 when its fieldsV1 is not in the form this server writes. Cached in the
+// entry (store::ManagedFieldsEntry::owner_hint): taken from the live object's
+// equal entry, else read once from fieldsV1.
+uint32_t OwnerHint(store::ManagedFieldsEntry& e, const store::ManagedFieldsEntry& live) {
+  if (e.owner_hint != 0) return e.owner_hint;
+  if (live.owner_hint != 0) return e.owner_hint = live.owner_hint;
+  uint32_t mask = kHintValid;
+  const bool ok = ssa::FieldsV1ChildMembers(e.fields_v1, "spec", [&](std::string_view field) {
+    for (const SpecFieldName& f : kSpecFieldNames) {
+      if (field == f.name) mask |= f.bit;
+    }
+  });
+  return e.owner_hint = ok ? mask : 0;
+}
+
+// The renewal fast path. True when it settled the entries: the update changed
+// nothing, or only spec fields that `r.manager`'s Update entry alone owns (its
+// time becomes now). False: the caller computes the general way.
+bool TryRecordSpecUpdate(const store::Object& live, store::Object& next,
+                         const FieldManagerRequest& r) {
+  if (!r.subresource.empty() || next.metadata.managed_fields != live.metadata.managed_fields ||
+      !SameMetadata(live.metadata, next.metadata)) {
+    return false;
+  }
+  bool removed = false;
+  const uint32_t changed = ChangedSpecFields(live.spec, next.spec, &removed);
+  if (changed == 0) return true;
+  if (removed) return false;
+  auto& entries = next.metadata.managed_fields;
+  store::ManagedFieldsEntry* own = nullptr;
+  for (size_t k = 0; k < entries.size(); ++k) {
+    store::ManagedFieldsEntry& e = entries[k];
+    if (!ServerWritten(e)) return false;
+    const bool mine = e.operation == "Update" && e.manager == r.manager &&
+                      e.subresource.empty() && e.api_version == store::kGroupVersion;
+    const uint32_t hint = OwnerHint(e, live.metadata.managed_fields[k]);
+    if (hint == 0 || (hint & changed) != (mine ? changed : 0)) return false;
+    if (mine) own = &e;
+  }
+  if (own == nullptr) return false;
+  if (own->time != r.now_s) {
+    own->time = r.now_s;
+    ssa::SortEntries(entries);
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string RequestManager(std::string_view field_manager, std::string_view user_agent) {
+  if (field_manager.empty()) return ssa::ManagerFromUserAgent(user_agent);
+  std::string sanitized;
+  if (SanitizeUtf8(field_manager, &sanitized)) return sanitized;
+  return std::string(field_manager);
+}
+
+void RecordUpdate(const store::Object* live, store::Object& next, const FieldManagerRequest& r) {
+  if (live != nullptr && TryRecordSpecUpdate(*live, next, r)) return;
+  const ssa::SchemaNode& root = *r.schema;
+  ssa::Managers managers = ssa::BaseManagers(live ? &live->metadata.managed_fields : nullptr,
+                                             next.metadata.managed_fields, !r.subresource.empty());
+  rapidjson::Document before, after;
+  if (live != nullptr) {
+    ObjectJson(*live, before);
+  } else {
+    EmptyObject(r.kind, before);
+  }
+  ObjectJson(next, after);
+  ssa::RecordUpdate(ssa::FilterComparison(ssa::Compare(&before, &after, root), r.subresource),
+                    r.manager, store::kGroupVersion, r.subresource, r.now_s, managers);
+  ssa::CapUpdateManagers(managers);
+  next.metadata.managed_fields = ssa::EncodeManagers(managers);
+}
+
+absl::Status CheckApplyConfiguration(const rapidjson::Value& config, store::Kind kind,
+                                     const ssa::SchemaNode& schema, std::string_view url_name) {
+  if (!config.IsObject()) {
+    const char* what = config.IsArray() ? "array" : config.IsString() ? "string"
+                       : config.IsNumber() ? "number" : config.IsBool() ? "bool" : "null";
+    if (config.IsNull()) {
+      return store::BadRequestError("invalid object type: /, Kind=");
+    }
+    return store::BadRequestError(absl::StrCat(
+        "error decoding YAML: error unmarshaling JSON: while decoding JSON: json: cannot "
+        "unmarshal ", what, " into Go value of type map[string]interface {}"));
+  }
+  auto text = [&config](const char* key) -> std::string {
+    auto it = config.FindMember(key);
+    if (it == config.MemberEnd() || !it->value.IsString()) return "";
+    return std::string(it->value.GetString(), it->value.GetStringLength());
+  };
+  const std::string api_version = text("apiVersion"), kind_name = text("kind");
+  const char* want_kind = store::InfoFor(kind).kind_name;
+  if (api_version != store::kGroupVersion || kind_name != want_kind) {
+    const size_t slash = api_version.find('/');
+    const std::string gv = slash == std::string::npos ? absl::StrCat("/", api_version) : api_version;
+    return store::BadRequestError(
+        absl::StrCat("invalid object type: ", gv, ", Kind=", kind_name));
+  }
+  auto md = config.FindMember("metadata");
+  std::string name;
+  if (md != config.MemberEnd() && md->value.IsObject()) {
+    auto mf = md->value.FindMember("managedFields");
+    if (mf != md->value.MemberEnd() && !mf->value.IsNull()) {
+      return store::BadRequestError("metadata.managedFields must be nil");
+    }
+    auto n = md->value.FindMember("name");
+    if (n != md->value.MemberEnd() && n->value.IsString()) {
+      name.assign(n->value.GetString(), n->value.GetStringLength());
+    }
+  }
+  if (absl::Status s = ssa::Validate(config, schema); !s.ok()) {
+    return store::BadRequestError(absl::StrCat("failed to create typed patch object (/", name, "; ",
+                                                store::kGroupVersion, ", Kind=", want_kind, "): ",
+                                                s.message()));
+  }
+  if (!name.empty() && name != url_name) {
+    return store::BadRequestError(
+        absl::StrCat("the name of the object (", name, ") does not match the name on the URL (",
+                     std::string(url_name), ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<AppliedObject> ApplyConfiguration(const store::Object* live,
+                                                 const rapidjson::Value& config,
+                                                 const FieldManagerRequest& r, bool force) {
+  rapidjson::Document doc;
+  ssa::Managers managers;
+  if (live != nullptr) {
+    ObjectJson(*live, doc);
+    auto decoded = ssa::DecodeManagers(live->metadata.managed_fields);
+    if (decoded.ok()) managers = *std::move(decoded);
+  }
+  ssa::ApplyOptions options;
+  options.schema = r.schema;
+  options.manager = r.manager;
+  options.api_version = store::kGroupVersion;
+  options.subresource = r.subresource;
+  options.now_s = r.now_s;
+  options.force = force;
+  auto result = ssa::Apply(live ? &doc : nullptr, config, std::move(managers), options,
+                           doc.GetAllocator());
+  if (!result.ok()) return result.status();
+  ssa::CapUpdateManagers(result->managers);
+  auto object = store::DecodeObject(result->object, r.kind, nullptr);
+  if (!object.ok()) return object.status();
+  (*object)->metadata.managed_fields = ssa::EncodeManagers(result->managers);
+  AppliedObject out;
+  out.changed = result->changed ||
+                (live != nullptr && (*object)->metadata.managed_fields != live->metadata.managed_fields);
+  out.object = *std::move(object);
+  return out;
+}
+
+}  // namespace poolcoord::handlers

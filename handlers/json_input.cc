@@ -1,0 +1,270 @@
+#include "handlers/json_input.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "absl/strings/str_cat.h"
+#include "base/quote.h"
+#include "base/string_view.h"
+#include "handlers/media_types.h"
+#include "rapidjson/reader.h"
+#include "store/api_error.h"
+#include "store/object_codec.h"
+
+namespace poolcoord::handlers {
+namespace {
+
+constexpr char kReplacement[] = "\xEF\xBF\xBD";
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// The code unit of a \uXXXX escape starting at json[i] (the backslash), or -1.
+int EscapedUnit(std::string_view json, size_t i) {
+  if (i + 6 > json.size() || json[i] != '\\' || json[i + 1] != 'u') return -1;
+  int v = 0;
+  for (size_t k = 2; k < 6; ++k) {
+    const int h = HexValue(json[i + k]);
+    if (h < 0) return -1;
+    v = v * 16 + h;
+  }
+  return v;
+}
+
+bool NeedsWork(std::string_view json) {
+  for (size_t i = 0; i < json.size(); ++i) {
+    const auto c = static_cast<unsigned char>(json[i]);
+    if (c >= 0x80) return true;
+    if (c == '\\' && i + 2 < json.size() && json[i + 1] == 'u' &&
+        (json[i + 2] == 'd' || json[i + 2] == 'D')) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// SAX handler that names every repeated key, with its line.
+class DuplicateFinder : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, DuplicateFinder> {
+ public:
+  DuplicateFinder(std::string_view text, const rapidjson::StringStream* stream,
+                  std::vector<DuplicateField>* out)
+      : text_(text), stream_(stream), out_(out) {}
+
+  bool Default() {
+    Consumed();
+    return true;
+  }
+  bool StartObject() {
+    Consumed();
+    frames_.push_back(Frame{true, {}, {}, -1});
+    return true;
+  }
+  bool Key(const char* s, rapidjson::SizeType n, bool) {
+    Frame& f = frames_.back();
+    f.key.assign(s, n);
+    if (std::find(f.keys.begin(), f.keys.end(), f.key) != f.keys.end()) {
+      const size_t offset = std::min(stream_->Tell(), text_.size());
+      const int line = 1 + static_cast<int>(std::count(text_.begin(), text_.begin() + offset, '\n'));
+      out_->push_back({PathHere(), f.key, line});
+    } else {
+      f.keys.push_back(f.key);
+    }
+    return true;
+  }
+  bool EndObject(rapidjson::SizeType) {
+    frames_.pop_back();
+    return true;
+  }
+  bool StartArray() {
+    Consumed();
+    frames_.push_back(Frame{false, {}, {}, -1});
+    return true;
+  }
+  bool EndArray(rapidjson::SizeType) {
+    frames_.pop_back();
+    return true;
+  }
+
+ private:
+  struct Frame {
+    bool object;
+    std::vector<std::string> keys;
+    std::string key;
+    int index = -1;
+  };
+  // A value starts: an array item advances the index.
+  void Consumed() {
+    if (!frames_.empty() && !frames_.back().object) ++frames_.back().index;
+  }
+  std::string PathHere() const {
+    std::string out;
+    for (const Frame& f : frames_) {
+      if (f.object) {
+        if (!out.empty()) out.push_back('.');
+        out += f.key;
+      } else {
+        absl::StrAppend(&out, "[", f.index, "]");
+      }
+    }
+    return out;
+  }
+
+  std::string_view text_;
+  const rapidjson::StringStream* stream_;
+  std::vector<DuplicateField>* out_;
+  std::vector<Frame> frames_;
+};
+
+bool HasDuplicateKeys(const rapidjson::Value& v) {
+  if (v.IsArray()) {
+    for (const auto& e : v.GetArray()) {
+      if (HasDuplicateKeys(e)) return true;
+    }
+    return false;
+  }
+  if (!v.IsObject()) return false;
+  for (auto i = v.MemberBegin(); i != v.MemberEnd(); ++i) {
+    for (auto j = v.MemberBegin(); j != i; ++j) {
+      if (j->name == i->name) return true;
+    }
+    if (HasDuplicateKeys(i->value)) return true;
+  }
+  return false;
+}
+
+std::string Join(const std::string& prefix, std::string_view key) {
+  return prefix.empty() ? std::string(key) : absl::StrCat(prefix, ".", base::Av(key));
+}
+
+}  // namespace
+
+bool SanitizeUtf8(std::string_view s, std::string* out) {
+  for (size_t i = 0; i < s.size();) {
+    const size_t len = base::Utf8SequenceLength(s, i);
+    if (len == 0) {
+      *out = base::ToValidUtf8(s);
+      return true;
+    }
+    i += len;
+  }
+  return false;
+}
+
+bool SanitizeJsonText(std::string_view json, std::string* out) {
+  if (!NeedsWork(json)) return false;
+  std::string result;
+  result.reserve(json.size() + 16);
+  bool changed = false, in_string = false;
+  size_t i = 0;
+  while (i < json.size()) {
+    const char c = json[i];
+    const auto uc = static_cast<unsigned char>(c);
+    if (uc >= 0x80) {
+      const size_t len = base::Utf8SequenceLength(json, i);
+      if (len == 0) {
+        result += kReplacement;
+        changed = true;
+        ++i;
+      } else {
+        result.append(json.data() + i, len);
+        i += len;
+      }
+      continue;
+    }
+    if (!in_string) {
+      in_string = c == '"';
+      result.push_back(c);
+      ++i;
+      continue;
+    }
+    if (c == '"') {
+      in_string = false;
+    } else if (c == '\\') {
+      const int unit = EscapedUnit(json, i);
+      if (unit >= 0xD800 && unit <= 0xDFFF) {
+        const int next = unit <= 0xDBFF ? EscapedUnit(json, i + 6) : -1;
+        if (next >= 0xDC00 && next <= 0xDFFF) {
+          result.append(json.data() + i, 12);
+          i += 12;
+        } else {
+          result += "\\uFFFD";
+          changed = true;
+          i += 6;
+        }
+        continue;
+      }
+      // Any other escape: copy it with the character it escapes.
+      result.push_back(c);
+      if (i + 1 < json.size()) result.push_back(json[i + 1]);
+      i += 2;
+      continue;
+    }
+    result.push_back(c);
+    ++i;
+  }
+  if (!changed) return false;
+  *out = std::move(result);
+  return true;
+}
+
+void RemoveDuplicateKeys(rapidjson::Value& value, std::vector<DuplicateField>* out,
+                         const std::string& prefix) {
+  if (value.IsArray()) {
+    for (rapidjson::SizeType i = 0; i < value.Size(); ++i) {
+      RemoveDuplicateKeys(value[i], out, absl::StrCat(prefix, "[", i, "]"));
+    }
+    return;
+  }
+  if (!value.IsObject()) return;
+  // Report in document order: a repetition when it is met, before its content.
+  for (auto i = value.MemberBegin(); i != value.MemberEnd(); ++i) {
+    const std::string_view key(i->name.GetString(), i->name.GetStringLength());
+    for (auto j = value.MemberBegin(); j != i; ++j) {
+      if (j->name == i->name) {
+        out->push_back({Join(prefix, key), std::string(key), 0});
+        break;
+      }
+    }
+    RemoveDuplicateKeys(i->value, out, Join(prefix, key));
+  }
+  // Keep the last of each key.
+  for (auto i = value.MemberBegin(); i != value.MemberEnd();) {
+    bool later = false;
+    for (auto j = i + 1; j != value.MemberEnd(); ++j) {
+      if (j->name == i->name) {
+        later = true;
+        break;
+      }
+    }
+    i = later ? value.EraseMember(i) : i + 1;
+  }
+}
+
+absl::StatusOr<JsonBody> ParseJsonBody(std::string_view body) {
+  std::string sanitized;
+  if (SanitizeJsonText(body, &sanitized)) body = sanitized;
+  if (absl::Status s = store::CheckJsonNesting(body); !s.ok()) return s;
+  JsonBody out;
+  out.doc.Parse(body.data(), body.size());
+  if (out.doc.HasParseError()) {
+    return store::BadRequestError(absl::StrCat(
+        "the request body is not valid JSON: ", ParseErrorText(out.doc.GetParseError()),
+        " at offset ", out.doc.GetErrorOffset()));
+  }
+  if (!HasDuplicateKeys(out.doc)) return out;
+  // Rare: name each repetition with its line, then keep the last of each key.
+  const std::string text(body);
+  rapidjson::StringStream stream(text.c_str());
+  DuplicateFinder finder(text, &stream, &out.duplicates);
+  rapidjson::Reader reader;
+  reader.Parse(stream, finder);
+  std::vector<DuplicateField> ignored;
+  RemoveDuplicateKeys(out.doc, &ignored);
+  return out;
+}
+
+}  // namespace poolcoord::handlers

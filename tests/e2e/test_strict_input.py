@@ -1,0 +1,141 @@
+"""Input kube-apiserver would refuse or repair (issue 12), each with the input that
+showed it: invalid UTF-8 is stored as U+FFFD, never raw (every later LIST stays
+valid JSON); repeated JSON keys and unknown fields follow ?fieldValidation
+(Strict: 400 on create/update, 422 on patch; Warn, the default: Warning headers;
+Ignore: silence), the last repeated key winning; `"spec": null` on create is 422
+spec: Required value. The messages are kube-apiserver 1.32's for a
+CustomResourceDefinition with our schema."""
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import BASE, GV, Server, expect, expect_status, run_cases, uniq  # noqa: E402
+
+FFFD = "\ufffd"
+
+
+def warnings(r):
+    return [v for k, v in r.headers if k.lower() == "warning"]
+
+
+def invalid_utf8_stored_as_replacement(s):
+    c = s.admin()
+    name = uniq("u8")
+    # The bytes ff fe in an annotation value and in spec.holderIdentity.
+    body = (b'{"apiVersion":"coordination.pool/v1alpha1","kind":"PoolLease","metadata":{"name":"' +
+            name.encode() + b'","annotations":{"x":"a\xff\xfeb"}},'
+            b'"spec":{"holderIdentity":"h\xffi","leaseDurationSeconds":3}}')
+    r = expect_status(c.request("POST", f"{BASE}/poolleases", body), 201)
+    o = r.json()
+    expect(o["metadata"]["annotations"]["x"] == "a" + FFFD + FFFD + "b", r.body)
+    expect(o["spec"]["holderIdentity"] == "h" + FFFD + "i", r.body)
+    # Lone surrogate escapes too, and valid pairs stay.
+    patch = b'{"metadata":{"annotations":{"y":"\\ud800x\\ud83d\\ude00"}}}'
+    r = expect_status(c.request("PATCH", f"{BASE}/poolleases/{name}", patch,
+                                "application/merge-patch+json"), 200)
+    expect(r.json()["metadata"]["annotations"]["y"] == FFFD + "x\U0001F600", r.body)
+    # Invalid bytes in a merge patch and a label value: refused by validation
+    # after the repair, not stored raw.
+    bad_label = b'{"metadata":{"labels":{"a":"\xff"}}}'
+    expect_status(c.request("PATCH", f"{BASE}/poolleases/{name}", bad_label,
+                            "application/merge-patch+json"), 422, "Invalid")
+    # Every LIST decodes strictly as UTF-8 JSON.
+    for path in (f"{BASE}/poolleases", f"{BASE}/poolleases/{name}"):
+        conn = c.connect()
+        conn.request("GET", path, headers={"Accept": "application/json"})
+        data = conn.getresponse().read()
+        conn.close()
+        json.loads(data.decode("utf-8", "strict"))
+
+
+def duplicate_and_unknown_fields_by_field_validation(s):
+    c = s.admin()
+    name = uniq("dup")
+    body = ('{"apiVersion":"coordination.pool/v1alpha1","kind":"PoolLease","metadata":{"name":"%s"},'
+            '"zzz":1,"spec":{"leaseDurationSeconds":3,"foo":1,"leaseDurationSeconds":4},"bar":2}' % name)
+    r = expect_status(c.request("POST", f"{BASE}/poolleases?fieldValidation=Strict", body), 400, "BadRequest")
+    expect(r.json()["message"] == 'PoolLease in version "v1alpha1" cannot be handled as a PoolLease: strict '
+                                  'decoding error: duplicate field "spec.leaseDurationSeconds", unknown field '
+                                  '"bar", unknown field "spec.foo", unknown field "zzz"', r.body)
+    r = expect_status(c.request("POST", f"{BASE}/poolleases?dryRun=All", body), 201)  # Warn by default
+    expect(warnings(r) == ['299 - "duplicate field \\"spec.leaseDurationSeconds\\""',
+                           '299 - "unknown field \\"bar\\""', '299 - "unknown field \\"spec.foo\\""',
+                           '299 - "unknown field \\"zzz\\""'], warnings(r))
+    r = expect_status(c.request("POST", f"{BASE}/poolleases?fieldValidation=Ignore", body), 201)
+    expect(warnings(r) == [], warnings(r))
+    expect(r.json()["spec"]["leaseDurationSeconds"] == 4, "the last repeated key wins")
+    # A repeated object: the last one whole, not a merge of both.
+    body2 = ('{"apiVersion":"coordination.pool/v1alpha1","kind":"PoolLease","metadata":{"name":"%s"},'
+             '"spec":{"holderIdentity":"x","leaseDurationSeconds":3},"spec":{"leaseDurationSeconds":5}}' % uniq("dup"))
+    r = expect_status(c.request("POST", f"{BASE}/poolleases?fieldValidation=Ignore", body2), 201)
+    expect(r.json()["spec"] == {"leaseDurationSeconds": 5}, r.body)
+    # PUT answers as create does.
+    o = r.json()
+    put = json.dumps(o)[:-1] + ',"spec":{"leaseDurationSeconds":6}}'
+    r = expect_status(c.request("PUT", f"{BASE}/poolleases/{o['metadata']['name']}?fieldValidation=Strict", put),
+                      400, "BadRequest")
+    expect('duplicate field \\"spec\\"' in r.body, r.body)
+    # Patches: 422 against "patch" under Strict, warnings under Warn.
+    url = f"{BASE}/poolleases/{name}"
+    mp = '{"spec":{"leaseDurationSeconds":3,"foo":1,"leaseDurationSeconds":4}}'
+    r = expect_status(c.request("PATCH", url + "?fieldValidation=Strict", mp, "application/merge-patch+json"),
+                      422, "Invalid")
+    msg = r.json()["message"]
+    expect(msg.startswith(' "" is invalid: patch: Invalid value: "{') and
+           msg.endswith('": strict decoding error: duplicate field "spec.leaseDurationSeconds", '
+                        'unknown field "spec.foo"'), msg)
+    r = expect_status(c.request("PATCH", url, mp, "application/merge-patch+json"), 200)
+    expect(warnings(r) == ['299 - "duplicate field \\"spec.leaseDurationSeconds\\""',
+                           '299 - "unknown field \\"spec.foo\\""'], warnings(r))
+    jp = '[{"op":"replace","path":"/spec/leaseDurationSeconds","value":5,"value":6}]'
+    r = expect_status(c.request("PATCH", url + "?fieldValidation=Strict", jp, "application/json-patch+json"),
+                      422, "Invalid")
+    expect(r.json()["message"].endswith('strict decoding error: json patch duplicate field "[0].value"'), r.body)
+    r = expect_status(c.request("PATCH", url, jp, "application/json-patch+json"), 200)
+    expect(r.json()["spec"]["leaseDurationSeconds"] == 6, r.body)
+
+
+def kubectl_create_is_strict(s):
+    # kubectl (1.27+) asks for fieldValidation=Strict: an unknown field fails it.
+    name = uniq("k")
+    doc = {"apiVersion": GV, "kind": "PoolLease", "metadata": {"name": name},
+           "spec": {"leaseDurationSeconds": 3, "bogus": 1}}
+    r = s.kubectl("create", "-f", "-", stdin=json.dumps(doc))
+    expect(r.returncode != 0 and 'unknown field "spec.bogus"' in r.stderr, r.stderr)
+
+
+def spec_is_required(s):
+    c = s.admin()
+    for kind, k in (("poolleases", "PoolLease"), ("delegatedleases", "DelegatedLease")):
+        name = uniq("nospec")
+        for spec in ("null", None):
+            body = {"apiVersion": GV, "kind": k, "metadata": {"name": name}}
+            text = json.dumps(body)[:-1] + (',"spec":null}' if spec else "}")
+            r = expect_status(c.request("POST", f"{BASE}/{kind}", text), 422, "Invalid")
+            st = r.json()
+            expect(st["message"] == f'{k}.coordination.pool "{name}" is invalid: spec: Required value', r.body)
+            expect(st["details"]["causes"] == [{"reason": "FieldValueRequired", "message": "Required value",
+                                                "field": "spec"}], r.body)
+        expect_status(c.request("GET", f"{BASE}/{kind}/{name}"), 404)
+    # An empty spec lacks the duration, as the schema requires it.
+    name = uniq("nodur")
+    r = expect_status(c.request("POST", f"{BASE}/poolleases",
+                                {"apiVersion": GV, "kind": "PoolLease", "metadata": {"name": name}, "spec": {}}),
+                      422, "Invalid")
+    expect(r.json()["details"]["causes"][0]["field"] == "spec.leaseDurationSeconds", r.body)
+    # Removing spec later is refused the same way.
+    name = uniq("rm")
+    expect_status(c.request("POST", f"{BASE}/poolleases",
+                            {"apiVersion": GV, "kind": "PoolLease", "metadata": {"name": name},
+                             "spec": {"leaseDurationSeconds": 3}}), 201)
+    r = expect_status(c.request("PATCH", f"{BASE}/poolleases/{name}", '{"spec":null}',
+                                "application/merge-patch+json"), 422, "Invalid")
+    expect(r.json()["details"]["causes"][0]["field"] == "spec", r.body)
+
+
+CASES = [invalid_utf8_stored_as_replacement, duplicate_and_unknown_fields_by_field_validation,
+         kubectl_create_is_strict, spec_is_required]
+
+if __name__ == "__main__":
+    sys.exit(run_cases(CASES, lambda b: Server(b)))
