@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/human_duration.h"
 #include "handlers/http_types.h"
 #include "store/object.h"
 #include "store/object_codec.h"
@@ -39,12 +40,8 @@ bool WantsTable(const Request& request);
 // we serve JSON only).
 bool WantsPartialObjectMetadata(const Request& request, bool list);
 
-// kubectl's age format (k8s.io/apimachinery/pkg/util/duration.HumanDuration):
-// "45s" below 2 minutes, "3m2s" below 10 minutes, "59m" below 3 hours, "2h5m"
-// below 8 hours, "20h" below 2 days, "3d4h" below 8 days, "300d" below 2 years,
-// "2y5d" below 8 years, then "9y". Up to 1 s in the future counts as "0s" (clock
-// skew); further in the future is "<invalid>". `duration_us` in microseconds.
-std::string HumanDuration(int64_t duration_us);
+// kubectl's age format, for the Age and Renewed cells (base/human_duration.h).
+using base::HumanDuration;
 
 // A printer column (metav1.TableColumnDefinition). priority 0 shows in kubectl
 // get, 1 only with -o wide.

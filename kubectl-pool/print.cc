@@ -206,36 +206,6 @@ void EmitYaml(const Value& v, YAML::Emitter& e) {
 
 }  // namespace
 
-std::string HumanDuration(int64_t us) {
-  const int64_t seconds = Seconds(us);
-  if (seconds < 0) return "0s";
-  if (seconds < 120) return absl::StrCat(seconds, "s");
-  const int64_t minutes = seconds / 60;
-  if (minutes < 10) {
-    const int64_t s = seconds % 60;
-    return s == 0 ? absl::StrCat(minutes, "m") : absl::StrCat(minutes, "m", s, "s");
-  }
-  if (minutes < 180) return absl::StrCat(minutes, "m");
-  const int64_t hours = minutes / 60;
-  if (hours < 8) {
-    const int64_t m = minutes % 60;
-    return m == 0 ? absl::StrCat(hours, "h") : absl::StrCat(hours, "h", m, "m");
-  }
-  if (hours < 48) return absl::StrCat(hours, "h");
-  const int64_t days = hours / 24;
-  if (hours < 24 * 8) {
-    const int64_t h = hours % 24;
-    return h == 0 ? absl::StrCat(days, "d") : absl::StrCat(days, "d", h, "h");
-  }
-  if (hours < 24 * 365 * 2) return absl::StrCat(days, "d");
-  const int64_t years = days / 365;
-  if (hours < 24 * 365 * 8) {
-    const int64_t d = days % 365;
-    return d == 0 ? absl::StrCat(years, "y") : absl::StrCat(years, "y", d, "d");
-  }
-  return absl::StrCat(years, "y");
-}
-
 std::string RelativeExpiry(int64_t at_us, int64_t now_us) {
   if (at_us > now_us) return absl::StrCat("in ", HumanDuration(at_us - now_us));
   return absl::StrCat("expired ", HumanDuration(now_us - at_us), " ago");

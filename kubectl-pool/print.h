@@ -28,13 +28,14 @@
 #include <string>
 #include <vector>
 
+#include "base/human_duration.h"
 #include "kubectl-pool/pools.h"
 
 namespace poolcoord::kubectl_pool {
 
 // A duration as kubectl prints ages (apimachinery's duration.HumanDuration):
-// "45s", "3m20s", "25m", "5h10m", "3d4h", "400d", "2y10d". Negative: "0s".
-std::string HumanDuration(int64_t us);
+// "45s", "3m20s", "25m", "5h10m", "3d4h", "400d", "2y10d" (base/human_duration.h).
+using base::HumanDuration;
 
 // "in 12s" when `at_us` lies ahead of `now_us`, else "expired 3m ago".
 std::string RelativeExpiry(int64_t at_us, int64_t now_us);

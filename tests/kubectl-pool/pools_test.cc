@@ -188,7 +188,7 @@ BOOST_AUTO_TEST_SUITE(printing)
 
 BOOST_AUTO_TEST_CASE(human_durations_as_kubectl_prints_ages) {
   const std::vector<std::pair<int64_t, std::string>> cases = {
-      {-5, "0s"},          {0, "0s"},         {59, "59s"},       {119, "119s"},
+      {-5, "<invalid>"},   {-1, "0s"},        {0, "0s"},         {59, "59s"},       {119, "119s"},
       {120, "2m"},         {130, "2m10s"},    {599, "9m59s"},    {600, "10m"},
       {179 * 60, "179m"},  {3 * 3600, "3h"},  {3 * 3600 + 60, "3h1m"}, {8 * 3600, "8h"},
       {47 * 3600, "47h"},  {48 * 3600, "2d"}, {50 * 3600, "2d2h"},  {8 * 86400, "8d"},
