@@ -1303,6 +1303,7 @@ bool TlsServer::Shutdown(std::chrono::milliseconds grace) {
   {
     absl::MutexLock lock(&shared.mu);
     auto drained = [&shared]() {
+      shared.mu.AssertHeld();  // absl::Condition runs it under the lock
       return shared.active_requests == 0;
     };
     clean = shared.mu.AwaitWithDeadline(absl::Condition(&drained), deadline);
@@ -1324,6 +1325,7 @@ bool TlsServer::Shutdown(std::chrono::milliseconds grace) {
     // Let graceful TLS closes finish, briefly; then stop whatever remains.
     absl::MutexLock lock(&impl_->threads_mu);
     auto done = [impl = impl_.get()]() {
+      impl->threads_mu.AssertHeld();  // absl::Condition runs it under the lock
       return impl->running_threads == 0;
     };
     if (!impl_->threads_mu.AwaitWithTimeout(absl::Condition(&done),

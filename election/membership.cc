@@ -151,8 +151,9 @@ int64_t MembershipIndex::Generation() const {
 }
 
 void MembershipIndex::RebuildLocked() {
-  conflicts_.clear();
-  ForEachNodeLocked([this](std::string_view node, const std::vector<std::string_view>& pools) {
+  // Collected outside the lambda: clang's analysis cannot see that it runs under mu_.
+  std::vector<std::string> conflicts;
+  ForEachNodeLocked([&conflicts](std::string_view node, const std::vector<std::string_view>& pools) {
     if (pools.size() < 2) return;
     std::string line(node);
     line += " in ";
@@ -160,8 +161,9 @@ void MembershipIndex::RebuildLocked() {
       if (i > 0) line += ", ";
       line += pools[i];
     }
-    conflicts_.push_back(std::move(line));
+    conflicts.push_back(std::move(line));
   });
+  conflicts_ = std::move(conflicts);
 }
 
 namespace {

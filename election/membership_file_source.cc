@@ -40,6 +40,18 @@ MembershipFileSource::FileId MembershipFileSource::Stat() const {
 }
 
 absl::Status MembershipFileSource::Load(const FileId& id) {
+  absl::Status status = LoadFile(id);
+  absl::MutexLock lock(&mu_);
+  last_status_ = status;
+  return status;
+}
+
+absl::Status MembershipFileSource::LastLoadStatus() const {
+  absl::MutexLock lock(&mu_);
+  return last_status_;
+}
+
+absl::Status MembershipFileSource::LoadFile(const FileId& id) {
   last_attempt_ = id;
   std::ifstream in(path_, std::ios::binary);
   if (!in) {
@@ -96,7 +108,10 @@ absl::Status MembershipFileSource::PollOnce() {
     // Mid rename-replace, or deleted: keep serving what we have.
     last_attempt_ = id;
     base::LogWarning("membership file ", path_, " is missing; keeping the last good membership");
-    return absl::NotFoundError(absl::StrCat("membership file ", path_, " is missing"));
+    absl::Status missing = absl::NotFoundError(absl::StrCat("membership file ", path_, " is missing"));
+    absl::MutexLock lock(&mu_);
+    last_status_ = missing;
+    return missing;
   }
   absl::Status status = Load(id);
   if (!status.ok()) {

@@ -37,8 +37,14 @@ class MembershipFileSource {
   void Stop();
 
   // Reads and applies the file now if it changed since the last attempt. Returns
-  // the outcome of that attempt (OK when unchanged). Exposed for tests.
+  // the outcome of that attempt (OK when unchanged). Exposed for tests; never during a poll
+  // of the watcher thread (a long poll_interval keeps it idle).
   absl::Status PollOnce();
+
+  // The outcome of the latest attempt to load the file (Start, or a poll that saw
+  // it change): OK, or why it was not applied (NotFound, FailedPrecondition,
+  // InvalidArgument, as Start returns). Any thread.
+  absl::Status LastLoadStatus() const;
 
  private:
   struct FileId {
@@ -48,15 +54,17 @@ class MembershipFileSource {
     bool operator==(const FileId&) const = default;
   };
   FileId Stat() const;
-  absl::Status Load(const FileId& id);
+  absl::Status Load(const FileId& id);  // LoadFile, and records its outcome
+  absl::Status LoadFile(const FileId& id);
   void Run();
 
   const std::string path_;
   MembershipIndex* const index_;
   const absl::Duration poll_interval_;
   FileId last_attempt_;  // touched by Start/PollOnce; the thread owns it once started
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status last_status_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };
 

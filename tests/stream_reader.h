@@ -23,7 +23,7 @@ inline StreamRead ReadStream(handlers::StreamSource& source, std::chrono::millis
   using Clock = handlers::StreamSource::Clock;
   struct Wake {
     absl::Mutex mu;
-    bool woken = false;
+    bool woken ABSL_GUARDED_BY(mu) = false;
   };
   auto state = std::make_shared<Wake>();
   StreamRead read;

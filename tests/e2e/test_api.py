@@ -377,8 +377,7 @@ def sigterm_ends_watch_and_exits_zero(s):
         except Exception as e:  # a reset instead of a clean end
             done["error"] = repr(e)
     t = threading.Thread(target=drain)
-    t.start()
-    time.sleep(0.5)
+    t.start()  # the watch is open (its headers came): the stream is ended by the signal alone
     t0 = time.time()
     rc = s.stop(signal.SIGTERM, timeout=20)
     t.join(10)

@@ -6,10 +6,10 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
+import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (Server, expect, kubectl_binary, pool_lease, run_cases, uniq)  # noqa: E402
+from harness import (Server, expect, kubectl_binary, pool_lease, run_cases, uniq, wait_for)  # noqa: E402
 
 
 def ok(p, what):
@@ -101,46 +101,74 @@ def describe_and_explain(s):
     expect("poolName" in out, out[:300])
 
 
+class KubectlWatching:
+    """A long-running kubectl (get -w, wait) at -v=6, which logs each request it
+    makes: `watching` is set once its watch request was answered, so a change made
+    after that can only reach it through the watch (not the initial list/get)."""
+
+    def __init__(self, s, *args):
+        self.proc = subprocess.Popen([kubectl_binary(), "--kubeconfig", s.kubeconfig, "--cache-dir",
+                                      os.path.join(s.workdir, "kube-cache"), "-v=6", *args],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.watching = threading.Event()
+        self.log = []
+        self.out = []
+        self._threads = [threading.Thread(target=self._read_log, daemon=True),
+                         threading.Thread(target=self._read_out, daemon=True)]
+        for t in self._threads:
+            t.start()
+
+    def _read_log(self):
+        for line in self.proc.stderr:
+            self.log.append(line)
+            # client-go's round tripper, at -v=6: "GET https://...&watch=true 200 OK in 3 milliseconds"
+            if "watch=true" in line and " 200 OK" in line:
+                self.watching.set()
+
+    def _read_out(self):
+        for line in self.proc.stdout:
+            self.out.append(line)
+
+    def wait_watching(self, timeout=30):
+        expect(self.watching.wait(timeout),
+               f"kubectl {self.proc.args[-3:]} never opened its watch: {''.join(self.log)[-1500:]}")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        for t in self._threads:
+            t.join(5)
+
+
 def get_watch_sees_changes(s):
     name = uniq("gw")
-    proc = subprocess.Popen([kubectl_binary(), "--kubeconfig", s.kubeconfig, "--cache-dir",
-                             os.path.join(s.workdir, "kube-cache"), "get", "poolleases", "-w",
-                             "--request-timeout=20s"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    w = KubectlWatching(s, "get", "poolleases", "-w", "--request-timeout=30s")
     try:
-        time.sleep(1.5)
+        w.wait_watching()
+        expect(not any(name in line for line in w.out), "the object is listed before it was made")
         ok(s.kubectl("apply", "-f", "-", stdin=json.dumps(pool_lease(name, "hz-4"))), "apply")
-        deadline = time.time() + 15
-        seen = ""
-        os.set_blocking(proc.stdout.fileno(), False)
-        while time.time() < deadline and name not in seen:
-            chunk = proc.stdout.read()
-            if chunk:
-                seen += chunk
-            time.sleep(0.2)
-        expect(name in seen, f"get -w did not show {name}: {seen!r} {proc.stderr.read() if proc.poll() is not None else ''}")
+        wait_for(f"get -w to show {name}", lambda: any(name in line for line in w.out), timeout=15,
+                 every=0.05)
     finally:
-        proc.kill()
-        proc.wait()
+        w.stop()
 
 
 def wait_for_delete_and_delete(s):
     name = uniq("del")
     ok(s.kubectl("apply", "-f", "-", stdin=json.dumps(pool_lease(name))), "apply")
-    waiter = subprocess.Popen([kubectl_binary(), "--kubeconfig", s.kubeconfig, "--cache-dir",
-                               os.path.join(s.workdir, "kube-cache"), "wait", "--for=delete",
-                               f"poollease/{name}", "--timeout=30s"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    w = KubectlWatching(s, "wait", "--for=delete", f"poollease/{name}", "--timeout=30s")
     try:
-        time.sleep(1.5)
+        w.wait_watching()
+        expect(w.proc.poll() is None, f"wait --for=delete ended before the delete: {''.join(w.log)[-600:]}")
         out = ok(s.kubectl("delete", "poollease", name), "delete")
         expect("deleted" in out, out)
-        rc = waiter.wait(40)
-        expect(rc == 0, f"wait --for=delete rc={rc}: {waiter.stderr.read()}")
+        rc = w.proc.wait(40)
+        expect(rc == 0, f"wait --for=delete rc={rc}: {''.join(w.log)[-600:]}")
+        expect(any(f"poollease.coordination.pool/{name} condition met" in line for line in w.out) or
+               any(name in line for line in w.out), f"wait --for=delete printed: {w.out}")
     finally:
-        if waiter.poll() is None:
-            waiter.kill()
-            waiter.wait()
+        w.stop()
     p = s.kubectl("get", "poollease", name)
     expect(p.returncode != 0 and "NotFound" in p.stderr, f"get after delete: {p.stderr}")
     p = s.kubectl("delete", "poollease", name)

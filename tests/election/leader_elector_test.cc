@@ -73,10 +73,10 @@ class FakeLeaseServer {
 
  private:
   absl::Mutex mu_;
-  std::optional<LeaderElectionRecord> record_;
-  int64_t rv_ = 100;
-  int gets_ = 0;
-  int writes_ = 0;
+  std::optional<LeaderElectionRecord> record_ ABSL_GUARDED_BY(mu_);
+  int64_t rv_ ABSL_GUARDED_BY(mu_) = 100;
+  int gets_ ABSL_GUARDED_BY(mu_) = 0;
+  int writes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // One candidate's view of the server, with fault injection.
@@ -605,12 +605,13 @@ BOOST_AUTO_TEST_CASE(run_blocks_until_stop_and_releases) {
   BOOST_TEST_REQUIRE(e.ok());
   LeaderElector* elector = e->get();
   std::thread runner([&] { elector->Run(); });
-  for (int i = 0; i < 100 && started.load() == 0; ++i) {
+  // The acquire, then two renewals a RetryPeriod apart (awaited, not slept for).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (server.writes() < 3 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(350));
-  BOOST_TEST(started.load() == 1);
   BOOST_TEST(server.writes() >= 3, "renews every RetryPeriod");
+  BOOST_TEST(started.load() == 1);
   elector->Stop();
   runner.join();
   BOOST_TEST(stopped.load() == 1);

@@ -215,9 +215,14 @@ BOOST_AUTO_TEST_CASE(reloads_on_change_and_keeps_last_good_on_broken_file) {
   dir.Write("m.yaml", R"({"pools": {"hangzhou": ["hz-1", "hz-2"]}})");
   BOOST_TEST(WaitFor([&] { return index.IsMember("hz-2", "hangzhou"); }));
 
+  BOOST_TEST(source.LastLoadStatus().ok());
+
   const int64_t gen = index.Generation();
   dir.Write("m.yaml", "pools: {hangzhou: hz-1");  // broken
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // First that the poller read the broken file, then that nothing changed.
+  BOOST_TEST(WaitFor([&] {
+    return source.LastLoadStatus().code() == absl::StatusCode::kInvalidArgument;
+  }));
   BOOST_TEST(index.Generation() == gen);
   BOOST_TEST(index.IsMember("hz-2", "hangzhou"));
 
@@ -226,6 +231,7 @@ BOOST_AUTO_TEST_CASE(reloads_on_change_and_keeps_last_good_on_broken_file) {
   std::filesystem::rename(staged, path);
   BOOST_TEST(WaitFor([&] { return index.IsMember("bj-1", "beijing"); }));
   BOOST_TEST(!index.PoolOf("hz-1").has_value());
+  BOOST_TEST(source.LastLoadStatus().ok());
   source.Stop();
 }
 
@@ -239,9 +245,11 @@ BOOST_AUTO_TEST_CASE(poll_once_reports_outcome) {
   dir.Write("m.yaml", "pools: {a: [x], b: [x]}\n");
   BOOST_TEST(source.PollOnce().code() == absl::StatusCode::kInvalidArgument);
   BOOST_TEST(source.PollOnce().ok());  // same broken file: not retried, not re-logged
+  BOOST_TEST(source.LastLoadStatus().code() == absl::StatusCode::kInvalidArgument);
   BOOST_TEST(index.IsMember("x", "a"));
   std::filesystem::remove(path);
   BOOST_TEST(source.PollOnce().code() == absl::StatusCode::kNotFound);
+  BOOST_TEST(source.LastLoadStatus().code() == absl::StatusCode::kNotFound);
   BOOST_TEST(index.IsMember("x", "a"));
   source.Stop();
   source.Stop();  // idempotent
