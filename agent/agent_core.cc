@@ -110,7 +110,8 @@ AgentCore::AgentCore(std::shared_ptr<const NodeIdentity> identity,
                                               ? std::function<bool(const Heartbeat&)>(
                                                     [this](const Heartbeat& hb) { return SignatureNeeded(hb); })
                                               : nullptr,
-                                .sample_period_us = options_.verification_sample_period_us}),
+                                .sample_period_us = options_.verification_sample_period_us,
+                                .memo = options_.verification_memo}),
       start_us_(clock->MonotonicMicros()),
       reachability_(options_.reachability),
       planner_(options_.delegation) {
@@ -167,6 +168,11 @@ AgentStatus AgentCore::status() const {
   }
   s.sequence = sequence_;
   return s;
+}
+
+bool AgentCore::leading() const {
+  absl::MutexLock lock(&mu_);
+  return leading_;
 }
 
 std::shared_ptr<const VerifiedHeartbeat> AgentCore::LatestOf(const std::string& node) const {

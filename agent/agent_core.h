@@ -78,6 +78,9 @@ struct AgentOptions {
   // sample period. Off: every heartbeat.
   bool lazy_verification = true;
   int64_t verification_sample_period_us = 30'000'000;
+  // Shared check results for many agents in one process (the simulator);
+  // not owned; null for a real agent.
+  VerificationMemo* verification_memo = nullptr;
 };
 
 struct AgentStats {
@@ -143,6 +146,8 @@ class AgentCore {
   void Shutdown();
 
   AgentStatus status() const;
+  // Whether this agent leads its pool now (cheaper than status()).
+  bool leading() const;
   const AgentStats& stats() const { return stats_; }
   const VerifierStats& verifier_stats() const { return verifier_.stats(); }
   const DelegationStats& delegation_stats() const { return planner_.stats(); }

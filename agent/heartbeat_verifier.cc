@@ -195,7 +195,11 @@ HeartbeatVerifier::Result HeartbeatVerifier::ReceiveHeartbeat(SignedHeartbeat si
       return r;
     }
   }
-  if (!cert->VerifySignature(signed_hb.signed_bytes, signed_hb.signature)) {
+  const bool signature_ok =
+      options_.memo != nullptr
+          ? options_.memo->Signature(*cert, signed_hb.signed_bytes, signed_hb.signature)
+          : cert->VerifySignature(signed_hb.signed_bytes, signed_hb.signature);
+  if (!signature_ok) {
     return Drop(DropReason::kBadSignature,
                 absl::StrCat("heartbeat ", hb.sequence, " of ", hb.node, ": bad signature"));
   }
@@ -242,7 +246,8 @@ HeartbeatVerifier::Result HeartbeatVerifier::ReceiveCertificate(std::string der)
   if (auto it = refused_.find(fp); it != refused_.end()) {
     return Drop(it->second, "a certificate refused before");
   }
-  NodeCertificate::Result checked = NodeCertificate::Verify(der, *ca_, wall);
+  NodeCertificate::Result checked = options_.memo != nullptr ? options_.memo->Certificate(der, *ca_, wall)
+                                                              : NodeCertificate::Verify(der, *ca_, wall);
   if (checked.error != CertificateError::kNone) {
     const DropReason reason = FromCertificateError(checked.error);
     Remember(fp, reason);

@@ -58,6 +58,7 @@
 #include "agent/node_certificate.h"
 #include "agent/pool_view.h"
 #include "agent/replay_window.h"
+#include "agent/verification_memo.h"
 #include "base/clock.h"
 
 namespace poolcoord::agent {
@@ -109,6 +110,9 @@ struct VerifierOptions {
   // checks" above). Null: every heartbeat that passes checks 1-4 is checked.
   std::function<bool(const Heartbeat&)> needed;
   int64_t sample_period_us = 30'000'000;
+  // Shared check results (verification_memo.h; the simulator's many agents in
+  // one process). Not owned; null: every check is made here.
+  VerificationMemo* memo = nullptr;
 };
 
 class HeartbeatVerifier {

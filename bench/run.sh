@@ -69,7 +69,7 @@ install_deps() {
 [ "$BENCH_SKIP_INSTALL" = 1 ] || install_deps
 
 targets=(poolcoord-apiserver poolcoord-loadgen poolcoord-hello-tls)
-[ -f "$ROOT/election/sim/CMakeLists.txt" ] && targets+=(poolcoord-sim)
+[ -f "$ROOT/agent/sim/CMakeLists.txt" ] && targets+=(poolcoord-sim)
 [ -f "$BENCH_DIR/agent_bench.cc" ] && targets+=(poolcoord-agent-bench)
 if [ "$BENCH_SKIP_BUILD" != 1 ]; then
   log "building ${targets[*]} in $BENCH_BUILD"

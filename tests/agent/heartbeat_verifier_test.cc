@@ -411,6 +411,28 @@ BOOST_AUTO_TEST_CASE(LazyChecksOnlyWhatIsNeeded) {
   BOOST_TEST((w.Receive(Signed(lead, Id("hz-2"))).kind == Kind::kHeartbeat));
 }
 
+BOOST_AUTO_TEST_CASE(SharedMemoGivesTheSameVerdicts) {
+  // Two receivers (two agents of one simulator) share check results: each
+  // distinct certificate and signature is checked once, and forgeries are
+  // still refused by both.
+  pa::VerificationMemo memo;
+  pa::VerifierOptions shared;
+  shared.memo = &memo;
+  World w1(shared), w2(shared);
+  w1.Know("hz-2");
+  w2.Know("hz-2");
+  const std::string good = Signed(MakeHeartbeat(Id("hz-2"), "hangzhou", 1, Boot(1), false), Id("hz-2"));
+  BOOST_TEST((w1.Receive(good).kind == Kind::kHeartbeat));
+  BOOST_TEST((w2.Receive(good).kind == Kind::kHeartbeat));
+  BOOST_TEST(memo.misses() == 2);  // one certificate, one signature
+  BOOST_TEST(memo.hits() == 2);
+  const std::string forged = Signed(MakeHeartbeat(Id("hz-2"), "hangzhou", 2, Boot(1), false), Id("hz-3"));
+  ExpectDrop(w1.Receive(forged), DropReason::kBadSignature);
+  ExpectDrop(w2.Receive(forged), DropReason::kBadSignature);
+  // Replays stay per receiver.
+  ExpectDrop(w1.Receive(good), DropReason::kReplay);
+}
+
 BOOST_AUTO_TEST_CASE(ReasonNames) {
   for (size_t i = 0; i < pa::kDropReasonCount; ++i) {
     BOOST_TEST(std::string(pa::DropReasonName(static_cast<DropReason>(i))) != "unknown");

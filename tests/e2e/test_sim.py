@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""End-to-end: a short, bounded poolcoord-sim fleet scenario against the real server.
+"""End-to-end: a short, bounded poolcoord-sim fleet scenario against the real server:
+100 agents running the real agent core on modelled LANs, the server's forwarder
+writing into the simulator's modelled cloud.
 
     python3 tests/e2e/test_sim.py --binary build/poolcoord-apiserver
 
 Builds nothing: poolcoord-sim must sit beside the server binary (same build dir).
 20 pools x 5 agents for 75 s with node partitions, dead nodes, a whole-pool
 partition, +-30 s clock skew and a leader kill every 10 s. Passes when the
-simulator exits 0 (no false eviction, no false liveness, no DelegatedLease
+simulator exits 0 (no false eviction at grace 40 s or 50 s, no false liveness, no DelegatedLease
 write outside its writer's own term, no two believers of one term, every pool
 led) and its summary shows that the faults really happened. First, the term
 checker runs on a hand-made history with one violation of each kind
@@ -72,6 +74,11 @@ def main():
                 "failover within lease + 2 jittered polls + slack": s["failover_max_s"] <= 15 + 8.8 + 5,
                 "p99 latency < 1 s": s["latency_ms"]["p99"] < 1000,
                 "no false eviction": s["false_evictions"] == 0,
+                "judged at grace 40 s and 50 s": [g["grace_s"] for g in s["graces"]] == [40, 50],
+                "the server's forwarder wrote the modelled cloud's Leases": s["forwarder_lease_writes"] > 0,
+                "signed LAN heartbeats verified, none dropped":
+                    s["heartbeats_verified"] > 0 and s["heartbeats_dropped"] == 0,
+                "no cloud Lease renewed after a death": s["cloud_false_liveness"] == 0,
                 "no false liveness": s["false_liveness"] == 0,
                 "every accepted DelegatedLease write checked against the term ledger":
                     s["term_writes_checked"] == s["dl_writes"],

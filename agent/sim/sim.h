@@ -1,5 +1,7 @@
-// poolcoord-sim: a fleet of yurthub-like agents played against a running
-// poolcoord-apiserver. See election/sim/README.md for the model and scenarios.
+// poolcoord-sim: a fleet of poolcoord agents (the real agent core, agent/) on
+// modelled LANs, played against a running poolcoord-apiserver whose forwarder
+// writes into a modelled cloud. See agent/sim/README.md for the model and
+// scenarios.
 #pragma once
 
 #include <sys/types.h>
@@ -41,13 +43,18 @@ struct Options {
   uint64_t seed = 1;
   int workers = 32;
   int extra_objects = 0;
-  double heartbeat_interval_s = 10.0;  // yurthub/kubelet node heartbeat
-  double grace_s = 40.0;               // node lease duration: a gap this long evicts
+  double heartbeat_interval_s = 5.0;   // the agents' in-pool heartbeats (--heartbeat-interval)
+  double kubelet_interval_s = 10.0;    // the kubelets' own Lease renewals
+  // The node lifecycle controller's --node-monitor-grace-period values the
+  // verdict checks (40 s before Kubernetes 1.32, 50 s since).
+  std::vector<double> graces_s = {40.0, 50.0};
+  // The modelled cloud's port (0: a free one); with --server, the server must
+  // have been started with --kubeconfig=<work-dir>/cloud.kubeconfig from
+  // --write-config-only with the same port.
+  int cloud_port = 0;
   bool allow_belief_overlap = false;  // no effect: see --allow-belief-overlap
   std::string summary_json;
-  // Diagnostics: the PoolLease watch consumer sleeps this long per event, so it
-  // falls behind and the server closes it (410, re-list), as under overload.
-  double pl_watch_delay_ms = 0;
+  double pl_watch_delay_ms = 0;  // no effect any more (the watch timelines went)
 };
 
 // Node and pool names, tokens: deterministic from the options.
@@ -56,7 +63,8 @@ std::string NodeName(int pool, int slot);
 std::string TokenFor(const Options& o, const std::string& user);
 inline constexpr char kAdminUser[] = "poolcoord-sim-admin";
 
-// Writes tokens.csv and membership.yaml for `pools` into o.work_dir.
+// Writes tokens.csv, membership.yaml and cloud.kubeconfig (the modelled cloud
+// at o.cloud_port) for `pools` into o.work_dir.
 absl::Status WriteServerConfig(const Options& o, const std::map<std::string, std::vector<std::string>>& pools);
 
 // A server process we started: PKI by the openssl CLI, a free port, logs in
@@ -111,7 +119,9 @@ class Latencies {
   std::shared_ptr<Impl> impl_;
 };
 
-int RunFleet(const Options& o, cloud::RestClient* client);
+class CloudModel;
+// `cloud` is the modelled cloud the server's forwarder writes into.
+int RunFleet(const Options& o, cloud::RestClient* client, CloudModel* cloud);
 int RunElectorChecks(const Options& o, cloud::RestClient* client);
 // --scenario=term-selftest: the term checks on a hand-made history; no server.
 int RunTermSelfTest(const Options& o);

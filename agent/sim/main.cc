@@ -16,9 +16,11 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "agent/sim/cloud_model.h"
+#include "agent/sim/sim.h"
 #include "base/subprocess.h"
-#include "election/sim/sim.h"
 
 namespace poolcoord::sim {
 
@@ -79,7 +81,12 @@ absl::Status WriteServerConfig(const Options& o,
              << ",\"system:nodes\"\n";
     }
   }
-  if (!tokens || !membership) return absl::InternalError("cannot write " + o.work_dir);
+  std::ofstream kubeconfig(fs::path(o.work_dir) / "cloud.kubeconfig");
+  kubeconfig << "apiVersion: v1\nkind: Config\ncurrent-context: sim\nclusters:\n- name: sim\n  cluster:\n"
+             << "    server: http://127.0.0.1:" << o.cloud_port << "\nusers:\n- name: sim\n  user:\n"
+             << "    token: modelled-cloud\ncontexts:\n- name: sim\n  context:\n    cluster: sim\n"
+             << "    user: sim\n";
+  if (!tokens || !membership || !kubeconfig) return absl::InternalError("cannot write " + o.work_dir);
   return absl::OkStatus();
 }
 
@@ -103,6 +110,8 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(const Option
       "--tls-private-key-file=" + key,
       "--token-auth-file=" + (fs::path(o.work_dir) / "tokens.csv").string(),
       "--pool-membership-file=" + (fs::path(o.work_dir) / "membership.yaml").string(),
+      // The modelled cloud: the forwarder writes the node Leases there.
+      "--kubeconfig=" + (fs::path(o.work_dir) / "cloud.kubeconfig").string(),
   };
   for (const auto& a : o.server_args) args.push_back(a);
   const std::string log = (fs::path(o.work_dir) / "server.log").string();
@@ -214,11 +223,15 @@ void Usage(std::ostream& out = std::cerr) {
   --partition-ratio=R --dead-ratio=R --pool-partition-ratio=R
   --clock-skew=SECONDS --leader-kill-interval=SECONDS --duration=SECONDS
   --lease-duration=S --renew-deadline=S --retry-period=S --seed=N --workers=N
+  --heartbeat-interval=S     the agents' in-pool heartbeats (default 5)
+  --kubelet-interval=S       the modelled kubelets' Lease renewals (default 10)
+  --grace=S[,S...]           node lifecycle grace periods the verdict checks (default 40,50)
+  --cloud-port=N             the modelled cloud's port (default: a free one)
   --allow-belief-overlap     accepted for old scripts: overlapping beliefs in different
                              terms are only reported; in one term they always fail
   --summary-json=FILE
-  --pl-watch-delay-ms=MS      diagnostics: slow the PoolLease watch consumer down so
-                             the server closes it and it re-lists
+  --pl-watch-delay-ms=MS     accepted for old scripts; no effect (the watch timelines
+                             gave way to the modelled cloud's Leases)
 )";
 }
 
@@ -276,6 +289,19 @@ bool ParseFlags(int argc, char** argv, Options* o) {
     else if (name == "renew-deadline") num(&o->renew_deadline_s);
     else if (name == "retry-period") num(&o->retry_period_s);
     else if (name == "heartbeat-interval") num(&o->heartbeat_interval_s);
+    else if (name == "kubelet-interval") num(&o->kubelet_interval_s);
+    else if (name == "cloud-port") integer(&o->cloud_port);
+    else if (name == "grace") {
+      o->graces_s.clear();
+      for (absl::string_view part : absl::StrSplit(take(), ',')) {
+        double g;
+        if (!absl::SimpleAtod(part, &g) || g <= 0) {
+          std::cerr << "--grace: not a list of seconds\n";
+          std::exit(2);
+        }
+        o->graces_s.push_back(g);
+      }
+    }
     else if (name == "seed") {
       double d;
       num(&d);
@@ -311,6 +337,9 @@ std::map<std::string, std::vector<std::string>> PoolsFor(const Options& o) {
 int main(int argc, char** argv) {
   using namespace poolcoord;
   signal(SIGPIPE, SIG_IGN);
+  // Tens of thousands of agents' mutexes: absl's deadlock detection (on in this
+  // build, which has no NDEBUG) would cost more than the agents themselves.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   Options o;
   for (int i = 1; i < argc; ++i) {
     // --help is an answer, not an error: usage on stdout, exit 0 (as kube-apiserver).
@@ -333,15 +362,33 @@ int main(int argc, char** argv) {
     if (mkdtemp(tmpl) == nullptr) return 2;
     o.work_dir = tmpl;
   }
+  // The modelled cloud: every node of every pool, labelled with its pool (the
+  // server's Node membership source reads them too) and addressed by name.
+  const auto pools = PoolsFor(o);
+  std::vector<sim::CloudModel::NodeSpec> nodes;
+  for (const auto& [pool, members] : pools) {
+    for (const auto& n : members) nodes.push_back({n, {{"apps.openyurt.io/nodepool", pool}}, n});
+  }
+  sim::CloudModel cloud_model(std::move(nodes));
+  if (!o.write_config_only) {
+    if (absl::Status s = cloud_model.Serve(o.cloud_port); !s.ok()) {
+      std::cerr << s << "\n";
+      return 2;
+    }
+    o.cloud_port = cloud_model.port();
+  } else if (o.cloud_port == 0) {
+    std::cerr << "--write-config-only needs --cloud-port (the server's --kubeconfig names it)\n";
+    return 2;
+  }
   if (o.server.empty() || o.write_config_only) {
-    if (absl::Status s = sim::WriteServerConfig(o, PoolsFor(o)); !s.ok()) {
+    if (absl::Status s = sim::WriteServerConfig(o, pools); !s.ok()) {
       std::cerr << s << "\n";
       return 2;
     }
   }
   if (o.write_config_only) {
-    std::cout << "wrote " << o.work_dir << "/tokens.csv and " << o.work_dir
-              << "/membership.yaml\n";
+    std::cout << "wrote " << o.work_dir << "/tokens.csv, " << o.work_dir << "/membership.yaml and "
+              << o.work_dir << "/cloud.kubeconfig\n";
     return 0;
   }
   std::unique_ptr<sim::ServerProcess> server;
@@ -381,7 +428,7 @@ int main(int argc, char** argv) {
   }
   std::cerr << "server " << o.server << " ready; work dir " << o.work_dir << "\n";
   int rc = o.scenario == "elector" ? sim::RunElectorChecks(o, client->get())
-                                   : sim::RunFleet(o, client->get());
+                                   : sim::RunFleet(o, client->get(), &cloud_model);
   if (server && !server->Alive()) {
     std::cerr << "the server process died during the run (log: " << o.work_dir
               << "/server.log)\n";

@@ -14,7 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "election/leader_elector.h"
 #include "election/pool_lease_lock.h"
-#include "election/sim/sim.h"
+#include "agent/sim/sim.h"
 
 namespace poolcoord::sim {
 namespace {

@@ -1,0 +1,107 @@
+// The cloud cluster as poolcoord-sim models it: the node Leases in
+// kube-node-lease, the Nodes and the Events of a kube-apiserver, with its
+// semantics for what poolcoord's forwarder, the modelled kubelets and the agents
+// use:
+// - one resourceVersion counter; a PUT whose resourceVersion is not the
+//   object's is 409 Conflict, a POST of an existing name 409 AlreadyExists, a
+//   GET of a missing object 404 NotFound, each with a metav1.Status body;
+// - LIST with a labelSelector (key or key=value); a Node watch that stays quiet
+//   (the Nodes do not change during a run) and ends after a while, as
+//   kube-apiserver's watch timeout does;
+// - a JSON merge patch of a Node's spec.taints with the resourceVersion
+//   precondition (what the forwarder's taint uses).
+// It is served over plain HTTP on 127.0.0.1 for the server (its --kubeconfig:
+// the forwarder and the Node membership source), and called in-process by the
+// modelled kubelets and by the agents' reads of their own Lease.
+//
+// The verdict lives here: what the node lifecycle controller judges is when a
+// node's Lease renewTime last changed, on its own clock; LastChange() is that
+// time on the simulator's monotonic clock, and Changes() every one of them.
+//
+// Thread-safety: everything is thread-safe (one mutex).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "cloud/types.h"
+
+namespace poolcoord::sim {
+
+class CloudModel {
+ public:
+  struct NodeSpec {
+    std::string name;
+    std::map<std::string, std::string> labels;
+    std::string internal_ip;
+  };
+
+  explicit CloudModel(std::vector<NodeSpec> nodes);
+  ~CloudModel();
+
+  // Serves HTTP on 127.0.0.1:`port` (0: a free one) until Stop().
+  absl::Status Serve(int port);
+  void Stop();
+  int port() const { return port_; }
+
+  // The node's kubelet renews its Lease as the kubelet does: read it, write it
+  // back (annotations kept) with holderIdentity, leaseDurationSeconds 40 and
+  // renewTime = `renew_wall_us` (its own clock); create it when missing.
+  void KubeletRenew(const std::string& node, int64_t renew_wall_us);
+  absl::StatusOr<cloud::Lease> GetLease(const std::string& node);
+
+  // When the node's Lease renewTime last changed (simulator monotonic µs; 0:
+  // never), and every change since the start.
+  int64_t LastChange(const std::string& node);
+  std::vector<int64_t> Changes(const std::string& node);
+  // Writes by the server (its forwarder): counts.
+  int64_t server_lease_writes() const { return server_lease_writes_.load(); }
+  int64_t server_requests() const { return server_requests_.load(); }
+  int64_t taints_set() const { return taint_patches_.load(); }
+
+ private:
+  struct Response {
+    int status = 200;
+    std::string body;
+  };
+  Response Handle(const std::string& method, const std::string& target, const std::string& body);
+  Response HandleLeases(const std::string& method, const std::string& name, const std::string& query,
+                        const std::string& body);
+  Response HandleNodes(const std::string& method, const std::string& name, const std::string& query,
+                       const std::string& body);
+  void Connection(int fd);
+  void AcceptLoop();
+  void RecordChangeLocked(const std::string& node, const std::optional<int64_t>& before,
+                          const std::optional<int64_t>& after) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string NodeJsonLocked(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  absl::Mutex mu_;
+  int64_t rv_ ABSL_GUARDED_BY(mu_) = 1000;
+  std::map<std::string, cloud::Lease> leases_ ABSL_GUARDED_BY(mu_);
+  struct NodeState {
+    NodeSpec spec;
+    std::string resource_version;
+    std::vector<cloud::Taint> taints;
+  };
+  std::map<std::string, NodeState> nodes_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::vector<int64_t>> changes_ ABSL_GUARDED_BY(mu_);
+  std::atomic<int64_t> server_lease_writes_{0}, server_requests_{0}, taint_patches_{0};
+
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stopping_{false};
+  std::thread acceptor_;
+  absl::Mutex conn_mu_;
+  std::vector<std::thread> connections_ ABSL_GUARDED_BY(conn_mu_);
+};
+
+}  // namespace poolcoord::sim
