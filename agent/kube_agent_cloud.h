@@ -1,7 +1,7 @@
 // AgentCloud over the cloud cluster: kube-apiserver for the node's own Lease,
 // and poolcoord's API behind kube-apiserver's aggregator for the PoolLease and
 // DelegatedLeases — all with the node's kubelet client certificate, so the
-// server sees system:node:<node> (DESIGN.md "Who talks to it").
+// server sees system:node:<node> (docs/architecture.md "Who talks to it").
 //
 //   GET    /apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/<node>
 //   GET    /apis/coordination.pool/v1alpha1/delegatedleases/<node>

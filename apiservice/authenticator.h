@@ -161,7 +161,7 @@ bool IsAnonymous(const base::UserInfo& user);
 // Where a request without credentials may go even with --anonymous-auth=false:
 // /healthz, /livez, /readyz and their subpaths, /version, /metrics, and POST of
 // the webhook path (kube-apiserver and kubelet probes call these without
-// credentials; DESIGN.md).
+// credentials).
 bool AnonymousAllowed(std::string_view method, std::string_view path);
 
 inline constexpr char kWebhookPath[] = "/validate-delegated-heartbeat";

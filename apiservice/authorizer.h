@@ -1,10 +1,10 @@
 // Authorization of authenticated requests, before any handler runs. A fixed
-// policy standing in for RBAC until SubjectAccessReview delegation comes:
+// policy for what the lease rules judge themselves, then SubjectAccessReview:
 // - group system:masters: everything (as kube-apiserver's privileged group);
 // - anyone, anonymous included: --authorization-always-allow-paths (a trailing
 //   "*" matches a prefix; default /healthz, /readyz, /livez), the health paths
 //   and their subpaths, /version, /metrics and POST /validate-delegated-heartbeat
-//   (kube's system:public-info-viewer plus what DESIGN.md opens);
+//   (kube's system:public-info-viewer plus the metrics and webhook paths);
 // - any authenticated user: GET/HEAD on discovery (/api, /apis and below, when
 //   not a resource request) and /openapi, /openapi/* (kube's system:discovery);
 // - group system:nodes: every verb on poolleases and delegatedleases and their

@@ -16,7 +16,7 @@
 namespace poolcoord::apiservice {
 namespace {
 
-// absl here is built with its own string_view (reference/cpp-style.md).
+// absl here is built with its own string_view, not std::string_view.
 
 enum class FlagType { kString, kBool, kInt, kInt64, kDuration, kStringList };
 

@@ -2,7 +2,7 @@
 // over Boost.Asio sockets, TLS by OpenSSL; only tls_server.cc includes them) and
 // our own handlers::Request / handlers::Response.
 //
-// Behaviour, and why (DESIGN.md "Transport", reference/pistache.md):
+// Behaviour, and why (docs/architecture.md "Transport"):
 // - N I/O threads; accepts and TLS handshakes are asynchronous, each handshake
 //   bounded by `handshake_timeout`, so a client that stalls never delays others.
 // - Time limits as kube-apiserver's http.Server (k8s.io/apiserver

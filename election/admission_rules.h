@@ -1,5 +1,5 @@
 // The decision of the validating admission webhook for the delegate annotation on
-// coordination.k8s.io/v1 Leases in kube-node-lease (DESIGN.md "The rules", the
+// coordination.k8s.io/v1 Leases in kube-node-lease (docs/architecture.md "The rules", the
 // webhook part), as a pure function over fields the handler already decoded.
 //
 // The delegation checks come from LeaseRules (DelegationCurrent, PoolLeaseLive):

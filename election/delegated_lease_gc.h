@@ -1,4 +1,4 @@
-// The expiry sweep for DelegatedLeases (DESIGN.md "The rules"; issue 3:
+// The expiry sweep for DelegatedLeases (docs/architecture.md "The rules"; issue 3:
 // "expired DelegatedLeases are marked in status and removed after
 // --delegated-lease-gc-period").
 #pragma once

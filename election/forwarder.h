@@ -1,5 +1,5 @@
 // The forwarder: turns live DelegatedLeases into renewals of the cloud's node
-// Leases (DESIGN.md "Forwarding").
+// Leases (docs/architecture.md "Forwarding").
 //
 // For each node with a DelegatedLease that belongs to the current, live term of
 // its pool's leader, it renews `kube-node-lease/<node>` in the cloud: GET, then

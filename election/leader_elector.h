@@ -1,5 +1,5 @@
 // A leader elector with client-go's tools/leaderelection semantics
-// (reference/election.md §1), over any LeaseLock.
+// (client-go's tools/leaderelection), over any LeaseLock.
 //
 // - A candidate polls the lock every RetryPeriod × [1, 2.2) (JitterUntil with
 //   JitterFactor 1.2). It may take the lock when the record names no holder, or

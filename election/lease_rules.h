@@ -1,4 +1,4 @@
-// The lease rules of DESIGN.md "The rules", in one place, shared by the REST
+// The lease rules of docs/architecture.md "The rules", in one place, shared by the REST
 // API (through each kind's strategy, handlers/registry/), the admission webhook
 // (admission_rules.h) and the simulator: who may write a PoolLease or a
 // DelegatedLease, and when (403 Forbidden, 409 Conflict, 503 while membership
@@ -80,7 +80,7 @@ class LeaseRules {
   // Microseconds the lease has left (negative once expired).
   int64_t RemainingMicros(const store::Object& lease) const;
   // True when the DelegatedLease is live and belongs to the current, live term of
-  // its pool's PoolLease (DESIGN.md).
+  // its pool's PoolLease (docs/architecture.md "The rules").
   bool DelegationCurrent(const store::Object& delegated, const store::Object* pool_lease) const;
 
   const LeaseRulesOptions& options() const { return options_; }

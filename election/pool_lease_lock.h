@@ -10,7 +10,7 @@
 //           (labels, annotations, ownerReferences are kept: a PUT replaces the
 //           whole object).
 // For PoolLeases the server authenticates the caller as system:node:<identity>
-// and enforces the pool rules (DESIGN.md).
+// and enforces the pool rules (docs/architecture.md "The rules").
 #pragma once
 
 #include <string>

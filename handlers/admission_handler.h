@@ -1,6 +1,6 @@
 // POST /validate-delegated-heartbeat: the validating admission webhook for the
 // delegate annotation on coordination.k8s.io/v1 Leases in kube-node-lease
-// (DESIGN.md "The rules"; reference/aggregated-api.md §5).
+// (docs/architecture.md "The rules").
 //
 // Wire contract, as kube-apiserver's webhook dispatcher checks it
 // (k8s.io/apiserver pkg/admission/plugin/webhook/request):

@@ -40,7 +40,7 @@ void StrArray(JsonWriter& w, const char* const (&items)[N]) {
 }
 
 // absl's string helpers take absl::string_view, a distinct type in Debian's build
-// (reference/cpp-style.md); these few work on std::string_view directly.
+// (not std::string_view); these few work on std::string_view directly.
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
@@ -322,7 +322,7 @@ std::string RenderVersion(std::string_view poolcoord_version) {
   // /usr/bin/kubectl on these machines is a dispatcher that runs
   // kubectl.<major>.<minor> according to the server's /version, and clients
   // compare it against their skew policy. We follow kube-apiserver 1.32's
-  // behaviour (DESIGN.md: kubectl 1.32 everywhere), so report 1.32; our own
+  // behaviour (kubectl 1.32 is what our users run), so report 1.32; our own
   // version rides in gitVersion's pre-release part, as distributions do.
   w.Key("major");
   w.String("1");

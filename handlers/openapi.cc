@@ -46,7 +46,7 @@ constexpr char kOurs[] = "pool.coordination.v1alpha1.";
 constexpr char kV3Path[] = "/openapi/v3/apis/coordination.pool/v1alpha1";
 
 // absl::StrCat takes absl::string_view, a distinct type in Debian's build
-// (reference/cpp-style.md); this concatenates std::string_view-convertible parts.
+// (not std::string_view); this concatenates std::string_view-convertible parts.
 template <typename... Parts>
 std::string Cat(const Parts&... parts) {
   std::string out;

@@ -1,6 +1,7 @@
 // The HTTP edge of absl::Status: every error a handler returns becomes a
 // metav1.Status body with the code and reason carried by store/api_error.h (or
-// derived from the absl code, per the table in reference/cpp-style.md).
+// derived from the absl code by store/api_error.cc's table: NotFound 404,
+// AlreadyExists/Aborted 409, InvalidArgument 422, PermissionDenied 403, ...).
 //
 // Shape, as k8s.io/apiserver's responsewriters write it:
 //   {"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",

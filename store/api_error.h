@@ -1,8 +1,8 @@
 // Kubernetes API errors carried inside absl::Status.
 //
 // Every layer returns absl::Status; the HTTP edge (handlers/status_mapping.h) turns
-// it into a metav1.Status. The absl code follows the table in
-// reference/cpp-style.md; the exact HTTP code, the reason and the details ride in a
+// it into a metav1.Status. The absl code is the nearest one (NotFound for
+// 404, Aborted for 409 Conflict, InvalidArgument for 422, ...; api_error.cc); the exact HTTP code, the reason and the details ride in a
 // payload so that, for example, 409 AlreadyExists and 409 Conflict stay distinct.
 // The message and detail shapes follow k8s.io/apimachinery/pkg/api/errors.
 #pragma once

@@ -1,4 +1,4 @@
-// The etcd3 Store (DESIGN.md "Stores": etcd3): the Store interface over etcd's
+// The etcd3 Store (docs/architecture.md "Stores"): the Store interface over etcd's
 // v3 API, reached through etcd's v3 JSON gateway (store/etcd3_client.h; why the
 // gateway and not gRPC: docs/etcd3.md).
 //

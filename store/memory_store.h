@@ -1,4 +1,4 @@
-// The in-memory Store (DESIGN.md "Stores": memory).
+// The in-memory Store (docs/architecture.md "Stores").
 //
 // One process, one global revision starting at 1 (an empty store lists at
 // resourceVersion "1", never 0: clients treat "0" as "any"). Each write bumps the

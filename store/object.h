@@ -297,7 +297,7 @@ struct Object {
   Kind kind = Kind::kPoolLease;
   // Server-internal, never serialized to clients: this process's monotonic clock
   // (microseconds) when it accepted the last renewal. Expiry is judged from it,
-  // never from the client's renewTime (DESIGN.md "The rules").
+  // never from the client's renewTime (docs/architecture.md "The rules").
   int64_t observed_monotonic_us = 0;
 };
 
