@@ -46,6 +46,11 @@ ForwarderMetrics::ForwarderMetrics(base::MetricsRegistry* r)
       delegations_stopped(r->AddCounter("poolcoord_delegations_stopped_total",
                                         "Nodes that renew their own Lease again.")
                               .WithLabels({})),
+      renewals_carried(
+          r->AddCounter("poolcoord_kubelet_renewals_carried_total",
+                        "Renewals of a returning kubelet whose clock runs behind the last "
+                        "forwarded renewTime, rewritten so that renewTime grows.")
+              .WithLabels({})),
       taints_added(r->AddCounter("poolcoord_taints_added_total",
                                  "Unschedulable taints added to delegated nodes.")
                        .WithLabels({})),
@@ -308,9 +313,32 @@ absl::Status Forwarder::SyncNode(const std::string& node) {
     const std::optional<int64_t> forwarded = AnnotationTime(lease, kForwardedRenewTimeAnnotation);
     const std::optional<int64_t> renew = lease.spec.renew_time_us;
     const bool ours = renew && forwarded && *renew == *forwarded;
+    // A kubelet renewal we carried (below), with no kubelet write since.
+    const std::optional<int64_t> carried = AnnotationTime(lease, kCarriedRenewTimeAnnotation);
+    const bool carried_last = renew && carried && *renew == *carried;
     const int64_t renewal_age = RenewalAge(node, renew);
-    if (marked && !ours) {
-      // The kubelet renewed on its own since our last forward: the node is back.
+    if (marked && !ours && !carried_last) {
+      // The kubelet renewed on its own since our last write: the node is back.
+      const int64_t last_written =
+          std::max(forwarded.value_or(std::numeric_limits<int64_t>::min()),
+                   carried.value_or(std::numeric_limits<int64_t>::min()));
+      if (renew && (forwarded || carried) && *renew <= last_written) {
+        // But its clock runs behind the renewTime we wrote last. The node
+        // lifecycle controller takes a Lease as a sign of life only when its
+        // renewTime grows (savedLease.Spec.RenewTime.Before(observed)), so
+        // this renewal and the next ones, until the kubelet's clock passes
+        // ours, would not count: the node would go Unknown while it renews.
+        // Each of them is carried one microsecond past the last renewTime we
+        // wrote (the evidence is the kubelet's own write; the resync sees
+        // each within resync_period), the marks kept until its clock catches
+        // up. The carried value goes into its own annotation, not
+        // forwarded-renew-time: the node's agent reads the Lease as its
+        // kubelet's (the cloud sees the node itself again).
+        absl::Status s = CarryKubeletRenewal(lease, last_written + 1);
+        if (cloud::IsConflict(s)) continue;
+        if (!s.ok()) return s;
+        return SetTaint(node, false, 0);
+      }
       absl::Status s = ClearDelegation(lease);
       if (cloud::IsConflict(s)) continue;
       if (!s.ok()) return s;
@@ -420,11 +448,24 @@ absl::StatusOr<Forwarder::Delegation> Forwarder::Forward(const std::string& node
   return d;
 }
 
+absl::Status Forwarder::CarryKubeletRenewal(cloud::Lease lease, int64_t renew_us) {
+  const std::string node = lease.metadata.name;
+  lease.spec.renew_time_us = renew_us;
+  lease.metadata.annotations[kCarriedRenewTimeAnnotation] = base::FormatMicroTime(renew_us);
+  absl::StatusOr<cloud::Lease> written = cloud_.node_leases->Update(lease);
+  if (cloud::IsNotFound(written.status())) return absl::OkStatus();
+  if (cloud::IsConflict(written.status())) return written.status();
+  if (!written.ok()) return Failed(node, "carrying its kubelet's renewal", written.status());
+  metrics_.renewals_carried.Inc();
+  return absl::OkStatus();
+}
+
 absl::Status Forwarder::ClearDelegation(cloud::Lease lease) {
   const std::string node = lease.metadata.name;
   lease.metadata.annotations.erase(kDelegateAnnotation);
   lease.metadata.annotations.erase(kDelegatedSinceAnnotation);
   lease.metadata.annotations.erase(kForwardedRenewTimeAnnotation);
+  lease.metadata.annotations.erase(kCarriedRenewTimeAnnotation);
   lease.metadata.labels.erase(kDelegatedLabel);
   absl::StatusOr<cloud::Lease> written = cloud_.node_leases->Update(lease);
   if (cloud::IsNotFound(written.status())) return absl::OkStatus();

@@ -36,8 +36,16 @@
 //   label      coordination.pool/delegated=true           to list marked Leases
 //   taint node.openyurt.io/unschedulable=true:NoSchedule once delegated for
 //                                                        `taint_after` (40 s)
-// A Lease whose renewTime differs from forwarded-renew-time was renewed by its
-// kubelet: the node is back, so the marks and the taint are removed. A marked
+// A Lease whose renewTime differs from forwarded-renew-time (and from
+// carried-renew-time) was renewed by its kubelet: the node is back, so the
+// marks and the taint are removed. Unless that renewTime is not later than the
+// last one we wrote (the kubelet's clock runs behind ours): the node lifecycle
+// controller would not count it, nor the next ones until the kubelet's clock
+// passes ours, so each such renewal is carried to that renewTime + 1 µs, noted
+// in coordination.pool/carried-renew-time (not forwarded-renew-time: the
+// node's agent reads the Lease as its kubelet's), the marks kept and the taint
+// removed (poolcoord_kubelet_renewals_carried_total), until the kubelet's own
+// renewTime grows past it. Nothing is written without a kubelet write to carry. A marked
 // Lease we last renewed longer than `node_monitor_grace_period` ago (the
 // delegation lapsed and the node went Unknown) starts a new delegation when
 // forwarding resumes: a new delegated-since, a DelegationStarted event, and the
@@ -77,6 +85,7 @@ namespace poolcoord::election {
 
 inline constexpr char kDelegatedSinceAnnotation[] = "coordination.pool/delegated-since";
 inline constexpr char kForwardedRenewTimeAnnotation[] = "coordination.pool/forwarded-renew-time";
+inline constexpr char kCarriedRenewTimeAnnotation[] = "coordination.pool/carried-renew-time";
 inline constexpr char kDelegatedLabel[] = "coordination.pool/delegated";
 inline constexpr char kUnschedulableTaint[] = "node.openyurt.io/unschedulable";
 
@@ -110,6 +119,7 @@ struct ForwarderMetrics {
   base::Counter& forward_errors;
   base::Counter& delegations_started;
   base::Counter& delegations_stopped;
+  base::Counter& renewals_carried;
   base::Counter& taints_added;
   base::Counter& taints_removed;
   base::Counter& leader_changes;
@@ -151,6 +161,9 @@ class Forwarder {
   // Conflict / AlreadyExists when someone wrote first: the caller re-reads.
   absl::StatusOr<Delegation> Forward(const std::string& node, const store::Object& delegated,
                                      std::optional<cloud::Lease> existing, bool new_delegation);
+  // Rewrites the kubelet's own renewal in `lease` with renewTime `renew_us`
+  // (and forwarded-renew-time), marks kept. Conflict: the caller re-reads.
+  absl::Status CarryKubeletRenewal(cloud::Lease lease, int64_t renew_us);
   absl::Status ClearDelegation(cloud::Lease lease);
   absl::Status SetTaint(const std::string& node, bool present, int64_t since_us);
   void RecordEvent(const std::string& kind, const std::string& api_version, const std::string& name,

@@ -15,7 +15,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "agent/sim/sim.h"
 #include "base/microtime.h"
 #include "cloud/codec.h"
 #include "rapidjson/document.h"
@@ -28,6 +27,13 @@ namespace {
 constexpr char kLeases[] = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases";
 constexpr char kNodes[] = "/api/v1/nodes";
 constexpr int kWatchHoldSeconds = 10;
+
+// The simulator's monotonic clock (sim.h's MonoMicros: the same steady clock).
+int64_t SteadyMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 std::string StatusBody(int code, const std::string& reason, const std::string& message) {
   rapidjson::StringBuffer buf;
@@ -257,9 +263,22 @@ CloudModel::Response CloudModel::Handle(const std::string& method, const std::st
   return {404, StatusBody(404, "NotFound", absl::StrCat("the modelled cloud serves no ", path))};
 }
 
-void CloudModel::RecordChangeLocked(const std::string& node, const std::optional<int64_t>& before,
-                                    const std::optional<int64_t>& after) {
-  if (after.has_value() && after != before) changes_[node].push_back(MonoMicros());
+void CloudModel::RecordRenewLocked(const std::string& node, const std::optional<int64_t>& renew_time) {
+  if (!renew_time.has_value()) return;
+  auto [it, first] = counted_renew_time_.try_emplace(node, *renew_time);
+  if (!first) {
+    if (*renew_time <= it->second) {
+      ++renewals_not_counted_;
+      return;
+    }
+    it->second = *renew_time;
+  }
+  changes_[node].push_back(SteadyMicros());
+}
+
+int64_t CloudModel::renewals_not_counted() {
+  absl::MutexLock l(&mu_);
+  return renewals_not_counted_;
 }
 
 CloudModel::Response CloudModel::HandleLeases(const std::string& method, const std::string& name,
@@ -288,7 +307,7 @@ CloudModel::Response CloudModel::HandleLeases(const std::string& method, const s
     lease->metadata.namespace_ = "kube-node-lease";
     lease->metadata.resource_version = std::to_string(++rv_);
     lease->metadata.uid = absl::StrCat("uid-lease-", n);
-    RecordChangeLocked(n, std::nullopt, lease->spec.renew_time_us);
+    RecordRenewLocked(n, lease->spec.renew_time_us);
     leases_[n] = *lease;
     server_lease_writes_++;
     return {201, encode(*lease)};
@@ -317,7 +336,7 @@ CloudModel::Response CloudModel::HandleLeases(const std::string& method, const s
     lease->metadata.namespace_ = "kube-node-lease";
     lease->metadata.uid = it->second.metadata.uid;
     lease->metadata.resource_version = std::to_string(++rv_);
-    RecordChangeLocked(name, it->second.spec.renew_time_us, lease->spec.renew_time_us);
+    RecordRenewLocked(name, lease->spec.renew_time_us);
     it->second = *lease;
     server_lease_writes_++;
     return {200, encode(*lease)};
@@ -445,16 +464,15 @@ void CloudModel::KubeletRenew(const std::string& node, int64_t renew_wall_us) {
     lease.spec.holder_identity = node;
     lease.spec.lease_duration_seconds = 40;
     lease.spec.renew_time_us = renew_wall_us;
-    RecordChangeLocked(node, std::nullopt, lease.spec.renew_time_us);
+    RecordRenewLocked(node, lease.spec.renew_time_us);
     leases_[node] = lease;
     return;
   }
-  const std::optional<int64_t> before = it->second.spec.renew_time_us;
   it->second.spec.holder_identity = node;
   it->second.spec.lease_duration_seconds = 40;
   it->second.spec.renew_time_us = renew_wall_us;
   it->second.metadata.resource_version = std::to_string(++rv_);
-  RecordChangeLocked(node, before, it->second.spec.renew_time_us);
+  RecordRenewLocked(node, it->second.spec.renew_time_us);
 }
 
 absl::StatusOr<cloud::Lease> CloudModel::GetLease(const std::string& node) {

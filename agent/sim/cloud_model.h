@@ -14,9 +14,13 @@
 // the forwarder and the Node membership source), and called in-process by the
 // modelled kubelets and by the agents' reads of their own Lease.
 //
-// The verdict lives here: what the node lifecycle controller judges is when a
-// node's Lease renewTime last changed, on its own clock; LastChange() is that
-// time on the simulator's monotonic clock, and Changes() every one of them.
+// The verdict lives here: the node lifecycle controller takes a node's Lease
+// as a sign of life only when its renewTime is later than the renewTime it
+// counted last (`savedLease.Spec.RenewTime.Before(observedLease...)`), and
+// dates it on its own clock when it sees it. LastChange() is the last such
+// time on the simulator's monotonic clock, Changes() every one of them. So a
+// renewal whose renewTime does not grow (a kubelet whose clock runs behind the
+// forwarder's, taking its Lease back) keeps the node as old as it was.
 //
 // Thread-safety: everything is thread-safe (one mutex).
 #pragma once
@@ -67,6 +71,8 @@ class CloudModel {
   int64_t server_lease_writes() const { return server_lease_writes_.load(); }
   int64_t server_requests() const { return server_requests_.load(); }
   int64_t taints_set() const { return taint_patches_.load(); }
+  // Lease writes whose renewTime did not grow past the last one counted.
+  int64_t renewals_not_counted();
 
  private:
   struct Response {
@@ -80,8 +86,10 @@ class CloudModel {
                        const std::string& body);
   void Connection(int fd);
   void AcceptLoop();
-  void RecordChangeLocked(const std::string& node, const std::optional<int64_t>& before,
-                          const std::optional<int64_t>& after) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A write stored `renew_time` into the node's Lease: a sign of life when it
+  // is later than the last one counted.
+  void RecordRenewLocked(const std::string& node, const std::optional<int64_t>& renew_time)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string NodeJsonLocked(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Mutex mu_;
@@ -94,6 +102,8 @@ class CloudModel {
   };
   std::map<std::string, NodeState> nodes_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::vector<int64_t>> changes_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int64_t> counted_renew_time_ ABSL_GUARDED_BY(mu_);  // wall µs
+  int64_t renewals_not_counted_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<int64_t> server_lease_writes_{0}, server_requests_{0}, taint_patches_{0};
 
   int listen_fd_ = -1;

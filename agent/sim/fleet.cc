@@ -1184,6 +1184,8 @@ int RunFleet(const Options& o, cloud::RestClient* client, CloudModel* cloud_mode
   std::printf("%-52s %lld writes, %lld taint patches, %lld requests\n",
               "the server's forwarder in the modelled cloud", ll(cloud_model->server_lease_writes()),
               ll(cloud_model->taints_set()), ll(cloud_model->server_requests()));
+  std::printf("%-52s %lld\n", "cloud Lease writes whose renewTime did not grow",
+              ll(cloud_model->renewals_not_counted()));
   std::printf("%-52s %.1f s\n", "oldest cloud Lease of an alive node (in reach)",
               f.max_alive_age / 1e6);
   std::printf("%-52s %zu, p50 %.1f s, max %.1f s\n", "failovers after leader kills", fo.size(),
@@ -1241,7 +1243,7 @@ int RunFleet(const Options& o, cloud::RestClient* client, CloudModel* cloud_mode
         "{\"agents\":%d,\"pools\":%d,\"duration_s\":%.0f,\"requests\":%lld,"
         "\"request_errors\":%lld,\"latency_ms\":{\"p50\":%.3f,\"p99\":%.3f,\"p999\":%.3f},"
         "\"dl_writes\":%lld,\"dl_refused\":%lld,\"forwarder_lease_writes\":%lld,"
-        "\"max_alive_lease_age_s\":%.3f,\"false_evictions\":%lld,\"graces\":[%s],"
+        "\"renewals_not_counted\":%lld,\"max_alive_lease_age_s\":%.3f,\"false_evictions\":%lld,\"graces\":[%s],"
         "\"false_liveness\":%lld,\"cloud_false_liveness\":%lld,\"datagrams\":%lld,"
         "\"heartbeats_verified\":%lld,\"heartbeats_heard\":%lld,\"heartbeats_dropped\":%lld,"
         "\"terms_acquired\":%lld,\"term_writes_checked\":%lld,"
@@ -1253,7 +1255,7 @@ int RunFleet(const Options& o, cloud::RestClient* client, CloudModel* cloud_mode
         "\"scheduler_lag_p99_ms\":%.1f,\"ok\":%s}\n",
         total, o.pools, o.duration_s, ll(total_requests), ll(f.request_errors.load()), p50, p99, p999,
         ll(f.dl_writes.load()), ll(f.dl_refused.load()), ll(cloud_model->server_lease_writes()),
-        f.max_alive_age / 1e6, ll(false_evictions), graces, ll(f.false_liveness),
+        ll(cloud_model->renewals_not_counted()), f.max_alive_age / 1e6, ll(false_evictions), graces, ll(f.false_liveness),
         ll(f.cloud_false_liveness), ll(f.datagrams.load()), ll(hb_verified), ll(hb_heard),
         ll(hb_dropped), ll(terms.terms), ll(terms.writes), ll(terms.unknown_term),
         ll(terms.violations()), ll(terms.other_term), ll(terms.shared_term), ll(terms.stale_term),

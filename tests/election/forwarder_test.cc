@@ -81,13 +81,14 @@ struct Fixture {
   }
 
   // The kubelet renews its own Lease (GET, change renewTime, PUT: annotations
-  // it read are kept, as the real kubelet's update does).
-  void KubeletRenews(const std::string& node) {
+  // it read are kept, as the real kubelet's update does), on a clock `skew`
+  // away from the server's.
+  void KubeletRenews(const std::string& node, int64_t skew_us = 0) {
     pc::Lease l = leases.Find(node).value_or(pc::Lease{});
     l.metadata.name = node;
     l.spec.holder_identity = node;
     l.spec.lease_duration_seconds = 40;
-    l.spec.renew_time_us = clock.NowMicros();
+    l.spec.renew_time_us = clock.NowMicros() + skew_us;
     leases.Put(l);
   }
 
@@ -382,6 +383,67 @@ BOOST_AUTO_TEST_CASE(short_gap_resumes_the_delegation) {
   BOOST_TEST(Count("hz-2", "DelegationStarted") == 1);
 }
 
+// Found by poolcoord-sim once its verdict became the node lifecycle
+// controller's rule (a Lease counts only when its renewTime grows): a kubelet
+// whose clock runs 30 s behind the server came back from a delegation, its
+// renewals were all earlier than the forwarder's last renewTime, the forwarder
+// dropped its marks at the first one, and for 30 s no renewal counted (the
+// node went Unknown at grace 40 s while it renewed every 10 s). Each such
+// renewal is now carried past the last renewTime until the kubelet's clock
+// catches up; then the marks go.
+BOOST_AUTO_TEST_CASE(returning_kubelet_behind_the_server_keeps_the_lease_growing) {
+  constexpr int64_t kBehind = -30 * kSecond;
+  KubeletRenews("hz-2", kBehind);
+  Delegate("hz-2");
+  Run(seconds(41), [&] {
+    if (clock.MonotonicMicros() % (10 * kSecond) == 0) LeaderRenews("hz-2");
+  });
+  BOOST_REQUIRE(Tainted("hz-2"));
+  Undelegate("hz-2");  // the leader hears the node reach the cloud again
+  // What the node lifecycle controller counts: renewTime values that grow.
+  int64_t counted = RenewTime("hz-2").value_or(0);
+  int64_t counted_at = clock.MonotonicMicros(), longest = 0;
+  int carried_seen = 0, read_as_forwarded = 0;
+  Run(seconds(60), [&] {
+    if (clock.MonotonicMicros() % (10 * kSecond) == 5 * kSecond) KubeletRenews("hz-2", kBehind);
+    const int64_t r = RenewTime("hz-2").value_or(0);
+    if (r > counted) {
+      counted = r;
+      counted_at = clock.MonotonicMicros();
+    }
+    longest = std::max(longest, clock.MonotonicMicros() - counted_at);
+    // A carried renewal is the kubelet's: the node's agent must not read it
+    // as the forwarder's (agent::ObserveNodeLease).
+    if (Annotation("hz-2", pe::kCarriedRenewTimeAnnotation) == pb::FormatMicroTime(r)) {
+      ++carried_seen;
+      if (Annotation("hz-2", pe::kForwardedRenewTimeAnnotation) == pb::FormatMicroTime(r)) {
+        ++read_as_forwarded;
+      }
+    }
+  });
+  BOOST_TEST(carried_seen > 0);
+  BOOST_TEST(read_as_forwarded == 0);
+  BOOST_TEST(longest <= 15 * kSecond + 500'000, "longest time without a counted renewal: " << longest);
+  BOOST_TEST(forwarder->metrics().renewals_carried.Value() >= 3u);
+  BOOST_TEST(!Tainted("hz-2"));
+  // The kubelet's clock has passed the carried renewTime: its own renewals
+  // count again and the marks are gone.
+  BOOST_TEST(Annotation("hz-2", pe::kDelegateAnnotation).empty());
+  BOOST_TEST(Annotation("hz-2", pe::kCarriedRenewTimeAnnotation).empty());
+  BOOST_TEST(Count("hz-2", "DelegationStopped") == 1);
+}
+
+// A dead kubelet writes nothing, so nothing is carried: no false liveness.
+BOOST_AUTO_TEST_CASE(nothing_is_carried_without_a_kubelet_write) {
+  Delegate("hz-2");
+  BOOST_REQUIRE(forwarder->SyncNode("hz-2").ok());
+  Undelegate("hz-2");
+  const std::optional<int64_t> last = RenewTime("hz-2");
+  Run(seconds(60));
+  BOOST_TEST((RenewTime("hz-2") == last));
+  BOOST_TEST(forwarder->metrics().renewals_carried.Value() == 0u);
+}
+
 BOOST_AUTO_TEST_CASE(metrics_keep_their_names) {
   Delegate("hz-2");
   BOOST_REQUIRE(forwarder->SyncAll().ok());
@@ -394,7 +456,8 @@ BOOST_AUTO_TEST_CASE(metrics_keep_their_names) {
         "# TYPE poolcoord_pool_leader_changes_total counter\n",
         "# TYPE poolcoord_taints_added_total counter\n",
         "# TYPE poolcoord_taints_removed_total counter\n",
-        "# TYPE poolcoord_delegations_stopped_total counter\n"}) {
+        "# TYPE poolcoord_delegations_stopped_total counter\n",
+        "# TYPE poolcoord_kubelet_renewals_carried_total counter\n"}) {
     BOOST_TEST_CONTEXT(line) { BOOST_TEST(text.find(line) != std::string::npos); }
   }
 }
