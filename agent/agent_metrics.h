@@ -44,7 +44,7 @@ class AgentMetrics {
 
  private:
   // A counter mirrored from a monotonic source value.
-  void Mirror(base::Counter& counter, int64_t value);
+  void Mirror(base::Counter& counter, int64_t value) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const AgentCore* const core_;
   base::MetricsRegistry* const registry_;
