@@ -105,6 +105,15 @@ BOOST_AUTO_TEST_CASE(NodeLeaseObservations) {
   BOOST_TEST(!pa::ObserveNodeLease(lease).forwarded);
   lease.metadata.annotations[poolcoord::election::kForwardedRenewTimeAnnotation] = "garbage";
   BOOST_TEST(!pa::ObserveNodeLease(lease).forwarded);
+  // A kubelet renewal the forwarder carried past its own last renewTime (the
+  // kubelet's clock runs behind) is still the kubelet's: the cloud sees the
+  // node itself.
+  lease.metadata.annotations[poolcoord::election::kForwardedRenewTimeAnnotation] =
+      poolcoord::base::FormatMicroTime(1'767'225'620'000'000);
+  lease.spec.renew_time_us = 1'767'225'620'000'001;
+  lease.metadata.annotations[poolcoord::election::kCarriedRenewTimeAnnotation] =
+      poolcoord::base::FormatMicroTime(1'767'225'620'000'001);
+  BOOST_TEST(!pa::ObserveNodeLease(lease).forwarded);
 }
 
 BOOST_AUTO_TEST_CASE(AnsweredOrNot) {
