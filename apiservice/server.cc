@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
@@ -166,6 +167,18 @@ handlers::Response RequestPipeline::Serve(handlers::Request& request,
     return finish(handlers::ErrorResponse(store::UnauthorizedError()));
   }
   request.user = *std::move(user);
+  // Impersonation is kube-apiserver's to do: behind the aggregator the request
+  // arrives already as the impersonated user. Served here directly, the headers
+  // would be ignored and the request run as the caller (kubectl --as=... would
+  // quietly act as the admin), so they are refused.
+  for (const auto& [name, value] : request.headers) {
+    if (absl::StartsWith(name, "impersonate-")) {
+      return finish(handlers::ErrorResponse(store::ForbiddenError(absl::StrCat(
+          "impersonation is not supported by this server (header ", name,
+          "): send the request with the credentials of the user to act as, or through "
+          "kube-apiserver, which impersonates before it proxies to this API"))));
+    }
+  }
 
   const bool limited = info.verb != "watch" && !request.user.IsMaster();
   if (limited && options_.limiter != nullptr && !options_.limiter->TryAcquire()) {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "base/quote.h"
 #include "base/string_view.h"
@@ -66,12 +68,8 @@ class DuplicateFinder : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, D
   bool Key(const char* s, rapidjson::SizeType n, bool) {
     Frame& f = frames_.back();
     f.key.assign(s, n);
-    if (std::find(f.keys.begin(), f.keys.end(), f.key) != f.keys.end()) {
-      const size_t offset = std::min(stream_->Tell(), text_.size());
-      const int line = 1 + static_cast<int>(std::count(text_.begin(), text_.begin() + offset, '\n'));
-      out_->push_back({PathHere(), f.key, line});
-    } else {
-      f.keys.push_back(f.key);
+    if (!f.keys.insert(f.key).second) {
+      out_->push_back({PathHere(), f.key, LineAt(std::min(stream_->Tell(), text_.size()))});
     }
     return true;
   }
@@ -92,7 +90,7 @@ class DuplicateFinder : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, D
  private:
   struct Frame {
     bool object;
-    std::vector<std::string> keys;
+    absl::flat_hash_set<std::string> keys;
     std::string key;
     int index = -1;
   };
@@ -113,11 +111,33 @@ class DuplicateFinder : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, D
     return out;
   }
 
+  // The line of `offset`: the parse only moves forward, so newlines are counted
+  // once over the whole body, not from its start for every repetition (a body
+  // of 16,000 repeated keys took seconds that way).
+  int LineAt(size_t offset) {
+    if (offset > counted_to_) {
+      line_ += static_cast<int>(std::count(text_.begin() + counted_to_, text_.begin() + offset, '\n'));
+      counted_to_ = offset;
+    }
+    return line_;
+  }
+
   std::string_view text_;
+  size_t counted_to_ = 0;
+  int line_ = 1;
   const rapidjson::StringStream* stream_;
   std::vector<DuplicateField>* out_;
   std::vector<Frame> frames_;
 };
+
+// Objects up to this many members are checked pair by pair (no allocation, the
+// usual case); larger ones through a hash set, so that a body of many keys costs
+// time in proportion to its size (any authenticated client can send one).
+constexpr rapidjson::SizeType kPairwiseMembers = 16;
+
+std::string_view NameOf(const rapidjson::Value& name) {
+  return std::string_view(name.GetString(), name.GetStringLength());
+}
 
 bool HasDuplicateKeys(const rapidjson::Value& v) {
   if (v.IsArray()) {
@@ -127,10 +147,20 @@ bool HasDuplicateKeys(const rapidjson::Value& v) {
     return false;
   }
   if (!v.IsObject()) return false;
-  for (auto i = v.MemberBegin(); i != v.MemberEnd(); ++i) {
-    for (auto j = v.MemberBegin(); j != i; ++j) {
-      if (j->name == i->name) return true;
+  if (v.MemberCount() <= kPairwiseMembers) {
+    for (auto i = v.MemberBegin(); i != v.MemberEnd(); ++i) {
+      for (auto j = v.MemberBegin(); j != i; ++j) {
+        if (j->name == i->name) return true;
+      }
     }
+  } else {
+    absl::flat_hash_set<std::string_view> seen;
+    seen.reserve(v.MemberCount());
+    for (auto i = v.MemberBegin(); i != v.MemberEnd(); ++i) {
+      if (!seen.insert(NameOf(i->name)).second) return true;
+    }
+  }
+  for (auto i = v.MemberBegin(); i != v.MemberEnd(); ++i) {
     if (HasDuplicateKeys(i->value)) return true;
   }
   return false;
@@ -221,27 +251,34 @@ void RemoveDuplicateKeys(rapidjson::Value& value, std::vector<DuplicateField>* o
   }
   if (!value.IsObject()) return;
   // Report in document order: a repetition when it is met, before its content.
+  absl::flat_hash_set<std::string_view> seen;
+  seen.reserve(value.MemberCount());
   for (auto i = value.MemberBegin(); i != value.MemberEnd(); ++i) {
-    const std::string_view key(i->name.GetString(), i->name.GetStringLength());
-    for (auto j = value.MemberBegin(); j != i; ++j) {
-      if (j->name == i->name) {
-        out->push_back({Join(prefix, key), std::string(key), 0});
-        break;
-      }
-    }
+    const std::string_view key = NameOf(i->name);
+    if (!seen.insert(key).second) out->push_back({Join(prefix, key), std::string(key), 0});
     RemoveDuplicateKeys(i->value, out, Join(prefix, key));
   }
-  // Keep the last of each key.
-  for (auto i = value.MemberBegin(); i != value.MemberEnd();) {
-    bool later = false;
-    for (auto j = i + 1; j != value.MemberEnd(); ++j) {
-      if (j->name == i->name) {
-        later = true;
-        break;
-      }
+  if (seen.size() == value.MemberCount()) return;
+  // Keep the last of each key, in document order, in one pass: the kept members
+  // move forward over the dropped ones, then the tail goes (erasing one member at
+  // a time shifts the rest each time).
+  absl::flat_hash_map<std::string_view, rapidjson::SizeType> last;
+  last.reserve(seen.size());
+  rapidjson::SizeType index = 0;
+  for (auto i = value.MemberBegin(); i != value.MemberEnd(); ++i, ++index) last[NameOf(i->name)] = index;
+  std::vector<bool> keep(value.MemberCount());
+  for (const auto& [name, at] : last) keep[at] = true;
+  auto write = value.MemberBegin();
+  index = 0;
+  for (auto i = value.MemberBegin(); i != value.MemberEnd(); ++i, ++index) {
+    if (!keep[index]) continue;
+    if (write != i) {
+      write->name.Swap(i->name);
+      write->value.Swap(i->value);
     }
-    i = later ? value.EraseMember(i) : i + 1;
+    ++write;
   }
+  value.EraseMember(write, value.MemberEnd());
 }
 
 absl::StatusOr<JsonBody> ParseJsonBody(std::string_view body) {

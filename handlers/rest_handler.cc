@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -151,8 +152,49 @@ absl::Status SpecRequired(Kind kind, const std::string& name) {
                              {store::FieldRequired("spec")});
 }
 
+// Warning headers as k8s.io/apiserver's warning recorder writes them: each text
+// once, and at most kWarningTotalRunes of text in all; past that, every warning
+// is cut to kWarningItemRunes and those that still fit are sent, the rest
+// dropped. (16,000 unknown fields once made 7,657 Warning lines, 365 KB, and the
+// response broke off inside its header.)
+constexpr size_t kWarningTotalRunes = 4 * 1024;
+constexpr size_t kWarningItemRunes = 256;
+
+size_t RuneCount(std::string_view s) {
+  size_t n = 0;
+  for (char c : s) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  return n;
+}
+
+std::string_view FirstRunes(std::string_view s, size_t runes) {
+  size_t n = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80 && n++ == runes) return s.substr(0, i);
+  }
+  return s;
+}
+
 void AddWarnings(Response* r, const std::vector<std::string>& warnings) {
+  std::vector<std::string_view> texts;
+  absl::flat_hash_set<std::string_view> seen;
+  size_t total = 0;
   for (const auto& w : warnings) {
+    if (w.empty() || !seen.insert(w).second) continue;
+    texts.push_back(w);
+    total += RuneCount(w);
+  }
+  if (total > kWarningTotalRunes) {
+    std::vector<std::string_view> fitting;
+    total = 0;
+    for (std::string_view t : texts) {
+      t = FirstRunes(t, kWarningItemRunes);
+      total += RuneCount(t);
+      if (total > kWarningTotalRunes) break;
+      fitting.push_back(t);
+    }
+    texts = std::move(fitting);
+  }
+  for (std::string_view w : texts) {
     std::string escaped;
     for (char c : w) {
       if (c == '"' || c == '\\') escaped.push_back('\\');

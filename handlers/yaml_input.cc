@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -160,6 +161,9 @@ class Converter {
       }
       case YAML::NodeType::Map: {
         out->SetObject();
+        // Each key's member, so that a mapping of many keys is converted in time
+        // in proportion to its size (FindMember is a linear scan).
+        absl::flat_hash_map<std::string, rapidjson::SizeType> members;
         for (const auto& pair : n) {
           if (!pair.first.IsScalar()) {
             return DecodeError("a mapping key is not a scalar");
@@ -168,11 +172,10 @@ class Converter {
           const std::string child = path.empty() ? key : absl::StrCat(path, ".", key);
           Value v;
           if (absl::Status s = Convert(pair.second, &v, child, depth + 1); !s.ok()) return s;
-          auto existing = out->FindMember(
-              Value(rapidjson::StringRef(key.data(), static_cast<rapidjson::SizeType>(key.size()))));
-          if (existing != out->MemberEnd()) {
+          auto [at, inserted] = members.try_emplace(key, out->MemberCount());
+          if (!inserted) {
             duplicates_->push_back({child, key, pair.first.Mark().line + 1});
-            existing->value = std::move(v);
+            (out->MemberBegin() + at->second)->value = std::move(v);
             continue;
           }
           out->AddMember(Value(key.data(), static_cast<rapidjson::SizeType>(key.size()), a_),

@@ -388,7 +388,25 @@ def sigterm_ends_watch_and_exits_zero(s):
     s.start()
 
 
-CASES = [malformed_json_400, invalid_fields_422_with_causes, body_limits, transport_bad_input,
+def impersonation_refused_not_ignored(s):
+    # The input that showed it: kubectl --as=system:node:zz-9 --as-group=system:nodes
+    # delete pl k1 --dry-run=server "deleted" the lease as the admin, the
+    # Impersonate-* headers ignored. kube-apiserver impersonates before it proxies
+    # to us, so here they are refused, and nothing runs.
+    c = s.admin()
+    name = uniq("imp")
+    expect_status(c.request("POST", f"{BASE}/poolleases",
+                            {"apiVersion": GV, "kind": "PoolLease", "metadata": {"name": name},
+                             "spec": {"leaseDurationSeconds": 10}}), 201)
+    for header in ({"Impersonate-User": "system:node:zz-9"},
+                   {"Impersonate-Group": "system:nodes"},
+                   {"Impersonate-Extra-Scopes": "x"}):
+        r = expect_status(c.request("DELETE", f"{BASE}/poolleases/{name}", headers=header), 403, "Forbidden")
+        expect("impersonation is not supported" in r.json()["message"], r.body)
+    expect_status(c.request("GET", f"{BASE}/poolleases/{name}"), 200)
+
+
+CASES = [impersonation_refused_not_ignored, malformed_json_400, invalid_fields_422_with_causes, body_limits, transport_bad_input,
          delete_options_and_field_manager_bad_input, media_types, paths_and_methods,
          optimistic_concurrency_and_preconditions, status_subresource, finalizers_hold_deletion,
          generate_name_and_dry_run, list_resource_version_semantics, watch_with_huge_timeout_stays_open,

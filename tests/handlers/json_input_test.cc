@@ -4,6 +4,8 @@
 #include <string>
 
 #include "handlers/json_input.h"
+
+#include "absl/strings/str_cat.h"
 #include "handlers/yaml_input.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
@@ -75,6 +77,31 @@ BOOST_AUTO_TEST_CASE(PathsInDocumentOrderLastWins) {
   BOOST_TEST(body->duplicates[1].key == "spec");
   // The last spec, whole: the first one's "foo" does not survive.
   BOOST_TEST(Text(body->doc) == R"({"metadata":{"name":"a"},"bar":2,"spec":{"leaseDurationSeconds":5,"x":[{"k":2}]}})");
+}
+
+// The input that showed quadratic decoding: thousands of keys in one object,
+// repeated ones among them, past the pairwise check's size. The answer must be
+// the small case's: every repetition named with its line, the last value of each
+// key kept, in document order.
+BOOST_AUTO_TEST_CASE(ManyKeysSameAnswerAsFew) {
+  std::string body = "{\"spec\":{";
+  for (int i = 0; i < 4000; ++i) absl::StrAppend(&body, i ? "," : "", "\"u", i % 3000, "\":", i, i % 1000 == 0 ? "\n" : "");
+  body += "}}";
+  auto parsed = ParseJsonBody(body);
+  BOOST_REQUIRE(parsed.ok());
+  BOOST_REQUIRE_EQUAL(parsed->duplicates.size(), 1000u);
+  BOOST_TEST(parsed->duplicates.front().path == "spec.u0");
+  BOOST_TEST(parsed->duplicates.front().line == 4);  // after the newlines at 0, 1000, 2000
+  BOOST_TEST(parsed->duplicates.back().path == "spec.u999");
+  const rapidjson::Value& spec = parsed->doc["spec"];
+  BOOST_REQUIRE_EQUAL(spec.MemberCount(), 3000u);
+  // u0..u999 were repeated at 3000..3999: the later value is kept at the place
+  // of its last appearance, after u1000..u2999.
+  BOOST_TEST(std::string(spec.MemberBegin()->name.GetString()) == "u1000");
+  BOOST_TEST(spec.MemberBegin()->value.GetInt() == 1000);
+  BOOST_TEST(spec["u0"].GetInt() == 3000);
+  BOOST_TEST(spec["u999"].GetInt() == 3999);
+  BOOST_TEST(std::string((spec.MemberEnd() - 1)->name.GetString()) == "u999");
 }
 
 BOOST_AUTO_TEST_CASE(JsonPatchPaths) {
