@@ -34,10 +34,19 @@ struct DelegatedLeaseWrite {
   int64_t renew_time_us = 0;
   int32_t lease_duration_seconds = 0;
   std::string resource_version;  // "" = create
-  // The member's own signed heartbeat this write rests on; issue 15 sends it
-  // (signed bytes, signature, certificate) as the proof.
+  // The member's own signed heartbeat this write rests on. When it carries a
+  // challenge (the server issues them: issue 15), the write sends it as
+  // spec.proof: the datagram exactly as received (signed bytes, signature) and
+  // the certificate it names. Without a challenge no proof is sent (a server
+  // without verifiable delegation, or one in --delegation-proof=off).
   std::shared_ptr<const VerifiedHeartbeat> evidence;
 };
+
+// Whether a write resting on `evidence` sends it as spec.proof (see
+// DelegatedLeaseWrite::evidence).
+inline bool SendsProof(const VerifiedHeartbeat& evidence) {
+  return !evidence.heartbeat().challenge.empty() && evidence.certificate != nullptr;
+}
 
 class AgentCloud {
  public:
@@ -63,6 +72,10 @@ class AgentCloud {
   // The PoolLease of the agent's pool, as the elector's lock. Owned by the
   // implementation; lives as long as it does.
   virtual election::LeaseLock* PoolLeaseLock() = 0;
+  // The pool's current delegation challenge as the last PoolLease answer gave
+  // it (status.challenges[0]; issue 15): the leader's renewals bring it. ""
+  // when the server issues none.
+  virtual std::string PoolChallenge() { return ""; }
 
  protected:
   void ReportRequest(bool answered) {

@@ -35,6 +35,12 @@ AgentOptions Normalize(AgentOptions o) {
   if (o.reachability.probe_period_us <= 0) o.reachability.probe_period_us = o.freshness.heartbeat_interval_us;
   if (o.delegation.lease_duration_seconds <= 0) {
     o.delegation.lease_duration_seconds = CeilSeconds(o.freshness.bound_us());
+    // A proof vouches for a member only while its challenge is fresh: the
+    // server refuses (422) a proven write that asks for longer.
+    if (o.proof_max_age_seconds > 0) {
+      o.delegation.lease_duration_seconds =
+          std::min(o.delegation.lease_duration_seconds, o.proof_max_age_seconds);
+    }
   }
   return o;
 }
@@ -151,6 +157,11 @@ void AgentCore::SetIdentity(std::shared_ptr<const NodeIdentity> identity) {
 void AgentCore::set_server_challenge(std::string challenge) {
   absl::MutexLock lock(&mu_);
   server_challenge_ = std::move(challenge);
+}
+
+std::string AgentCore::challenge() const {
+  absl::MutexLock lock(&mu_);
+  return leading_ ? server_challenge_ : peers_.LeaderChallenge();
 }
 
 AgentStatus AgentCore::status() const {
@@ -417,7 +428,11 @@ void AgentCore::Campaign(int64_t now) {
     elector_->Restart();
     next_elector_us_ = now;
   }
-  if (now >= next_elector_us_) next_elector_us_ = elector_->Step();
+  if (now >= next_elector_us_) {
+    next_elector_us_ = elector_->Step();
+    // The renewal's answer carries the pool's current challenge (issue 15).
+    if (planner_.leading()) set_server_challenge(cloud_->PoolChallenge());
+  }
 }
 
 void AgentCore::Execute(const DelegationAction& a) {
@@ -497,6 +512,25 @@ void AgentCore::Delegate(int64_t now) {
   }
 }
 
+void AgentCore::Forge() {
+  LeaderView view;
+  {
+    absl::MutexLock lock(&mu_);
+    view.identity = identity_;
+    view.pool = pool_;
+    for (const auto& [node, address] : pool_->members) {
+      if (auto hb = peers_.Latest(node)) view.latest[node] = std::move(hb);
+    }
+    view.heard = heard_;
+    view.server_challenge = server_challenge_;
+  }
+  view.now_mono_us = clock_->MonotonicMicros();
+  view.now_wall_us = clock_->NowMicros();
+  view.lease_duration_seconds = options_.delegation.lease_duration_seconds;
+  view.freshness = options_.freshness;
+  options_.forger->Step(cloud_, view);
+}
+
 int64_t AgentCore::CloudStep() {
   if (cloud_ == nullptr) return kNever;
   int64_t now = clock_->MonotonicMicros();
@@ -504,6 +538,7 @@ int64_t AgentCore::CloudStep() {
   now = clock_->MonotonicMicros();
   Campaign(now);
   if (planner_.leading()) Delegate(clock_->MonotonicMicros());
+  if (planner_.leading() && options_.forger != nullptr) Forge();
   UpdateWatched();
 
   now = clock_->MonotonicMicros();

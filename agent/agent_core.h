@@ -54,6 +54,34 @@
 
 namespace poolcoord::agent {
 
+// What a leader knows when it decides what to write, for a DelegationForger.
+struct LeaderView {
+  std::shared_ptr<const NodeIdentity> identity;  // the leader's own
+  std::shared_ptr<const PoolView> pool;
+  // Each member's latest verified heartbeat, fresh or not.
+  std::map<std::string, std::shared_ptr<const VerifiedHeartbeat>> latest;
+  // When each member was last heard at all (monotonic µs; a heartbeat whose
+  // signature lazy verification skipped counts).
+  std::map<std::string, int64_t> heard;
+  std::string server_challenge;  // the pool's current challenge ("" none)
+  int64_t now_mono_us = 0;
+  int64_t now_wall_us = 0;
+  int32_t lease_duration_seconds = 0;  // what the honest planner writes
+  FreshnessOptions freshness;
+};
+
+// A lying leader: issue 15's attack, for test builds and the simulator only
+// (agent/testing/forging_leader.h; poolcoord-agent-forging, compiled with
+// POOLCOORD_FORGE_LIVENESS, and poolcoord-sim's lying-leader fault). The
+// shipped poolcoord-agent never sets one: no flag reaches it.
+class DelegationForger {
+ public:
+  virtual ~DelegationForger() = default;
+  // Called on the cloud side on every step while leading, after the honest
+  // planner's writes; makes its own writes through `cloud`.
+  virtual void Step(AgentCloud* cloud, const LeaderView& view) = 0;
+};
+
 struct AgentOptions {
   FreshnessOptions freshness;  // heartbeat interval and margin
   // probe_period_us 0: the heartbeat interval.
@@ -66,8 +94,12 @@ struct AgentOptions {
   absl::Duration renew_deadline = absl::Seconds(10);
   absl::Duration retry_period = absl::Seconds(2);
   uint64_t jitter_seed = 0;
-  // lease_duration_seconds 0: the freshness bound rounded up.
+  // lease_duration_seconds 0: the freshness bound rounded up, at most
+  // proof_max_age_seconds.
   DelegationOptions delegation{.lease_duration_seconds = 0};
+  // The server's --delegation-proof-max-age (issue 15): a proven write's
+  // leaseDurationSeconds may not exceed it (422 otherwise).
+  int32_t proof_max_age_seconds = 15;
   int64_t delegation_budget_us = 500'000;
   int64_t step_down_backoff_us = 15'000'000;
   // All zero: random (one per AgentCore, i.e. per agent start).
@@ -81,6 +113,8 @@ struct AgentOptions {
   // Shared check results for many agents in one process (the simulator);
   // not owned; null for a real agent.
   VerificationMemo* verification_memo = nullptr;
+  // Test builds and the simulator only (see DelegationForger).
+  std::shared_ptr<DelegationForger> forger;
 };
 
 struct AgentStats {
@@ -128,8 +162,12 @@ class AgentCore {
   // A rotated certificate and key (same node): pushed to every member again.
   void SetIdentity(std::shared_ptr<const NodeIdentity> identity);
   // Issue 15: the challenge the server issued (read from the PoolLease by the
-  // leader); relayed in the leader's heartbeats.
+  // leader); relayed in the leader's heartbeats. The cloud side sets it from
+  // AgentCloud::PoolChallenge() after each elector step while leading.
   void set_server_challenge(std::string challenge);
+  // The challenge this node's next heartbeat carries: the server's, when it
+  // leads; else the one its leader relayed last.
+  std::string challenge() const;
 
   // LAN side. A datagram received now, or at the given times (the kernel's
   // stamp, when the loop reads in batches).
@@ -165,6 +203,7 @@ class AgentCore {
   void Probe(int64_t now);
   void Campaign(int64_t now);
   void Delegate(int64_t now);
+  void Forge();
   void Execute(const DelegationAction& action);
   void OnCloudRequest(bool answered);
   bool SignatureNeeded(const Heartbeat& heartbeat) const;

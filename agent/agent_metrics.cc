@@ -77,6 +77,7 @@ std::string AgentMetrics::Render() {
   Mirror(refused.WithLabels({"conflict"}), d.refused_conflict.load());
   Mirror(refused.WithLabels({"forbidden"}), d.refused_forbidden.load());
   Mirror(refused.WithLabels({"invalid"}), d.refused_invalid.load());
+  Mirror(refused.WithLabels({"proof"}), d.refused_proof.load());
   Mirror(counter("poolcoord_agent_delegation_errors_total",
                  "DelegatedLease requests without an answer (transport, timeout, 5xx, 429)."),
          d.errors.load());

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "cloud/errors.h"
+
 namespace poolcoord::agent {
 
 const char* DelegationActionName(DelegationAction::Kind kind) {
@@ -21,6 +23,7 @@ const char* DelegationOutcomeName(DelegationOutcome outcome) {
     case DelegationOutcome::kConflict: return "conflict";
     case DelegationOutcome::kAlreadyExists: return "already_exists";
     case DelegationOutcome::kForbidden: return "forbidden";
+    case DelegationOutcome::kProofRefused: return "proof_refused";
     case DelegationOutcome::kInvalid: return "invalid";
     case DelegationOutcome::kUnavailable: return "unavailable";
     case DelegationOutcome::kSkipped: return "skipped";
@@ -36,6 +39,8 @@ DelegationOutcome OutcomeFromStatus(const absl::Status& status) {
     case absl::StatusCode::kFailedPrecondition: return DelegationOutcome::kConflict;
     case absl::StatusCode::kAlreadyExists: return DelegationOutcome::kAlreadyExists;
     case absl::StatusCode::kPermissionDenied:
+      return cloud::HasCauseField(status, "spec.proof") ? DelegationOutcome::kProofRefused
+                                                        : DelegationOutcome::kForbidden;
     case absl::StatusCode::kUnauthenticated: return DelegationOutcome::kForbidden;
     case absl::StatusCode::kInvalidArgument: return DelegationOutcome::kInvalid;
     default: return DelegationOutcome::kUnavailable;
@@ -189,6 +194,11 @@ bool DelegationPlanner::OnResult(const DelegationAction& action, DelegationOutco
       stats_.step_downs.fetch_add(1);
       StopLeading();
       return true;
+    case DelegationOutcome::kProofRefused:
+      // Nothing was written: the object is as it was. This evidence is spent.
+      stats_.refused_proof.fetch_add(1);
+      m.writes = options_.max_writes_per_evidence;
+      return false;
     case DelegationOutcome::kInvalid:
       stats_.refused_invalid.fetch_add(1);
       m.blocked_until_us = now_mono_us + options_.refusal_backoff_us;

@@ -25,6 +25,11 @@
 //                   or membership moved): stop every write, step down
 //                   (OnResult returns true; the caller cancels its elector and
 //                   campaigns anew, which re-reads the PoolLease);
+//     403 on spec.proof  the server refused this member's proof (a cause with
+//                   field spec.proof, docs/verifiable-delegation.md: a stale
+//                   challenge, a replay, ...): the leader still leads, so only
+//                   this evidence is dropped; the member's next heartbeat
+//                   (carrying a newer challenge) is tried;
 //     409           a stale resourceVersion (or renewTime going backwards, or
 //                   "already exists"): forget the version; the next request is
 //                   a re-read, then at most one informed retry of the same
@@ -88,13 +93,15 @@ enum class DelegationOutcome {
   kNotFound,
   kConflict,       // 409 Conflict (stale resourceVersion, renewTime backwards)
   kAlreadyExists,  // 409 AlreadyExists on create
-  kForbidden,      // 403, 401
+  kForbidden,      // 403, 401: not the pool's leader
+  kProofRefused,   // 403 with a cause on spec.proof: this member's proof, not our leadership
   kInvalid,        // 422, 400
   kUnavailable,    // transport error, timeout, 5xx, 429: outcome unknown
   kSkipped,        // not sent: the evidence went stale first
 };
 const char* DelegationOutcomeName(DelegationOutcome outcome);
-// From the absl code of a cloud answer (store::StatusFromKubeResponse's table).
+// From the absl code of a cloud answer (store::StatusFromKubeResponse's table),
+// and its causes (cloud::HasCauseField "spec.proof" for kProofRefused).
 DelegationOutcome OutcomeFromStatus(const absl::Status& status);
 
 struct DelegationStats {
@@ -103,6 +110,7 @@ struct DelegationStats {
   std::atomic<int64_t> refused_conflict{0};
   std::atomic<int64_t> refused_forbidden{0};
   std::atomic<int64_t> refused_invalid{0};
+  std::atomic<int64_t> refused_proof{0};  // 403 on spec.proof: the member skipped
   std::atomic<int64_t> errors{0};    // unavailable
   std::atomic<int64_t> skipped_stale{0};
   std::atomic<int64_t> step_downs{0};

@@ -101,6 +101,9 @@ std::vector<Flag> FlagTable(AgentFlags* o) {
     "PoolLease: how long the leader retries a renewal before it steps down.");
   d("leader-elect-retry-period", &o->leader_elect_retry_period,
     "PoolLease: how long candidates wait between attempts.");
+  d("delegation-proof-max-age", &o->delegation_proof_max_age,
+    "The server's --delegation-proof-max-age: a DelegatedLease written with a proof asks for "
+    "at most this leaseDurationSeconds (docs/verifiable-delegation.md).");
   s("health-bind-address", &o->health_bind_address,
     "The IP address serving /healthz, /readyz, /livez and /metrics (plain HTTP).");
   i("health-port", &o->health_port, 0, 65535,

@@ -45,6 +45,9 @@ struct AgentFlags {
   absl::Duration leader_elect_lease_duration = absl::Seconds(15);
   absl::Duration leader_elect_renew_deadline = absl::Seconds(10);
   absl::Duration leader_elect_retry_period = absl::Seconds(2);
+  // The server's --delegation-proof-max-age: the longest leaseDurationSeconds a
+  // proven DelegatedLease write may ask for (issue 15).
+  absl::Duration delegation_proof_max_age = absl::Seconds(15);
 
   // /healthz, /readyz, /livez, /metrics (plain HTTP).
   std::string health_bind_address = "0.0.0.0";

@@ -1,5 +1,6 @@
 #include "agent/kube_agent_cloud.h"
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "base/microtime.h"
 #include "base/string_view.h"
@@ -87,6 +88,17 @@ absl::StatusOr<std::string> ResourceVersionOf(absl::string_view json) {
   return std::string(rv->value.GetString(), rv->value.GetStringLength());
 }
 
+std::optional<ProofFields> ProofOf(const VerifiedHeartbeat& evidence) {
+  if (!SendsProof(evidence)) return std::nullopt;
+  // The datagram format is canonical: re-encoding the signed bytes and the
+  // signature gives back the very bytes that arrived.
+  absl::StatusOr<std::string> datagram = EncodeHeartbeatDatagram(
+      evidence.signed_heartbeat.signed_bytes, evidence.signed_heartbeat.signature);
+  if (!datagram.ok()) return std::nullopt;
+  return ProofFields{absl::Base64Escape(*datagram),
+                     absl::Base64Escape(evidence.certificate->der())};
+}
+
 std::string EncodeDelegatedLease(const DelegatedLeaseWrite& w) {
   rapidjson::StringBuffer buf;
   rapidjson::Writer<rapidjson::StringBuffer> out(buf);
@@ -114,6 +126,15 @@ std::string EncodeDelegatedLease(const DelegatedLeaseWrite& w) {
   str("renewTime", base::FormatMicroTime(w.renew_time_us));
   str("poolName", w.pool);
   str("delegate", w.delegate);
+  if (w.evidence != nullptr) {
+    if (std::optional<ProofFields> proof = ProofOf(*w.evidence)) {
+      out.Key("proof");
+      out.StartObject();
+      str("heartbeat", proof->heartbeat);
+      str("certificate", proof->certificate);
+      out.EndObject();
+    }
+  }
   out.EndObject();
   out.EndObject();
   return std::string(buf.GetString(), buf.GetSize());

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "agent/agent_cloud.h"
@@ -41,6 +42,7 @@ class KubeAgentCloud : public AgentCloud {
   absl::Status DeleteDelegatedLease(const std::string& node,
                                     const std::string& resource_version) override;
   election::LeaseLock* PoolLeaseLock() override { return lock_.get(); }
+  std::string PoolChallenge() override { return pool_lease_lock_.CurrentChallenge(); }
 
   // Whether `status` (of a request) means kube-apiserver answered.
   static bool Answered(const absl::Status& status);
@@ -59,8 +61,18 @@ class KubeAgentCloud : public AgentCloud {
 
 // The DelegatedLease a write makes, as JSON (the annotation, holderIdentity =
 // node, poolName, delegate, renewTime as MicroTime, leaseDurationSeconds, and
-// metadata.resourceVersion when updating).
+// metadata.resourceVersion when updating), with spec.proof {heartbeat,
+// certificate} (base64 of the heartbeat datagram as received and of the
+// certificate's DER; docs/verifiable-delegation.md) when the evidence carries a
+// challenge.
 std::string EncodeDelegatedLease(const DelegatedLeaseWrite& write);
+// The base64 spec.proof fields for `evidence`, or nullopt when it carries no
+// challenge (or no certificate).
+struct ProofFields {
+  std::string heartbeat;
+  std::string certificate;
+};
+std::optional<ProofFields> ProofOf(const VerifiedHeartbeat& evidence);
 // metadata.resourceVersion of a DelegatedLease JSON; InvalidArgument when it is
 // not one.
 absl::StatusOr<std::string> ResourceVersionOf(absl::string_view json);

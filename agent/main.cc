@@ -35,6 +35,9 @@
 #include "base/metrics.h"
 #include "cloud/clientset.h"
 #include "cloud/rest_client.h"
+#ifdef POOLCOORD_FORGE_LIVENESS
+#include "agent/testing/forging_leader.h"
+#endif
 
 namespace pa = poolcoord::agent;
 namespace pb = poolcoord::base;
@@ -87,6 +90,8 @@ pa::AgentOptions CoreOptions(const pa::AgentFlags& f) {
   o.lease_duration = f.leader_elect_lease_duration;
   o.renew_deadline = f.leader_elect_renew_deadline;
   o.retry_period = f.leader_elect_retry_period;
+  o.proof_max_age_seconds =
+      static_cast<int32_t>(std::max<int64_t>(1, absl::ToInt64Seconds(f.delegation_proof_max_age)));
   return o;
 }
 
@@ -201,8 +206,17 @@ int main(int argc, char** argv) {
               (*udp)->port(), " every ", absl::FormatDuration(flags.heartbeat_interval));
 
   pa::KubeAgentCloud cloud(rest->get(), node, pool);
+  pa::AgentOptions core_options = CoreOptions(flags);
+#ifdef POOLCOORD_FORGE_LIVENESS
+  // The test build poolcoord-agent-forging (issue 15's end-to-end test): as
+  // leader it forges liveness for members it has not heard from.
+  pb::LogWarning("TEST BUILD: this agent forges liveness for pool members it has not heard from "
+                 "(POOLCOORD_FORGE_LIVENESS); never deploy it");
+  core_options.forger =
+      std::make_shared<pa::ForgingLeader>(*ca, Us(flags.heartbeat_interval));
+#endif
   auto core_or = pa::AgentCore::New(identity, *ca, pb::RealClock::Get(), udp->get(), &cloud,
-                                    CoreOptions(flags));
+                                    std::move(core_options));
   if (!core_or.ok()) return Fail(absl::StrCat("agent: ", core_or.status().message()));
   std::unique_ptr<pa::AgentCore> core = std::move(*core_or);
   if (initial != nullptr) {

@@ -150,6 +150,13 @@ Lease ReadLease(const Value& v) {
   }
   if (const Value* status = Member(v, "status")) {
     l.status.observed_time_us = OptMicroTime(*status, "observedTime");
+    if (const Value* list = Member(*status, "challenges"); list && list->IsArray()) {
+      for (const Value& c : list->GetArray()) {
+        if (!c.IsObject()) continue;
+        DelegationChallenge challenge{Str(c, "value"), OptMicroTime(c, "issueTime")};
+        if (!challenge.value.empty()) l.status.challenges.push_back(std::move(challenge));
+      }
+    }
   }
   return l;
 }

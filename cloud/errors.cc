@@ -7,12 +7,51 @@
 #include "absl/strings/str_split.h"
 #include "base/string_view.h"
 #include "rapidjson/document.h"
+#include "rapidjson/stringbuffer.h"
+#include "rapidjson/writer.h"
 
 namespace poolcoord::cloud {
 namespace {
 
 // Payload: "<code> <reason>".
 constexpr char kPayloadUrl[] = "type.poolcoord/cloud.k8s-status";
+// Payload: details.causes as a JSON array of {reason, message, field}.
+constexpr char kCausesUrl[] = "type.poolcoord/cloud.k8s-causes";
+
+std::string EncodeCauses(const std::vector<StatusCause>& causes) {
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> out(buf);
+  auto str = [&](const char* key, const std::string& value) {
+    out.Key(key);
+    out.String(value.data(), static_cast<rapidjson::SizeType>(value.size()));
+  };
+  out.StartArray();
+  for (const StatusCause& c : causes) {
+    out.StartObject();
+    str("reason", c.type);
+    str("message", c.message);
+    str("field", c.field);
+    out.EndObject();
+  }
+  out.EndArray();
+  return std::string(buf.GetString(), buf.GetSize());
+}
+
+std::vector<StatusCause> DecodeCauses(const rapidjson::Value& list) {
+  std::vector<StatusCause> causes;
+  if (!list.IsArray()) return causes;
+  auto str = [](const rapidjson::Value& o, const char* key) {
+    auto it = o.FindMember(key);
+    return it != o.MemberEnd() && it->value.IsString()
+               ? std::string(it->value.GetString(), it->value.GetStringLength())
+               : std::string();
+  };
+  for (const auto& c : list.GetArray()) {
+    if (!c.IsObject()) continue;
+    causes.push_back({str(c, "reason"), str(c, "message"), str(c, "field")});
+  }
+  return causes;
+}
 
 absl::StatusCode CodeFor(int http, std::string_view reason) {
   switch (http) {
@@ -115,9 +154,11 @@ bool Is(const absl::Status& s, std::string_view reason, int code,
 
 }  // namespace
 
-absl::Status ApiError(int code, std::string_view reason, std::string_view message) {
+absl::Status ApiError(int code, std::string_view reason, std::string_view message,
+                      const std::vector<StatusCause>& causes) {
   absl::Status status(CodeFor(code, reason), base::Av(message));
   status.SetPayload(kPayloadUrl, absl::Cord(absl::StrCat(code, " ", base::Av(reason))));
+  if (!causes.empty()) status.SetPayload(kCausesUrl, absl::Cord(EncodeCauses(causes)));
   return status;
 }
 
@@ -125,6 +166,7 @@ absl::Status StatusFromResponse(int status, std::string_view body) {
   if (status >= 200 && status < 300) return absl::OkStatus();
   std::string message;
   std::string reason;
+  std::vector<StatusCause> causes;
   rapidjson::Document doc;
   doc.Parse(body.data(), body.size());
   if (!doc.HasParseError() && doc.IsObject()) {
@@ -134,11 +176,17 @@ absl::Status StatusFromResponse(int status, std::string_view body) {
     if (auto it = doc.FindMember("reason"); it != doc.MemberEnd() && it->value.IsString()) {
       reason = it->value.GetString();
     }
+    if (auto it = doc.FindMember("details"); it != doc.MemberEnd() && it->value.IsObject()) {
+      if (auto c = it->value.FindMember("causes"); c != it->value.MemberEnd()) {
+        causes = DecodeCauses(c->value);
+      }
+    }
   }
   if (message.empty()) message = std::string(body.substr(0, 300));
   if (reason.empty()) reason = DefaultReason(status);
   return ApiError(status, reason,
-                  absl::StrCat("HTTP ", status, reason.empty() ? "" : " ", reason, ": ", message));
+                  absl::StrCat("HTTP ", status, reason.empty() ? "" : " ", reason, ": ", message),
+                  causes);
 }
 
 std::string ReasonOf(const absl::Status& status) {
@@ -156,6 +204,23 @@ int CodeOf(const absl::Status& status) {
   const std::string text(*payload);
   if (!absl::SimpleAtoi(absl::string_view(text).substr(0, text.find(' ')), &code)) return 0;
   return code;
+}
+
+std::vector<StatusCause> CausesOf(const absl::Status& status) {
+  auto payload = status.GetPayload(kCausesUrl);
+  if (!payload) return {};
+  const std::string text(*payload);
+  rapidjson::Document doc;
+  doc.Parse(text.data(), text.size());
+  if (doc.HasParseError()) return {};
+  return DecodeCauses(doc);
+}
+
+bool HasCauseField(const absl::Status& status, std::string_view field) {
+  for (const StatusCause& c : CausesOf(status)) {
+    if (c.field == field) return true;
+  }
+  return false;
 }
 
 std::string MessageOf(const absl::Status& status) {

@@ -18,6 +18,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 
@@ -28,14 +29,30 @@ namespace poolcoord::cloud {
 // start of the body; OK for 2xx.
 absl::Status StatusFromResponse(int status, std::string_view body);
 
+// metav1.StatusCause: one of details.causes of a metav1.Status ("which field,
+// and why"). A 403 of the delegation proof check names field "spec.proof" (issue
+// 15), which tells it from "you do not lead this pool".
+struct StatusCause {
+  std::string type;  // "FieldValueForbidden", "FieldValueInvalid", ...
+  std::string message;
+  std::string field;  // "spec.proof"
+  bool operator==(const StatusCause&) const = default;
+};
+
 // A Kubernetes error made by hand (fakes, tests): `reason` as metav1.StatusReason
-// ("NotFound", "Conflict", "AlreadyExists", ...), `code` the HTTP code.
-absl::Status ApiError(int code, std::string_view reason, std::string_view message);
+// ("NotFound", "Conflict", "AlreadyExists", ...), `code` the HTTP code, and the
+// details.causes the server would have sent.
+absl::Status ApiError(int code, std::string_view reason, std::string_view message,
+                      const std::vector<StatusCause>& causes = {});
 
 // The metav1.Status reason carried by `status` ("" when none), and its HTTP code
 // (0 when none).
 std::string ReasonOf(const absl::Status& status);
 int CodeOf(const absl::Status& status);
+// The answer's details.causes (empty when none, or for errors made elsewhere).
+std::vector<StatusCause> CausesOf(const absl::Status& status);
+// Whether a cause names `field` ("spec.proof").
+bool HasCauseField(const absl::Status& status, std::string_view field);
 // The server's own message (metav1.Status.message), without the
 // "HTTP <code> <reason>: " that StatusFromResponse puts before it for logs:
 // what kubectl prints after "Error from server (<reason>): ". Any other status:

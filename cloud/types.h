@@ -54,6 +54,14 @@ struct LeaseSpec {
   bool operator==(const LeaseSpec&) const = default;
 };
 
+// One delegation challenge the server issued to a pool (issue 15,
+// docs/verifiable-delegation.md): PoolLease status.challenges[i].
+struct DelegationChallenge {
+  std::string value;                    // base64 of 32 random bytes
+  std::optional<int64_t> issue_time_us;  // the issuing server's wall clock (MicroTime)
+  bool operator==(const DelegationChallenge&) const = default;
+};
+
 // poolcoord's PoolLease status (coordination.pool/v1alpha1), written by the server
 // only; coordination.k8s.io Leases have no status, so it stays empty there. Read
 // only: never sent (the server keeps its own on every write of the main resource).
@@ -61,6 +69,9 @@ struct PoolLeaseStatus {
   // The server's wall-clock time of the last accepted write: the lease expires
   // leaseDurationSeconds after it, on the server's clock.
   std::optional<int64_t> observed_time_us;
+  // Newest first: the first is the pool's current challenge, which the leader
+  // relays to its members (empty from a server without verifiable delegation).
+  std::vector<DelegationChallenge> challenges;
   bool operator==(const PoolLeaseStatus&) const = default;
 };
 

@@ -51,6 +51,11 @@ ResourceLeaseLock::ResourceLeaseLock(cloud::LeaseInterface* leases, std::string 
       name_(std::move(name)),
       identity_(std::move(identity)) {}
 
+std::string ResourceLeaseLock::CurrentChallenge() const {
+  absl::MutexLock lock(&mu_);
+  return last_.status.challenges.empty() ? "" : last_.status.challenges.front().value;
+}
+
 std::string ResourceLeaseLock::Describe() const { return absl::StrCat(describe_, "/", name_); }
 
 absl::StatusOr<VersionedRecord> ResourceLeaseLock::Get() {

@@ -38,12 +38,18 @@ class ResourceLeaseLock : public LeaseLock {
   std::string Identity() const override { return identity_; }
   std::string Describe() const override;
 
+  // The current delegation challenge (issue 15): the first of status.challenges
+  // of the object last read or written — the leader's own renewal answers carry
+  // it. "" when there is none (a server without verifiable delegation, a
+  // coordination.k8s.io Lease).
+  std::string CurrentChallenge() const;
+
  private:
   cloud::LeaseInterface* const leases_;
   const std::string describe_;
   const std::string name_;
   const std::string identity_;
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   cloud::Lease last_ ABSL_GUARDED_BY(mu_);  // the object last read or written
 };
 

@@ -171,11 +171,11 @@ LAUNCHER = Launcher()
 class Agent:
     """One poolcoord-agent in a node's namespace."""
 
-    def __init__(self, env, name, ns, ip):
+    def __init__(self, env, name, ns, ip, binary=None):
         self.env, self.name, self.ns, self.ip = env, name, ns, ip
         self.cache = tempfile.mkdtemp(prefix=f"agent-{name}-", dir=env.cluster.workdir)
         cert, key = env.cluster.pki.node(name)
-        self.args = ["ip", "netns", "exec", ns, env.agent_bin,
+        self.args = ["ip", "netns", "exec", ns, binary or env.agent_bin,
                      f"--server=https://{env.net.cloud_host}:{env.cluster.port}",
                      f"--client-certificate={cert}", f"--client-key={key}",
                      f"--cluster-ca-file={env.cluster.pki.ca[0]}", f"--peer-cache-dir={self.cache}",
