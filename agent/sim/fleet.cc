@@ -16,6 +16,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <mutex>
@@ -32,10 +33,12 @@
 #include "agent/agent_core.h"
 #include "agent/kube_agent_cloud.h"
 #include "agent/minted_pki.h"
+#include "agent/testing/forging_leader.h"
 #include "agent/verification_memo.h"
 #include "agent/sim/cloud_model.h"
 #include "agent/sim/sim.h"
 #include "base/microtime.h"
+#include "cloud/codec.h"
 #include "election/leader_elector.h"
 #include "election/pool_lease_lock.h"
 #include "rapidjson/document.h"
@@ -145,6 +148,13 @@ class AgentLock : public election::LeaseLock {
                                      const std::string& v) override;
   std::string Identity() const override { return identity_; }
   std::string Describe() const override { return "poolleases/" + pool_; }
+  // The pool's current delegation challenge in the PoolLease last read or
+  // written (issue 15), as election::ResourceLeaseLock::CurrentChallenge.
+  std::string CurrentChallenge() const {
+    auto lease = cloud::DecodeLease(last_object_json_);
+    return lease.ok() && !lease->status.challenges.empty() ? lease->status.challenges.front().value
+                                                           : "";
+  }
 
  private:
   absl::StatusOr<base::HttpResponse> Send(const char* method, const std::string& path,
@@ -182,6 +192,7 @@ class SimCloud : public agent::AgentCloud {
   absl::StatusOr<std::string> WriteDelegatedLease(const agent::DelegatedLeaseWrite& w) override;
   absl::Status DeleteDelegatedLease(const std::string& node, const std::string& rv) override;
   election::LeaseLock* PoolLeaseLock() override { return this_lock(); }
+  std::string PoolChallenge() override { return lock_->CurrentChallenge(); }
   void Report(bool answered) { ReportRequest(answered); }
 
  private:
@@ -204,6 +215,8 @@ struct Agent {
   std::unique_ptr<SimLan> lan;
   std::unique_ptr<SimCloud> cloud;
   std::unique_ptr<agent::AgentCore> core;
+  // A lying pool's member (--lying-pool-ratio): its leader forges liveness.
+  std::shared_ptr<agent::ForgingLeader> forger;
   // One tick at a time per agent; datagrams wait in the inbox for it.
   std::mutex tick_mu;
   absl::Mutex inbox_mu;
@@ -226,6 +239,7 @@ struct Agent {
 struct Pool {
   std::string name;
   std::vector<int> agents;
+  bool lying = false;  // --lying-pool-ratio
   int64_t cut_from = kNever, cut_until = kNever;  // whole-pool partition
   absl::Mutex mu;
   std::atomic<int> believers{0};
@@ -256,6 +270,7 @@ struct Fleet {
   Latencies tick_lag;  // how late agents are ticked: the simulator's own overload
   std::atomic<int64_t> requests{0}, request_errors{0}, conflicts{0}, forbidden{0};
   std::atomic<int64_t> dl_writes{0}, dl_refused{0}, datagrams{0};
+  std::atomic<int64_t> dl_proof_refused{0};  // 403 on spec.proof (issue 15)
 
   // Monitor state.
   absl::Mutex view_mu;
@@ -790,8 +805,11 @@ absl::StatusOr<std::string> SimCloud::WriteDelegatedLease(const agent::Delegated
                : Send("PUT", absl::StrCat(agent::kDelegatedLeasesPath, "/", w.node), body);
   if (!r.ok()) return r.status();
   if (r->status != 200 && r->status != 201) {
-    if (r->status == 403) fleet_->dl_refused++;
-    return cloud::StatusFromResponse(r->status, r->body);
+    absl::Status refused = cloud::StatusFromResponse(r->status, r->body);
+    if (r->status == 403) {
+      (cloud::HasCauseField(refused, "spec.proof") ? fleet_->dl_proof_refused : fleet_->dl_refused)++;
+    }
+    return refused;
   }
   fleet_->dl_writes++;
   auto member = fleet_->agent_by_node.find(w.node);
@@ -893,10 +911,53 @@ int RunTermSelfTest(const Options& o) {
   return failed == 0 ? 0 : 1;
 }
 
+std::string ClusterCaPath(const Options& o) {
+  return (std::filesystem::path(o.work_dir) / "cluster-ca.crt").string();
+}
+
+namespace {
+std::string ClusterCaKeyPath(const Options& o) {
+  return (std::filesystem::path(o.work_dir) / "cluster-ca.key").string();
+}
+absl::StatusOr<std::string> ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError("cannot read " + path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+}  // namespace
+
+absl::Status WriteClusterCa(const Options& o) {
+  if (std::filesystem::exists(ClusterCaPath(o)) && std::filesystem::exists(ClusterCaKeyPath(o))) {
+    return absl::OkStatus();
+  }
+  agent::MintOptions ca_options;
+  ca_options.key_type = agent::KeyType::kRsa;
+  auto ca = agent::MintCertificateAuthority("poolcoord-sim-cluster-ca", ca_options);
+  if (!ca.ok()) return ca.status();
+  std::ofstream crt(ClusterCaPath(o)), key(ClusterCaKeyPath(o));
+  crt << ca->cert_pem;
+  key << ca->key_pem;
+  if (!crt || !key) return absl::InternalError("cannot write the cluster CA into " + o.work_dir);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<agent::MintedKeyPair> ReadClusterCa(const Options& o) {
+  if (absl::Status s = WriteClusterCa(o); !s.ok()) return s;
+  auto crt = ReadAll(ClusterCaPath(o));
+  if (!crt.ok()) return crt.status();
+  auto key = ReadAll(ClusterCaKeyPath(o));
+  if (!key.ok()) return key.status();
+  agent::MintedKeyPair pair;
+  pair.cert_pem = *crt;
+  pair.key_pem = *key;
+  return pair;
+}
+
 int RunFleet(const Options& o, cloud::RestClient* client, CloudModel* cloud_model) {
   Fleet f(o, client);
   f.cloud_model = cloud_model;
   std::mt19937_64 rng(o.seed);
+  std::mt19937_64 lying_rng(o.seed ^ 0x6c79696e67ULL);
   std::uniform_real_distribution<double> unit(0, 1);
   if (o.extra_objects > 0) CreateExtraObjects(f);
 
@@ -904,11 +965,9 @@ int RunFleet(const Options& o, cloud::RestClient* client, CloudModel* cloud_mode
   // Every node's kubelet client certificate (ECDSA P-256, as kubelets make
   // them) from one cluster CA (RSA 2048, as kubeadm makes it).
   const int64_t mint_start = MonoMicros();
-  agent::MintOptions ca_options;
-  ca_options.key_type = agent::KeyType::kRsa;
-  auto ca = agent::MintCertificateAuthority("poolcoord-sim-cluster-ca", ca_options);
+  auto ca = ReadClusterCa(o);
   if (!ca.ok()) {
-    std::cerr << "minting the CA: " << ca.status() << "\n";
+    std::cerr << "the cluster CA: " << ca.status() << "\n";
     return 2;
   }
   auto authority = agent::CertificateAuthority::FromPem(ca->cert_pem);
@@ -959,6 +1018,9 @@ int RunFleet(const Options& o, cloud::RestClient* client, CloudModel* cloud_mode
       pool->cut_from = at(warmup, dur * 0.6);
       pool->cut_until = pool->cut_from + S(30 + unit(rng) * 60);
     }
+    // Drawn from a stream of its own, so the other faults stay as they were.
+    pool->lying = o.lying_pool_ratio > 0 &&
+                  std::uniform_real_distribution<double>(0, 1)(lying_rng) < o.lying_pool_ratio;
     f.pool_by_name[pool->name] = p;
     f.pools.push_back(std::move(pool));
   }
@@ -1008,6 +1070,10 @@ int RunFleet(const Options& o, cloud::RestClient* client, CloudModel* cloud_mode
           &f, a->id, std::make_unique<AgentLock>(&f, a->id, PoolName(p), a->node));
       agent::AgentOptions mine = options;
       mine.jitter_seed = o.seed * 1'000'003 + a->id + 1;
+      if (f.pools[p]->lying) {
+        a->forger = std::make_shared<agent::ForgingLeader>(*authority, S(o.heartbeat_interval_s));
+        mine.forger = a->forger;
+      }
       auto core = agent::AgentCore::New(identities[a->id], *authority, a->clock.get(), a->lan.get(),
                                         a->cloud.get(), mine);
       if (!core.ok()) {
@@ -1146,6 +1212,15 @@ int RunFleet(const Options& o, cloud::RestClient* client, CloudModel* cloud_mode
     partitioned += a->cut_from != kNever && a->cut_from < f.end ? 1 : 0;
   }
   for (auto& p : f.pools) pool_cut += p->cut_from != kNever ? 1 : 0;
+  int lying_pools = 0;
+  int64_t forged = 0, forged_accepted = 0, forged_refused_proof = 0;
+  for (auto& p : f.pools) lying_pools += p->lying ? 1 : 0;
+  for (auto& a : f.agents) {
+    if (a->forger == nullptr) continue;
+    forged += a->forger->stats().attempts.load();
+    forged_accepted += a->forger->stats().accepted.load();
+    forged_refused_proof += a->forger->stats().refused_proof.load();
+  }
 
   int64_t false_evictions = 0;
   for (int64_t x : f.false_evictions) false_evictions += x;
@@ -1179,8 +1254,12 @@ int RunFleet(const Options& o, cloud::RestClient* client, CloudModel* cloud_mode
   std::printf("%-52s %lld datagrams, %lld verified, %lld heard, %lld dropped  %s\n",
               "LAN heartbeats (signed, every agent)", ll(f.datagrams.load()), ll(hb_verified),
               ll(hb_heard), ll(hb_dropped), mark(ok_lan));
-  std::printf("%-52s %lld accepted, %lld refused (fenced), %lld step-downs\n",
-              "DelegatedLease writes", ll(f.dl_writes.load()), ll(f.dl_refused.load()), ll(step_downs));
+  std::printf("%-52s %lld accepted, %lld refused (fenced), %lld proofs refused, %lld step-downs\n",
+              "DelegatedLease writes", ll(f.dl_writes.load()), ll(f.dl_refused.load()),
+              ll(f.dl_proof_refused.load()), ll(step_downs));
+  std::printf("%-52s %d pools; forged writes %lld: %lld accepted, %lld refused on proof, %lld other\n",
+              "lying leaders (forge liveness)", lying_pools, ll(forged), ll(forged_accepted),
+              ll(forged_refused_proof), ll(forged - forged_accepted - forged_refused_proof));
   std::printf("%-52s %lld writes, %lld taint patches, %lld requests\n",
               "the server's forwarder in the modelled cloud", ll(cloud_model->server_lease_writes()),
               ll(cloud_model->taints_set()), ll(cloud_model->server_requests()));
@@ -1252,7 +1331,8 @@ int RunFleet(const Options& o, cloud::RestClient* client, CloudModel* cloud_mode
         "\"term_conflicts\":%lld,\"same_term_overlaps\":%lld,\"belief_overlaps\":%lld,"
         "\"max_overlap_s\":%.3f,\"never_led\":%d,\"kills\":%lld,\"failovers\":%zu,"
         "\"failover_p50_s\":%.3f,\"failover_max_s\":%.3f,\"dead\":%d,\"cut_off\":%d,\"pools_cut\":%d,"
-        "\"scheduler_lag_p99_ms\":%.1f,\"ok\":%s}\n",
+        "\"scheduler_lag_p99_ms\":%.1f,\"dl_proof_refused\":%lld,\"lying_pools\":%d,"
+        "\"forged_writes\":%lld,\"forged_accepted\":%lld,\"forged_refused_proof\":%lld,\"ok\":%s}\n",
         total, o.pools, o.duration_s, ll(total_requests), ll(f.request_errors.load()), p50, p99, p999,
         ll(f.dl_writes.load()), ll(f.dl_refused.load()), ll(cloud_model->server_lease_writes()),
         ll(cloud_model->renewals_not_counted()), f.max_alive_age / 1e6, ll(false_evictions), graces, ll(f.false_liveness),
@@ -1262,7 +1342,8 @@ int RunFleet(const Options& o, cloud::RestClient* client, CloudModel* cloud_mode
         ll(terms.no_term), ll(terms.term_conflicts), ll(f.same_term_overlaps.load()),
         ll(f.belief_overlaps.load()), f.max_overlap.load() / 1e6, never_led, ll(f.kills.load()),
         fo.size(), pct(fo, 50), fo.empty() ? 0.0 : fo.back() / 1e6, dead, partitioned, pool_cut,
-        f.tick_lag.Percentile(99) / 1e3, ok ? "true" : "false");
+        f.tick_lag.Percentile(99) / 1e3, ll(f.dl_proof_refused.load()), lying_pools, ll(forged),
+        ll(forged_accepted), ll(forged_refused_proof), ok ? "true" : "false");
   }
   return ok ? 0 : 1;
 }

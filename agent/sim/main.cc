@@ -81,6 +81,9 @@ absl::Status WriteServerConfig(const Options& o,
              << ",\"system:nodes\"\n";
     }
   }
+  // The cluster CA that signs every node's kubelet certificate (minted here so
+  // the server checks delegation proofs against it: --client-ca-file).
+  if (absl::Status s = WriteClusterCa(o); !s.ok()) return s;
   std::ofstream kubeconfig(fs::path(o.work_dir) / "cloud.kubeconfig");
   kubeconfig << "apiVersion: v1\nkind: Config\ncurrent-context: sim\nclusters:\n- name: sim\n  cluster:\n"
              << "    server: http://127.0.0.1:" << o.cloud_port << "\nusers:\n- name: sim\n  user:\n"
@@ -112,6 +115,9 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(const Option
       "--pool-membership-file=" + (fs::path(o.work_dir) / "membership.yaml").string(),
       // The modelled cloud: the forwarder writes the node Leases there.
       "--kubeconfig=" + (fs::path(o.work_dir) / "cloud.kubeconfig").string(),
+      // The nodes' certificates chain to it: delegation proofs are checked
+      // against it (issue 15; agents still authenticate with tokens).
+      "--client-ca-file=" + ClusterCaPath(o),
   };
   for (const auto& a : o.server_args) args.push_back(a);
   const std::string log = (fs::path(o.work_dir) / "server.log").string();
@@ -221,6 +227,8 @@ void Usage(std::ostream& out = std::cerr) {
   --write-config-only        write tokens.csv and membership.yaml, then exit
   --pools=N --nodes-per-pool=N --extra-objects=N
   --partition-ratio=R --dead-ratio=R --pool-partition-ratio=R
+  --lying-pool-ratio=R       each pool with probability R has lying agents: whoever
+                             leads forges liveness for members it has not heard from
   --clock-skew=SECONDS --leader-kill-interval=SECONDS --duration=SECONDS
   --lease-duration=S --renew-deadline=S --retry-period=S --seed=N --workers=N
   --heartbeat-interval=S     the agents' in-pool heartbeats (default 5)
@@ -282,6 +290,7 @@ bool ParseFlags(int argc, char** argv, Options* o) {
     else if (name == "partition-ratio") num(&o->partition_ratio);
     else if (name == "dead-ratio") num(&o->dead_ratio);
     else if (name == "pool-partition-ratio") num(&o->pool_partition_ratio);
+    else if (name == "lying-pool-ratio") num(&o->lying_pool_ratio);
     else if (name == "clock-skew") num(&o->clock_skew_s);
     else if (name == "leader-kill-interval") num(&o->leader_kill_interval_s);
     else if (name == "duration") num(&o->duration_s);

@@ -36,6 +36,10 @@ struct Options {
   double pool_partition_ratio = 0.0;
   double clock_skew_s = 0.0;
   double leader_kill_interval_s = 0.0;  // 0: no kills
+  // Issue 15: each pool with this probability runs lying agents (the forging
+  // leader of agent/testing/forging_leader.h in every member: whoever leads
+  // writes DelegatedLeases for members it has not heard from).
+  double lying_pool_ratio = 0.0;
   double duration_s = 60.0;
   double lease_duration_s = 15.0;
   double renew_deadline_s = 10.0;
@@ -63,8 +67,15 @@ std::string NodeName(int pool, int slot);
 std::string TokenFor(const Options& o, const std::string& user);
 inline constexpr char kAdminUser[] = "poolcoord-sim-admin";
 
-// Writes tokens.csv, membership.yaml and cloud.kubeconfig (the modelled cloud
-// at o.cloud_port) for `pools` into o.work_dir.
+// The cluster CA that signs every node's kubelet certificate:
+// o.work_dir/cluster-ca.crt and .key (PEM). WriteClusterCa mints it (RSA 2048,
+// as kubeadm's) unless both files exist; the server gets the certificate as
+// --client-ca-file, so it can check the agents' delegation proofs (issue 15).
+std::string ClusterCaPath(const Options& o);
+absl::Status WriteClusterCa(const Options& o);
+
+// Writes tokens.csv, membership.yaml, cloud.kubeconfig (the modelled cloud
+// at o.cloud_port) and the cluster CA for `pools` into o.work_dir.
 absl::Status WriteServerConfig(const Options& o, const std::map<std::string, std::vector<std::string>>& pools);
 
 // A server process we started: PKI by the openssl CLI, a free port, logs in
