@@ -1,5 +1,6 @@
 // poolcoord-sim: flags, the server process, shared helpers. The scenarios live
 // in fleet.cc and elector_checks.cc.
+#include <cmath>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -7,7 +8,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -266,15 +269,19 @@ bool ParseFlags(int argc, char** argv, Options* o) {
     };
     auto num = [&](double* out) {
       std::string v = take();
-      if (!absl::SimpleAtod(v, out)) {
-        std::cerr << "--" << name << ": not a number: " << v << "\n";
+      if (!absl::SimpleAtod(v, out) || !std::isfinite(*out)) {
+        std::cerr << "Error: invalid argument \"" << v << "\" for \"--" << name
+                  << "\" flag: not a number\n";
         std::exit(2);
       }
     };
     auto integer = [&](int* out) {
-      double d;
-      num(&d);
-      *out = static_cast<int>(d);
+      std::string v = take();
+      if (!absl::SimpleAtoi(v, out)) {
+        std::cerr << "Error: invalid argument \"" << v << "\" for \"--" << name
+                  << "\" flag: not an integer\n";
+        std::exit(2);
+      }
     };
     if (name == "scenario") o->scenario = take();
     else if (name == "server") o->server = take();
@@ -319,11 +326,54 @@ bool ParseFlags(int argc, char** argv, Options* o) {
     else if (name == "summary-json") o->summary_json = take();
     else if (name == "pl-watch-delay-ms") num(&o->pl_watch_delay_ms);
     else {
-      std::cerr << "unknown flag --" << name << "\n";
+      std::cerr << "Error: unknown flag: --" << name << "\n";
       return false;
     }
   }
   return true;
+}
+
+// Values that would make a run test nothing, or fail for a reason other than
+// the server (a run of 0 pools passed; 0 workers "failed" as "pools never led").
+// Returns the first problem, or "".
+std::string CheckRanges(const Options& o) {
+  auto at_least = [](const char* flag, double v, double min) -> std::string {
+    return v >= min ? "" : absl::StrCat("--", flag, " must be at least ", min, " (got ", v, ")");
+  };
+  auto positive = [](const char* flag, double v) -> std::string {
+    return v > 0 ? "" : absl::StrCat("--", flag, " must be more than 0 (got ", v, ")");
+  };
+  auto ratio = [](const char* flag, double v) -> std::string {
+    return v >= 0 && v <= 1 ? "" : absl::StrCat("--", flag, " must be between 0 and 1 (got ", v, ")");
+  };
+  for (const std::string& problem : {
+           at_least("pools", o.pools, 1), at_least("nodes-per-pool", o.nodes_per_pool, 1),
+           at_least("workers", o.workers, 1), at_least("extra-objects", o.extra_objects, 0),
+           ratio("partition-ratio", o.partition_ratio), ratio("dead-ratio", o.dead_ratio),
+           ratio("pool-partition-ratio", o.pool_partition_ratio),
+           ratio("lying-pool-ratio", o.lying_pool_ratio), positive("duration", o.duration_s),
+           positive("lease-duration", o.lease_duration_s),
+           positive("renew-deadline", o.renew_deadline_s),
+           positive("retry-period", o.retry_period_s),
+           positive("heartbeat-interval", o.heartbeat_interval_s),
+           positive("kubelet-interval", o.kubelet_interval_s),
+           at_least("clock-skew", o.clock_skew_s, 0),
+           at_least("leader-kill-interval", o.leader_kill_interval_s, 0),
+           at_least("cloud-port", o.cloud_port, 0)}) {
+    if (!problem.empty()) return problem;
+  }
+  if (o.server.empty() && !o.server_binary.empty() && access(o.server_binary.c_str(), X_OK) != 0) {
+    return absl::StrCat("--server-binary ", o.server_binary, ": cannot run it: ", std::strerror(errno));
+  }
+  if (!o.server.empty() && !o.ca_file.empty() && access(o.ca_file.c_str(), R_OK) != 0) {
+    return absl::StrCat("--ca-file ", o.ca_file, ": cannot read it: ", std::strerror(errno));
+  }
+  if (o.cloud_port > 65535) return absl::StrCat("--cloud-port must be at most 65535 (got ", o.cloud_port, ")");
+  if (static_cast<int64_t>(o.pools) * o.nodes_per_pool > 1000000) {
+    return absl::StrCat("--pools x --nodes-per-pool must be at most 1,000,000 nodes (got ",
+                        static_cast<int64_t>(o.pools) * o.nodes_per_pool, ")");
+  }
+  return "";
 }
 
 std::map<std::string, std::vector<std::string>> PoolsFor(const Options& o) {
@@ -358,7 +408,11 @@ int main(int argc, char** argv) {
     }
   }
   if (!ParseFlags(argc, argv, &o)) {
-    Usage();
+    std::cerr << "Run '" << argv[0] << " --help' for usage.\n";
+    return 2;
+  }
+  if (std::string problem = CheckRanges(o); !problem.empty()) {
+    std::cerr << "Error: " << problem << "\n";
     return 2;
   }
   if (o.scenario == "term-selftest") return sim::RunTermSelfTest(o);

@@ -40,6 +40,27 @@ def main():
         except Exception as e:  # any failure of one program is that program's case
             failed += 1
             print(f"FAIL {name}: {e}", flush=True)
+    # The simulator's values that tested nothing or failed for the wrong reason
+    # (found by trying them): --pools=0 passed having run nothing, --workers=0 and
+    # --duration=-5 "failed" as "pools never led", --server-binary=/nonexistent
+    # waited 30 s for a server that never started. Each is refused at once.
+    sim = os.path.join(build, "poolcoord-sim")
+    for flag, words in [("--pools=0", "--pools must be at least 1"),
+                        ("--pools=-1", "--pools must be at least 1"),
+                        ("--pools=99999999999", "not an integer"),
+                        ("--workers=0", "--workers must be at least 1"),
+                        ("--duration=-5", "--duration must be more than 0"),
+                        ("--partition-ratio=2", "between 0 and 1"),
+                        ("--server-binary=/nonexistent", "cannot run it")]:
+        try:
+            r = subprocess.run([sim, flag], capture_output=True, text=True, timeout=20)
+            if r.returncode != 2 or words not in r.stderr:
+                raise AssertionError(f"exit {r.returncode}, stderr {r.stderr[:300]!r}")
+            passed += 1
+            print(f"PASS poolcoord-sim {flag}", flush=True)
+        except Exception as e:
+            failed += 1
+            print(f"FAIL poolcoord-sim {flag}: {e}", flush=True)
     print(f"{passed} passed, {failed} failed")
     return 0 if failed == 0 else 1
 
