@@ -52,14 +52,17 @@ Response JsonResponse(int status, std::string body) {
 
 // The dryRun query parameter (and DeleteOptions.dryRun): only "All" is valid, as
 // k8s.io/apiserver's ValidateDryRun says.
-absl::StatusOr<bool> DryRun(const Request& request) {
+// A bad value is 422 against the request's options kind (`CreateOptions.meta.k8s.io
+// "" is invalid: dryRun: Unsupported value: "Bogus": supported values: "All"`).
+absl::Status InvalidOptions(std::string_view kind, std::vector<store::FieldCause> causes);
+absl::StatusOr<bool> DryRun(const Request& request, std::string_view options_kind) {
   bool dry = false;
   for (const auto& [key, value] : request.query) {
     if (key != "dryRun") continue;
     if (value != "All") {
-      return store::InvalidError(
-          "DryRun", "", {store::FieldNotSupported("dryRun", absl::StrCat("\"", value, "\""),
-                                                  "supported values: \"All\"")});
+      return InvalidOptions(options_kind,
+                            {store::FieldNotSupported("dryRun", absl::StrCat("\"", value, "\""),
+                                                      "supported values: \"All\"")});
     }
     dry = true;
   }
@@ -279,7 +282,7 @@ absl::StatusOr<DecodedWrite> DecodeWrite(const Request& request, Kind kind,
   if (absl::Status s = CheckJsonContentType(request); !s.ok()) return s;
   if (absl::Status s = ValidateFieldManager(request, options_kind); !s.ok()) return s;
   DecodedWrite out;
-  auto dry = DryRun(request);
+  auto dry = DryRun(request, options_kind);
   if (!dry.ok()) return dry.status();
   out.dry_run = *dry;
   auto validation = ParseFieldValidation(request);
@@ -540,7 +543,7 @@ Response Patch(const GenericStore& kind, const ResourcePath& path, Request& requ
         kJsonPatch, ", ", kMergePatch, ", ", kApplyPatch)));
   }
   if (absl::Status s = ValidatePatchOptions(request, apply_patch); !s.ok()) return ErrorResponse(s);
-  auto dry = DryRun(request);
+  auto dry = DryRun(request, "PatchOptions");
   if (!dry.ok()) return ErrorResponse(dry.status());
   auto validation = ParseFieldValidation(request);
   if (!validation.ok()) return ErrorResponse(validation.status());
@@ -642,7 +645,7 @@ absl::Status DeleteOptionsTypeError(const rapidjson::Value& v, std::string_view 
 // numbers are 400, bad values 422. dryRun is also read from the query, always.
 absl::StatusOr<DeleteOptions> ParseDeleteOptions(const Request& request) {
   DeleteOptions out;
-  auto dry = DryRun(request);
+  auto dry = DryRun(request, "DeleteOptions");
   if (!dry.ok()) return dry.status();
   out.dry_run = *dry;
   if (absl::StripAsciiWhitespace(request.body).empty()) {

@@ -406,7 +406,25 @@ def impersonation_refused_not_ignored(s):
     expect_status(c.request("GET", f"{BASE}/poolleases/{name}"), 200)
 
 
-CASES = [impersonation_refused_not_ignored, malformed_json_400, invalid_fields_422_with_causes, body_limits, transport_bad_input,
+def dry_run_bad_value_names_the_options_kind(s):
+    # The input that showed it: ?dryRun=Bogus answered `DryRun.coordination.pool ""
+    # is invalid`; kube-apiserver names the verb's options kind in meta.k8s.io.
+    c = s.admin()
+    name = uniq("dry")
+    body = {"apiVersion": GV, "kind": "PoolLease", "metadata": {"name": name},
+            "spec": {"leaseDurationSeconds": 10}}
+    for method, path, kind, payload, ctype in [
+            ("POST", f"{BASE}/poolleases", "CreateOptions", body, "application/json"),
+            ("PATCH", f"{BASE}/poolleases/{name}", "PatchOptions", {"metadata": {}},
+             "application/merge-patch+json"),
+            ("DELETE", f"{BASE}/poolleases/{name}", "DeleteOptions", None, "application/json")]:
+        r = expect_status(c.request(method, path + "?dryRun=Bogus", payload, ctype), 422, "Invalid")
+        msg = r.json()["message"]
+        expect(msg.startswith(f'{kind}.meta.k8s.io "" is invalid: dryRun: Unsupported value: "Bogus"'), msg)
+        expect(r.json()["details"]["group"] == "meta.k8s.io", r.body)
+
+
+CASES = [impersonation_refused_not_ignored, dry_run_bad_value_names_the_options_kind, malformed_json_400, invalid_fields_422_with_causes, body_limits, transport_bad_input,
          delete_options_and_field_manager_bad_input, media_types, paths_and_methods,
          optimistic_concurrency_and_preconditions, status_subresource, finalizers_hold_deletion,
          generate_name_and_dry_run, list_resource_version_semantics, watch_with_huge_timeout_stays_open,
