@@ -223,6 +223,7 @@ struct Authenticator::State {
   X509_STORE* client_ca = nullptr;  // nullptr: no x509 authentication
   std::vector<RequestHeaderSource> requestheader;  // flags first, then the ConfigMap
   std::string accepted_ca_pem;  // every CA above, PEM
+  std::string client_ca_pem;    // the client_ca store's, PEM
   State() = default;
   State(const State&) = delete;
   State& operator=(const State&) = delete;
@@ -292,6 +293,8 @@ void Authenticator::SetTrustChangedListener(std::function<void()> listener) {
 
 std::string Authenticator::AcceptedCaPem() const { return Snapshot()->accepted_ca_pem; }
 
+std::string Authenticator::ClientCaPem() const { return Snapshot()->client_ca_pem; }
+
 absl::Status Authenticator::Rebuild(const std::string& client_ca_pem,
                                     const std::string& requestheader_ca_pem,
                                     const AuthenticationConfigMap& config) {
@@ -306,6 +309,7 @@ absl::Status Authenticator::Rebuild(const std::string& client_ca_pem,
     absl::StatusOr<X509_STORE*> store = CaStoreFromPem(client_pem, absl::StrCat(where, " client-ca-file"));
     if (!store.ok()) return store.status();
     state->client_ca = *store;
+    state->client_ca_pem = client_pem;
     absl::StrAppend(&state->accepted_ca_pem, client_pem, "\n");
   }
   if (!requestheader_ca_pem.empty()) {

@@ -122,6 +122,12 @@ class Authenticator {
   // its client CA providers. Thread-safe.
   std::string AcceptedCaPem() const;
 
+  // The CA bundle client certificates of users are verified against (the
+  // files' and the ConfigMap's client-ca-file; not the front proxy's), PEM: what
+  // node identities chain to, for the delegation proof check. "" when none.
+  // Thread-safe.
+  std::string ClientCaPem() const;
+
   // Called after each change of the trusted CAs, under the lock that orders
   // changes: it must not call ApplyConfigMap or SetFileCaBundles. Set once,
   // before changes can happen concurrently.

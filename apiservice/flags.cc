@@ -173,6 +173,18 @@ std::vector<Flag> FlagTable(ServerOptions* o) {
     "kube-controller-manager's --node-monitor-grace-period (40s before Kubernetes 1.32, 50s "
     "since): a delegation not forwarded for longer has lapsed, and forwarding again starts a "
     "new one.");
+  s("delegation-proof", &o->delegation_proof,
+    "What a pool leader's DelegatedLease write must carry (docs/verifiable-delegation.md): "
+    "required (the member's own signed, fresh heartbeat in spec.proof, or 403), optional (a "
+    "proof given is checked; writes without one pass and are counted, for agents that do not "
+    "send proofs yet), or off (the leader's word is taken).");
+  d("delegation-challenge-period", &o->delegation_challenge_period,
+    "How often each pool with a live PoolLease gets a fresh challenge (its status.challenges), "
+    "which members sign into their heartbeats.");
+  d("delegation-proof-max-age", &o->delegation_proof_max_age,
+    "The oldest challenge a delegation proof may carry, judged on the server's clock (default: "
+    "2 x the agents' 5s heartbeat interval + the challenge period); also the longest "
+    "leaseDurationSeconds of a proven write.");
   b("leader-elect", &o->leader_elect,
     "Elect one replica (a coordination.k8s.io Lease) to run the forwarder.");
   d("leader-elect-lease-duration", &o->leader_elect_lease_duration,
@@ -270,6 +282,19 @@ absl::Status Validate(const ServerOptions& o) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "invalid argument \"%s\" for \"--storage-backend\" flag: must be memory or etcd3",
         o.storage_backend));
+  }
+  if (o.delegation_proof != "required" && o.delegation_proof != "optional" &&
+      o.delegation_proof != "off") {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "invalid argument \"%s\" for \"--delegation-proof\" flag: must be required, optional or "
+        "off",
+        o.delegation_proof));
+  }
+  if (o.delegation_challenge_period <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--delegation-challenge-period must be positive");
+  }
+  if (o.delegation_proof_max_age <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--delegation-proof-max-age must be positive");
   }
   if (o.tls_cert_file.empty() != o.tls_private_key_file.empty()) {
     return absl::InvalidArgumentError(

@@ -70,6 +70,11 @@ struct ServerOptions {
   absl::Duration kubelet_renew_interval = absl::Seconds(10);
   absl::Duration node_monitor_grace_period = absl::Seconds(40);
 
+  // Verifiable delegation (issue 15, docs/verifiable-delegation.md).
+  std::string delegation_proof = "optional";  // required | optional | off
+  absl::Duration delegation_challenge_period = absl::Seconds(5);
+  absl::Duration delegation_proof_max_age = absl::Seconds(15);
+
   // Replica leader election (client-go defaults).
   bool leader_elect = false;
   absl::Duration leader_elect_lease_duration = absl::Seconds(15);

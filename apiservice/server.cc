@@ -25,6 +25,7 @@
 #include "cloud/clientset.h"
 #include "cloud/rest_client.h"
 #include "election/delegated_lease_gc.h"
+#include "election/delegation_proof.h"
 #include "election/forwarder.h"
 #include "election/leader_elector.h"
 #include "election/lease_rules.h"
@@ -214,6 +215,7 @@ struct ApiServer::Parts {
   std::unique_ptr<store::Store> store;
   std::unique_ptr<election::MembershipIndex> membership;
   std::unique_ptr<election::MembershipFileSource> membership_source;
+  std::unique_ptr<election::DelegationProofs> proofs;
   std::unique_ptr<election::LeaseRules> rules;
   std::unique_ptr<election::DelegatedLeaseGc> gc;
   // The cloud cluster (--kubeconfig or in-cluster), and what runs against it.
@@ -407,15 +409,30 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ServerOptions&
     base::LogInfo("pool membership from the Nodes' label ", options.pool_label);
   }
 
+  election::DelegationProofOptions proof_options;
+  proof_options.mode = *election::ParseProofMode(options.delegation_proof);  // flags validated it
+  proof_options.challenge_period = options.delegation_challenge_period;
+  proof_options.max_age = options.delegation_proof_max_age;
+  p->proofs = std::make_unique<election::DelegationProofs>(base::RealClock::Get(), proof_options,
+                                                           &p->registry);
+  // Node certificates chain to the users' client CA; rotations follow below.
+  if (absl::Status st = p->proofs->SetClientCaPem(p->authenticator->ClientCaPem()); !st.ok()) {
+    base::LogWarning("delegation proofs: client CA not usable: ", st.message());
+  }
+
   election::LeaseRulesOptions rules_options;
   rules_options.max_lease_duration_seconds = options.max_lease_duration;
   rules_options.forwarder_user = options.forwarder_user;
   rules_options.lease_proxy_users = options.lease_proxy_users;
+  rules_options.delegation_proofs = p->proofs.get();
   p->rules = std::make_unique<election::LeaseRules>(base::RealClock::Get(),
                                                     p->membership.get(), rules_options);
   p->gc = std::make_unique<election::DelegatedLeaseGc>(p->store.get(), p->rules.get(),
                                                        options.delegated_lease_gc_period);
   p->gc->Start();
+  base::LogInfo("delegation proofs ", election::ProofModeName(proof_options.mode),
+                " (challenge every ", absl::FormatDuration(proof_options.challenge_period),
+                ", max age ", absl::FormatDuration(proof_options.max_age), ")");
 
   if (p->cloud) {
     election::ForwarderOptions fo;
@@ -504,9 +521,13 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ServerOptions&
     TlsServer* transport_ptr = p->transport.get();
     Authenticator* authn_ptr = p->authenticator.get();
     DynamicCertificates* certs = p->certificates.get();
-    authn_ptr->SetTrustChangedListener([transport_ptr, authn_ptr] {
+    election::DelegationProofs* proofs_ptr = p->proofs.get();
+    authn_ptr->SetTrustChangedListener([transport_ptr, authn_ptr, proofs_ptr] {
       if (absl::Status st = transport_ptr->SetClientCaNames(authn_ptr->AcceptedCaPem()); !st.ok()) {
         base::LogWarning("client CA names for the TLS handshake not updated: ", st.message());
+      }
+      if (absl::Status st = proofs_ptr->SetClientCaPem(authn_ptr->ClientCaPem()); !st.ok()) {
+        base::LogWarning("delegation proofs: client CA not updated: ", st.message());
       }
     });
     certs->AddListener([transport_ptr, authn_ptr, certs](CertificateMaterial m) -> absl::Status {
@@ -526,6 +547,7 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ServerOptions&
         !st.ok()) {
       base::LogWarning("client CA bundles: ", st.message());
     }
+    (void)proofs_ptr->SetClientCaPem(authn_ptr->ClientCaPem());
     if (std::shared_ptr<const ServingCertificate> serving = certs->serving()) {
       if (serving->not_after_unix <= absl::ToUnixSeconds(absl::Now())) {
         base::LogWarning("the serving certificate ", p->pki.serving_cert_file, " has expired (",

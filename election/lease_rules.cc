@@ -50,6 +50,14 @@ void Stamp(const base::Clock& clock, Object& proposed) {
 
 }  // namespace
 
+void LeaseRules::StampPoolLease(store::Object& proposed) const {
+  Stamp(*clock_, proposed);
+  DelegationProofs* proofs = options_.delegation_proofs;
+  if (proofs != nullptr && proofs->mode() != ProofMode::kOff && !HolderOf(proposed).empty()) {
+    proofs->MaybeIssueChallenge(proposed);
+  }
+}
+
 LeaseRules::LeaseRules(const base::Clock* clock, const MembershipIndex* membership,
                        LeaseRulesOptions options)
     : clock_(clock), membership_(membership), options_(std::move(options)) {}
@@ -85,7 +93,7 @@ absl::Status LeaseRules::AdmitPoolLeaseWrite(const base::UserInfo& user, const s
   const std::string& pool = proposed.metadata.name;
   const std::string new_holder = HolderOf(proposed);
   if (user.IsMaster()) {
-    Stamp(*clock_, proposed);
+    StampPoolLease(proposed);
     return absl::OkStatus();
   }
 
@@ -116,7 +124,7 @@ absl::Status LeaseRules::AdmitPoolLeaseWrite(const base::UserInfo& user, const s
   if (current == nullptr) {
     // Creating the lease: an acquisition (new term) or an unheld lease; client-go
     // creates with leaseTransitions 0, but any valid count is accepted.
-    Stamp(*clock_, proposed);
+    StampPoolLease(proposed);
     return absl::OkStatus();
   }
 
@@ -172,7 +180,7 @@ absl::Status LeaseRules::AdmitPoolLeaseWrite(const base::UserInfo& user, const s
       return s;
     }
   }
-  Stamp(*clock_, proposed);
+  StampPoolLease(proposed);
   return absl::OkStatus();
 }
 
@@ -252,12 +260,30 @@ absl::Status LeaseRules::AdmitDelegatedLeaseWrite(const base::UserInfo& user,
                        term->lease_transitions,
                        "); renewTime must not go backwards within one leader term"));
     }
+    if (DelegationProofs* proofs = options_.delegation_proofs;
+        proofs != nullptr && proofs->mode() != ProofMode::kOff) {
+      const auto& proof = store::DelegationOf(proposed).proof;
+      if (proof) {
+        std::optional<store::AcceptedProof> last;
+        if (current) last = store::DelegationOf(*current).accepted_proof;
+        auto accepted = proofs->Verify(*proof, name, *pool, *pool_lease, last,
+                                       spec.lease_duration_seconds);
+        if (!accepted.ok()) return accepted.status();
+        store::MutableDelegation(proposed).accepted_proof = *std::move(accepted);
+      } else if (proofs->mode() == ProofMode::kRequired) {
+        return proofs->ProofRequired(name, *pool);
+      } else {
+        proofs->CountUnproven();
+      }
+    }
   }
 
   Stamp(*clock_, proposed);
   proposed.status.leader_term = term;
   proposed.status.expired = false;
   proposed.metadata.labels[kPoolLabel] = *pool;
+  // Write-only (as a Secret's stringData): checked above, never stored.
+  store::ClearDelegationProof(proposed);
   return absl::OkStatus();
 }
 
@@ -287,6 +313,16 @@ absl::Status LeaseRules::AdmitStatusWrite(const base::UserInfo& user, const stor
   if (a.leader_term != b.leader_term) {
     causes.push_back(store::FieldForbidden(
         "status.leaderTerm", "set by the server on each accepted write; leave it unchanged"));
+  }
+  const store::DelegationFields& da = store::DelegationOf(proposed);
+  const store::DelegationFields& db = store::DelegationOf(current);
+  if (da.accepted_proof != db.accepted_proof) {
+    causes.push_back(store::FieldForbidden(
+        "status.proof", "set by the server when it accepts a proof; leave it unchanged"));
+  }
+  if (da.challenges != db.challenges) {
+    causes.push_back(store::FieldForbidden(
+        "status.challenges", "issued by the server; leave them unchanged"));
   }
   if (!causes.empty()) return Invalid(proposed, std::move(causes));
   return absl::OkStatus();

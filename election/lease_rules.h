@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "base/clock.h"
+#include "election/delegation_proof.h"
 #include "election/membership.h"
 #include "base/user_info.h"
 #include "store/object.h"
@@ -30,6 +31,9 @@ struct LeaseRulesOptions {
   int32_t max_lease_duration_seconds = 300;   // --max-lease-duration
   std::string forwarder_user;                  // --forwarder-user
   std::vector<std::string> lease_proxy_users;  // --lease-proxy-users
+  // Verifiable delegation (--delegation-proof and friends): the proof check of
+  // a leader's DelegatedLease write. nullptr: proofs off. Not owned.
+  DelegationProofs* delegation_proofs = nullptr;
 };
 
 class LeaseRules {
@@ -41,7 +45,9 @@ class LeaseRules {
   // holder (409); a takeover raises leaseTransitions by exactly 1, a renewal
   // keeps it and acquireTime (422). system:masters pass. On success stamps
   // status.observedTime and observed_monotonic_us on `proposed`, which already
-  // carries server metadata and the current status.
+  // carries server metadata and the current status, and, while the lease is
+  // held and delegation proofs are on, a fresh delegation challenge when the
+  // current one is a challenge period old (DelegationProofs::MaybeIssueChallenge).
   // Errors: PermissionDenied (403), Aborted (409 Conflict), InvalidArgument (422
   // Invalid with causes), Unavailable (503, membership not loaded), each with a
   // message a person can act on.
@@ -55,9 +61,12 @@ class LeaseRules {
                                          const std::string& name) const;
   // A write of a validated DelegatedLease (spec.poolName = the node's pool):
   // only the current, unexpired holder of the pool's PoolLease (403); renewTime
-  // not backwards within one leader term (409). system:masters pass. On success
-  // stamps status.observedTime, leaderTerm, expired=false, observed_monotonic_us
-  // and the label coordination.pool/pool=<pool>.
+  // not backwards within one leader term (409); with --delegation-proof
+  // required, the member's own fresh, signed proof of life in spec.proof
+  // (checked with optional too when given: DelegationProofs::Verify, 403/422).
+  // system:masters pass. On success stamps status.observedTime, leaderTerm,
+  // expired=false, observed_monotonic_us, status.proof (a proof accepted) and
+  // the label coordination.pool/pool=<pool>; spec.proof is dropped (write-only).
   absl::Status AdmitDelegatedLeaseWrite(const base::UserInfo& user,
                                         const store::ObjectPtr& current, store::Object& proposed,
                                         store::TxnReader& reader) const;
@@ -84,12 +93,16 @@ class LeaseRules {
   bool DelegationCurrent(const store::Object& delegated, const store::Object* pool_lease) const;
 
   const LeaseRulesOptions& options() const { return options_; }
+  DelegationProofs* delegation_proofs() const { return options_.delegation_proofs; }
   const base::Clock* clock() const { return clock_; }
   const MembershipIndex* membership() const { return membership_; }
 
  private:
   const base::Clock* clock_;
   const MembershipIndex* membership_;
+  // Stamps an accepted PoolLease write (observed times, and a challenge).
+  void StampPoolLease(store::Object& proposed) const;
+
   LeaseRulesOptions options_;
 };
 

@@ -402,6 +402,7 @@ store::MutableObjectPtr TryApplySpecMergePatch(const store::Object& current,
   // reports them as unknown.
   const uint32_t fields = store::InfoFor(current.kind).spec_fields;
   store::LeaseSpec spec = current.spec;
+  std::optional<store::DelegationProof> proof;
   for (const auto& m : only.value.GetObject()) {
     std::string_view key(m.name.GetString(), m.name.GetStringLength());
     const rapidjson::Value& v = m.value;
@@ -420,12 +421,30 @@ store::MutableObjectPtr TryApplySpecMergePatch(const store::Object& current,
       if (!v.IsInt()) return nullptr;  // int32 range; 15.0 or 2^40 take the general path
       (key == "leaseDurationSeconds" ? spec.lease_duration_seconds : spec.lease_transitions) =
           v.GetInt();
+    } else if (key == "proof" && (fields & store::kSpecProof)) {
+      // A DelegatedLease renewal with its proof (issue 15): both members
+      // strings, nothing else (a stored object never has a proof to merge into).
+      if (!v.IsObject()) return nullptr;
+      proof.emplace();
+      for (const auto& pm : v.GetObject()) {
+        std::string_view pk(pm.name.GetString(), pm.name.GetStringLength());
+        if (!pm.value.IsString()) return nullptr;
+        std::string value(pm.value.GetString(), pm.value.GetStringLength());
+        if (pk == "heartbeat") {
+          proof->heartbeat = std::move(value);
+        } else if (pk == "certificate") {
+          proof->certificate = std::move(value);
+        } else {
+          return nullptr;
+        }
+      }
     } else {
       return nullptr;
     }
   }
   auto next = std::make_shared<store::Object>(current);
   next->spec = std::move(spec);
+  if (proof) store::MutableDelegation(*next).proof = std::move(*proof);
   return next;
 }
 

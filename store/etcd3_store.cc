@@ -119,13 +119,19 @@ struct RangeAnswer {
   bool more = false;
 };
 
-// This process's first sight of each (key, mod_revision), on its own monotonic
-// clock (see etcd3_store.h).
+// This process's first sight of each renewal of a key, on its own monotonic
+// clock (see etcd3_store.h). A renewal is a new status.observedTime, which the
+// lease rules stamp on each accepted write: a write that leaves it alone (the
+// forwarder's lastForwardTime, the GC's expired mark, a new delegation
+// challenge) makes a new mod_revision but renews nothing, so it keeps the first
+// sight of the renewal it carries. (Before, another replica's status write
+// re-stamped the lease with "now" and moved its expiry later.)
 class ObservedTimes {
  public:
   explicit ObservedTimes(std::function<int64_t()> now) : now_(std::move(now)) {}
 
-  int64_t Stamp(const std::string& key, int64_t mod_revision) {
+  // `renewal`: the object's status.observedTime (0 when unset).
+  int64_t Stamp(const std::string& key, int64_t mod_revision, int64_t renewal) {
     absl::MutexLock lock(&mu_);
     auto it = entries_.find(key);
     if (it != entries_.end()) {
@@ -133,18 +139,22 @@ class ObservedTimes {
       // An older state (a lagging read): the newer one's first sight is no
       // earlier than this one's, and still not before the write happened.
       if (it->second.revision > mod_revision) return it->second.observed_us;
+      if (renewal != 0 && it->second.renewal == renewal) {
+        it->second.revision = mod_revision;
+        return it->second.observed_us;
+      }
     }
     if (entries_.size() >= kMaxObservedKeys) entries_.clear();
     const int64_t now = now_();
-    entries_[key] = Entry{mod_revision, now};
+    entries_[key] = Entry{mod_revision, now, renewal};
     return now;
   }
 
   // Our own write: fn chose the observed time.
-  void Record(const std::string& key, int64_t mod_revision, int64_t observed_us) {
+  void Record(const std::string& key, int64_t mod_revision, int64_t observed_us, int64_t renewal) {
     absl::MutexLock lock(&mu_);
     auto& entry = entries_[key];
-    if (entry.revision <= mod_revision) entry = Entry{mod_revision, observed_us};
+    if (entry.revision <= mod_revision) entry = Entry{mod_revision, observed_us, renewal};
   }
 
   void Forget(const std::string& key, int64_t delete_revision) {
@@ -157,6 +167,7 @@ class ObservedTimes {
   struct Entry {
     int64_t revision = 0;
     int64_t observed_us = 0;
+    int64_t renewal = 0;  // status.observedTime of that revision
   };
   const std::function<int64_t()> now_;
   absl::Mutex mu_;
@@ -252,7 +263,8 @@ class Core {
     MutableObjectPtr obj = *std::move(decoded);
     obj->kind = kind;
     obj->metadata.resource_version = kv.mod_revision;
-    obj->observed_monotonic_us = observed_.Stamp(kv.key, kv.mod_revision);
+    obj->observed_monotonic_us =
+        observed_.Stamp(kv.key, kv.mod_revision, obj->status.observed_time_us.value_or(0));
     return obj;
   }
 
@@ -621,7 +633,8 @@ class Etcd3Store final : public Store {
       const int64_t revision = *committed;
       if (next) {
         next->metadata.resource_version = revision;
-        core_->observed().Record(key, revision, next->observed_monotonic_us);
+        core_->observed().Record(key, revision, next->observed_monotonic_us,
+                                 next->status.observed_time_us.value_or(0));
         result.object = std::move(next);
       } else {
         auto last = std::make_shared<Object>(*current);

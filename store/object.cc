@@ -19,7 +19,7 @@ constexpr ResourceInfo kPoolLeaseInfo{
 constexpr ResourceInfo kDelegatedLeaseInfo{
     Kind::kDelegatedLease, "delegatedleases", "delegatedlease", "DelegatedLease", "dl",
     kSpecHolderIdentity | kSpecLeaseDurationSeconds | kSpecRenewTime | kSpecPoolName |
-        kSpecDelegate,
+        kSpecDelegate | kSpecProof,
     "DelegatedLeaseSpec", "DelegatedLeaseStatus"};
 
 // Indexed by Kind. Slots past the built-in kinds are written once, by
@@ -191,6 +191,57 @@ StringMap::size_type StringMap::erase(std::string_view key) {
   if (it == items_.end()) return 0;
   items_.erase(it);
   return 1;
+}
+
+// ---------------------------------------------------------------- delegation fields
+
+const DelegationFields& DelegationOf(const Object& object) {
+  static const DelegationFields* const kEmpty = [] {
+    auto* empty = new DelegationFields();
+    intrusive_ptr_add_ref(empty);  // never freed
+    return empty;
+  }();
+  return object.delegation ? *object.delegation : *kEmpty;
+}
+
+DelegationFields& MutableDelegation(Object& object) {
+  // Every DelegationFields is created non-const here; one held by this object
+  // alone may be changed in place.
+  if (object.delegation && object.delegation->use_count() == 1) {
+    return const_cast<DelegationFields&>(*object.delegation);
+  }
+  auto* fresh = object.delegation ? new DelegationFields(*object.delegation) : new DelegationFields();
+  object.delegation.reset(fresh);
+  return *fresh;
+}
+
+namespace {
+void DropIfEmpty(Object& object) {
+  if (object.delegation && object.delegation->empty()) object.delegation.reset();
+}
+}  // namespace
+
+void CopyDelegationStatus(Object& to, const Object& from) {
+  const DelegationFields& source = DelegationOf(from);
+  if (!DelegationOf(to).HasStatus() && !source.HasStatus()) return;
+  DelegationFields& target = MutableDelegation(to);
+  target.accepted_proof = source.accepted_proof;
+  target.challenges = source.challenges;
+  DropIfEmpty(to);
+}
+
+void ClearDelegationStatus(Object& object) {
+  if (!DelegationOf(object).HasStatus()) return;
+  DelegationFields& d = MutableDelegation(object);
+  d.accepted_proof.reset();
+  d.challenges.clear();
+  DropIfEmpty(object);
+}
+
+void ClearDelegationProof(Object& object) {
+  if (!DelegationOf(object).proof) return;
+  MutableDelegation(object).proof.reset();
+  DropIfEmpty(object);
 }
 
 }  // namespace poolcoord::store

@@ -18,6 +18,9 @@
 #include <utility>
 #include <vector>
 
+#include <boost/intrusive_ptr.hpp>
+#include <boost/smart_ptr/intrusive_ref_counter.hpp>
+
 namespace poolcoord::store {
 
 // A kind of the group. The two kinds the rules are about are built in; a kind
@@ -35,6 +38,7 @@ enum SpecField : uint32_t {
   kSpecLeaseTransitions = 1u << 4,
   kSpecPoolName = 1u << 5,
   kSpecDelegate = 1u << 6,
+  kSpecProof = 1u << 7,  // DelegatedLease spec.proof (write-only; Object::delegation)
 };
 
 // A resource of the group, in the order discovery lists them: its names, and
@@ -277,12 +281,111 @@ struct LeaderTerm {
   bool operator==(const LeaderTerm&) const = default;
 };
 
+// std::optional<LeaderTerm> in LeaderTerm's own 40 bytes: the engaged flag sits
+// in LeaderTerm's tail padding, which a derived class may use (Itanium C++ ABI,
+// LeaderTerm not being POD), where std::optional adds 8 bytes. Those 8 bytes hold
+// Object::delegation within Object's 576-byte malloc chunk (issue 6). Reads and
+// assigns as the std::optional it replaces.
+class OptionalLeaderTerm {
+ public:
+  OptionalLeaderTerm() = default;
+  OptionalLeaderTerm(std::nullopt_t) {}                                   // NOLINT: implicit
+  OptionalLeaderTerm(LeaderTerm term) { emplace(std::move(term)); }      // NOLINT: implicit
+  OptionalLeaderTerm(const std::optional<LeaderTerm>& term) {            // NOLINT: implicit
+    if (term) emplace(*term);
+  }
+  OptionalLeaderTerm& operator=(std::nullopt_t) {
+    reset();
+    return *this;
+  }
+  OptionalLeaderTerm& operator=(LeaderTerm term) {
+    emplace(std::move(term));
+    return *this;
+  }
+  OptionalLeaderTerm& operator=(const std::optional<LeaderTerm>& term) {
+    if (term) {
+      emplace(*term);
+    } else {
+      reset();
+    }
+    return *this;
+  }
+
+  bool has_value() const { return slot_.engaged; }
+  explicit operator bool() const { return slot_.engaged; }
+  const LeaderTerm& operator*() const { return slot_; }
+  LeaderTerm& operator*() { return slot_; }
+  const LeaderTerm* operator->() const { return &slot_; }
+  LeaderTerm* operator->() { return &slot_; }
+  void reset() { slot_ = Slot{}; }
+  LeaderTerm& emplace(LeaderTerm term) {
+    static_cast<LeaderTerm&>(slot_) = std::move(term);
+    slot_.engaged = true;
+    return slot_;
+  }
+
+  friend bool operator==(const OptionalLeaderTerm& a, const OptionalLeaderTerm& b) {
+    return a.has_value() == b.has_value() && (!a.has_value() || *a == *b);
+  }
+  friend bool operator==(const OptionalLeaderTerm& a, const std::optional<LeaderTerm>& b) {
+    return a.has_value() == b.has_value() && (!a.has_value() || *a == *b);
+  }
+  friend bool operator==(const OptionalLeaderTerm& a, const LeaderTerm& b) {
+    return a.has_value() && *a == b;
+  }
+
+ private:
+  struct Slot : LeaderTerm {
+    bool engaged = false;
+  };
+  Slot slot_;
+};
+static_assert(sizeof(OptionalLeaderTerm) == sizeof(LeaderTerm));
+
+// Verifiable delegation (issue 15, docs/verifiable-delegation.md): fields few
+// objects have, kept behind one pointer (Object::delegation).
+
+// One challenge the server issued to a pool: PoolLease status.challenges.
+struct DelegationChallenge {
+  std::string value;          // base64 of 32 random bytes
+  int64_t issue_time_us = 0;  // the issuing server's wall clock (MicroTime)
+  bool operator==(const DelegationChallenge&) const = default;
+};
+
+// DelegatedLease spec.proof as the client wrote it: input to the lease rules,
+// which verify it and drop it (write-only, as a Secret's stringData): never
+// stored, never returned.
+struct DelegationProof {
+  std::string heartbeat;    // base64 of the member's heartbeat datagram, as received
+  std::string certificate;  // the member's certificate: base64 of its DER, or PEM
+  bool operator==(const DelegationProof&) const = default;
+};
+
+// DelegatedLease status.proof: what the server verified in the last proof it
+// accepted for the node; its sequence is the floor for the next one.
+struct AcceptedProof {
+  std::string boot_id;     // the heartbeat's boot id, 32 lower-case hex digits
+  int64_t sequence = 0;    // the heartbeat's sequence number (below 2^63)
+  std::string challenge;   // the challenge it carried
+  bool operator==(const AcceptedProof&) const = default;
+};
+
+// Immutable once shared (copy, change, then point to the copy: MutableDelegation).
+struct DelegationFields
+    : boost::intrusive_ref_counter<DelegationFields, boost::thread_safe_counter> {
+  std::optional<DelegationProof> proof;         // DelegatedLease spec.proof
+  std::optional<AcceptedProof> accepted_proof;  // DelegatedLease status.proof
+  std::vector<DelegationChallenge> challenges;  // PoolLease status.challenges, newest first
+  bool HasStatus() const { return accepted_proof.has_value() || !challenges.empty(); }
+  bool empty() const { return !proof && !HasStatus(); }
+};
+
 // Server-written status. Clients cannot set it through the main resource.
 // (`expired` last: Object places `kind` in the padding after it.)
 struct LeaseStatus {
   std::optional<int64_t> observed_time_us;      // server wall time of the last accepted write
   std::optional<int64_t> last_forward_time_us;  // DelegatedLease: last forward to the cloud Lease
-  std::optional<LeaderTerm> leader_term;        // DelegatedLease: term it was written in
+  OptionalLeaderTerm leader_term;               // DelegatedLease: term it was written in
   bool expired = false;                         // DelegatedLease: marked by the GC sweep
   bool operator==(const LeaseStatus&) const = default;
 };
@@ -295,11 +398,28 @@ struct Object {
   // [[no_unique_address]] lets `kind` take the tail padding after status.expired.
   [[no_unique_address]] LeaseStatus status;
   Kind kind = Kind::kPoolLease;
+  // spec.proof (DelegatedLease), status.proof (DelegatedLease) and
+  // status.challenges (PoolLease); nullptr when the object has none of them.
+  // spec.proof follows spec, the rest status: see DelegationOf and friends.
+  boost::intrusive_ptr<const DelegationFields> delegation;
   // Server-internal, never serialized to clients: this process's monotonic clock
   // (microseconds) when it accepted the last renewal. Expiry is judged from it,
   // never from the client's renewTime (docs/architecture.md "The rules").
   int64_t observed_monotonic_us = 0;
 };
+
+// The object's delegation fields (an empty set when it has none).
+const DelegationFields& DelegationOf(const Object& object);
+// A copy of the object's delegation fields that the object now points to, for
+// changing them (copy on write: other objects sharing the old set keep it).
+DelegationFields& MutableDelegation(Object& object);
+// Status follows status: `to` gets the status parts (status.proof,
+// status.challenges) of `from` and keeps its own spec.proof, as `to.status =
+// from.status` does for LeaseStatus.
+void CopyDelegationStatus(Object& to, const Object& from);
+// Drops the status parts (a create), or spec.proof (after the rules read it).
+void ClearDelegationStatus(Object& object);
+void ClearDelegationProof(Object& object);
 
 using ObjectPtr = std::shared_ptr<const Object>;
 using MutableObjectPtr = std::shared_ptr<Object>;

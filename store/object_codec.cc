@@ -65,7 +65,7 @@ uint32_t SpecFieldBit(std::string_view field) {
       {"holderIdentity", kSpecHolderIdentity}, {"leaseDurationSeconds", kSpecLeaseDurationSeconds},
       {"acquireTime", kSpecAcquireTime},       {"renewTime", kSpecRenewTime},
       {"leaseTransitions", kSpecLeaseTransitions}, {"poolName", kSpecPoolName},
-      {"delegate", kSpecDelegate}};
+      {"delegate", kSpecDelegate},             {"proof", kSpecProof}};
   for (const auto& [name, bit] : kBits) {
     if (field == name) return bit;
   }
@@ -105,8 +105,11 @@ void WriteSpec(JsonWriter& w, const Object& o, bool storage) {
   w.EndObject();
 }
 
-void WriteStatus(JsonWriter& w, const LeaseStatus& s) {
-  if (!s.observed_time_us && !s.last_forward_time_us && !s.expired && !s.leader_term) return;
+void WriteStatus(JsonWriter& w, const LeaseStatus& s, const DelegationFields& d) {
+  if (!s.observed_time_us && !s.last_forward_time_us && !s.expired && !s.leader_term &&
+      !d.HasStatus()) {
+    return;
+  }
   Str(w, "status");
   w.StartObject();
   if (s.observed_time_us) KeyStr(w, "observedTime", base::FormatMicroTime(*s.observed_time_us));
@@ -125,6 +128,27 @@ void WriteStatus(JsonWriter& w, const LeaseStatus& s) {
     w.Int(s.leader_term->lease_transitions);
     w.EndObject();
   }
+  if (d.accepted_proof) {
+    const AcceptedProof& p = *d.accepted_proof;
+    Str(w, "proof");
+    w.StartObject();
+    KeyStr(w, "bootID", p.boot_id);
+    Str(w, "sequence");
+    w.Int64(p.sequence);
+    KeyStr(w, "challenge", p.challenge);
+    w.EndObject();
+  }
+  if (!d.challenges.empty()) {
+    Str(w, "challenges");
+    w.StartArray();
+    for (const DelegationChallenge& c : d.challenges) {
+      w.StartObject();
+      KeyStr(w, "value", c.value);
+      KeyStr(w, "issueTime", base::FormatMicroTime(c.issue_time_us));
+      w.EndObject();
+    }
+    w.EndArray();
+  }
   w.EndObject();
 }
 
@@ -135,7 +159,8 @@ void WriteObjectImpl(JsonWriter& w, const Object& o, bool storage) {
   Str(w, "metadata");
   WriteObjectMeta(w, o.metadata);
   WriteSpec(w, o, storage);
-  WriteStatus(w, o.status);
+  // spec.proof is write-only: never written, to clients or to storage.
+  WriteStatus(w, o.status, DelegationOf(o));
   if (storage) {
     Str(w, kInternalMember);
     w.StartObject();
@@ -218,11 +243,11 @@ class Decoder {
       } else if (key == "spec") {
         if (val.IsNull()) continue;
         if (!val.IsObject()) return TypeError(JsonKind(val), {top, "spec"}, SpecStruct());
-        CODEC_RETURN_IF_ERROR(DecodeSpec(val, obj->spec));
+        CODEC_RETURN_IF_ERROR(DecodeSpec(val, *obj));
       } else if (key == "status") {
         if (val.IsNull()) continue;
         if (!val.IsObject()) return TypeError(JsonKind(val), {top, "status"}, StatusStruct());
-        CODEC_RETURN_IF_ERROR(DecodeStatus(val, obj->status));
+        CODEC_RETURN_IF_ERROR(DecodeStatus(val, *obj));
       } else if (storage_ && key == kInternalMember) {
         CODEC_RETURN_IF_ERROR(DecodeInternal(val, *obj));
       } else {
@@ -464,7 +489,8 @@ class Decoder {
     return absl::OkStatus();
   }
 
-  absl::Status DecodeSpec(const rapidjson::Value& v, LeaseSpec& spec) {
+  absl::Status DecodeSpec(const rapidjson::Value& v, Object& obj) {
+    LeaseSpec& spec = obj.spec;
     const char* strct = SpecStruct();
     auto at = [strct](std::string_view key) {
       return FieldPos{strct, absl::StrCat("spec.", base::Av(key))};
@@ -488,6 +514,8 @@ class Decoder {
         CODEC_RETURN_IF_ERROR(OptString(val, at(key), &spec.pool_name));
       } else if (key == "delegate") {
         CODEC_RETURN_IF_ERROR(OptString(val, at(key), &spec.delegate));
+      } else if (key == "proof") {
+        CODEC_RETURN_IF_ERROR(DecodeProof(val, obj));
       } else {
         Unknown("spec", key);
       }
@@ -495,9 +523,38 @@ class Decoder {
     return absl::OkStatus();
   }
 
+  // spec.proof: {heartbeat, certificate}, both strings; their content (base64,
+  // PEM, the heartbeat itself) is the lease rules' to judge (422/403 there).
+  absl::Status DecodeProof(const rapidjson::Value& v, Object& obj) {
+    if (v.IsNull()) {
+      ClearDelegationProof(obj);
+      return absl::OkStatus();
+    }
+    if (!v.IsObject()) {
+      return TypeError(JsonKind(v), {SpecStruct(), "spec.proof"}, "DelegationProof");
+    }
+    DelegationProof proof;
+    auto at = [](std::string_view key) {
+      return FieldPos{"DelegationProof", absl::StrCat("spec.proof.", base::Av(key))};
+    };
+    for (const auto& m : v.GetObject()) {
+      std::string_view key = Key(m.name);
+      if (key == "heartbeat") {
+        CODEC_RETURN_IF_ERROR(String(m.value, at(key), &proof.heartbeat));
+      } else if (key == "certificate") {
+        CODEC_RETURN_IF_ERROR(String(m.value, at(key), &proof.certificate));
+      } else {
+        Unknown("spec.proof", key);
+      }
+    }
+    MutableDelegation(obj).proof = std::move(proof);
+    return absl::OkStatus();
+  }
+
   // Status is server-written; both kinds know every status field so that a
   // client's read-modify-write never trips strict field validation on it.
-  absl::Status DecodeStatus(const rapidjson::Value& v, LeaseStatus& status) {
+  absl::Status DecodeStatus(const rapidjson::Value& v, Object& obj) {
+    LeaseStatus& status = obj.status;
     const char* strct = StatusStruct();
     auto at = [strct](std::string_view key) {
       return FieldPos{strct, absl::StrCat("status.", base::Av(key))};
@@ -519,10 +576,75 @@ class Decoder {
         }
       } else if (key == "leaderTerm") {
         CODEC_RETURN_IF_ERROR(DecodeLeaderTerm(val, status));
+      } else if (key == "proof") {
+        CODEC_RETURN_IF_ERROR(DecodeAcceptedProof(val, obj));
+      } else if (key == "challenges") {
+        CODEC_RETURN_IF_ERROR(DecodeChallenges(val, obj));
       } else {
         Unknown("status", key);
       }
     }
+    return absl::OkStatus();
+  }
+
+  absl::Status DecodeAcceptedProof(const rapidjson::Value& v, Object& obj) {
+    if (v.IsNull()) {
+      if (DelegationOf(obj).accepted_proof) MutableDelegation(obj).accepted_proof.reset();
+      return absl::OkStatus();
+    }
+    if (!v.IsObject()) {
+      return TypeError(JsonKind(v), {StatusStruct(), "status.proof"}, "DelegationProofStatus");
+    }
+    AcceptedProof proof;
+    auto at = [](std::string_view key) {
+      return FieldPos{"DelegationProofStatus", absl::StrCat("status.proof.", base::Av(key))};
+    };
+    for (const auto& m : v.GetObject()) {
+      std::string_view key = Key(m.name);
+      if (key == "bootID") {
+        CODEC_RETURN_IF_ERROR(String(m.value, at(key), &proof.boot_id));
+      } else if (key == "sequence") {
+        std::optional<int64_t> n;
+        CODEC_RETURN_IF_ERROR(Integer(m.value, at(key), &n));
+        proof.sequence = n.value_or(0);
+      } else if (key == "challenge") {
+        CODEC_RETURN_IF_ERROR(String(m.value, at(key), &proof.challenge));
+      } else {
+        Unknown("status.proof", key);
+      }
+    }
+    MutableDelegation(obj).accepted_proof = std::move(proof);
+    return absl::OkStatus();
+  }
+
+  absl::Status DecodeChallenges(const rapidjson::Value& v, Object& obj) {
+    std::vector<DelegationChallenge> challenges;
+    if (!v.IsNull()) {
+      const FieldPos pos{StatusStruct(), "status.challenges"};
+      if (!v.IsArray()) return TypeError(JsonKind(v), pos, "[]DelegationChallenge");
+      for (const auto& e : v.GetArray()) {
+        if (!e.IsObject()) return TypeError(JsonKind(e), pos, "DelegationChallenge");
+        DelegationChallenge c;
+        auto at = [](std::string_view key) {
+          return FieldPos{"DelegationChallenge", absl::StrCat("status.challenges.", base::Av(key))};
+        };
+        for (const auto& m : e.GetObject()) {
+          std::string_view key = Key(m.name);
+          if (key == "value") {
+            CODEC_RETURN_IF_ERROR(String(m.value, at(key), &c.value));
+          } else if (key == "issueTime") {
+            std::optional<int64_t> t;
+            CODEC_RETURN_IF_ERROR(TimeField(m.value, at(key), true, &t));
+            c.issue_time_us = t.value_or(0);
+          } else {
+            Unknown("status.challenges", key);
+          }
+        }
+        challenges.push_back(std::move(c));
+      }
+    }
+    if (challenges.empty() && DelegationOf(obj).challenges.empty()) return absl::OkStatus();
+    MutableDelegation(obj).challenges = std::move(challenges);
     return absl::OkStatus();
   }
 

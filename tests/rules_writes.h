@@ -28,7 +28,10 @@ inline absl::Status WriteThroughRules(store::Store* store, const election::Lease
           store::TxnReader& reader) -> absl::StatusOr<store::MutableObjectPtr> {
         auto next = std::make_shared<store::Object>(proposed);
         next->metadata.uid = current ? current->metadata.uid : "uid-" + proposed.metadata.name;
-        if (current) next->status = current->status;
+        if (current) {
+          next->status = current->status;
+          store::CopyDelegationStatus(*next, *current);
+        }
         // The lease rules as each kind's strategy calls them (its field
         // validation, in handlers/registry/, is not run here).
         absl::Status s = next->kind == store::Kind::kPoolLease

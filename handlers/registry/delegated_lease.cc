@@ -3,8 +3,11 @@
 // leader. Everything the API does with it is here (the map of a kind is in
 // strategy.h):
 //   fields     holderIdentity, leaseDurationSeconds, renewTime, poolName,
-//              delegate (the row of store/object.cc); status.observedTime,
-//              lastForwardTime, expired, leaderTerm, server-written.
+//              delegate (the row of store/object.cc), proof (write-only: the
+//              member's signed heartbeat and certificate, checked by the rules
+//              and never stored; issue 15); status.observedTime,
+//              lastForwardTime, expired, leaderTerm, proof (what the server
+//              verified last), server-written.
 //   defaults   none. Status is the server's: dropped on create, kept on update
 //              (LeaseKind, lease_kind.h, as for every lease-shaped kind).
 //   validation (422, one cause per field, for every writer, system:masters
@@ -16,14 +19,15 @@
 //   admission  before validation, a node identity (403) and a loaded membership
 //              (503); after it, election/'s DelegatedLease rules: only the
 //              current, unexpired leader of the node's pool; renewTime never
-//              backwards within one leader term (403/409). The server stamps
-//              status.observedTime, leaderTerm and the label
-//              coordination.pool/pool=<pool>. /status: system:masters and the
+//              backwards within one leader term (403/409); the proof of life
+//              (--delegation-proof: election/delegation_proof.h, 403/422). The
+//              server stamps status.observedTime, leaderTerm, status.proof and
+//              the label coordination.pool/pool=<pool>. /status: system:masters and the
 //              forwarder (LeaseKind). Delete: the node itself or its pool's leader.
 //   columns    Pool, Delegate, Renewed, Expired (-o wide).
 //   selectors  spec.poolName, besides metadata.name and metadata.namespace.
-//   schema     DelegatedLeaseSpec, LeaderTerm, DelegatedLeaseStatus,
-//              DelegatedLease (below).
+//   schema     DelegatedLeaseSpec, DelegationProof, LeaderTerm,
+//              DelegationProofStatus, DelegatedLeaseStatus, DelegatedLease (below).
 #include <optional>
 #include <span>
 #include <string>
@@ -45,6 +49,7 @@ using election::kDelegateAnnotation;
 using openapi::BoolProp;
 using openapi::Definition;
 using openapi::Int32Prop;
+using openapi::Int64Prop;
 using openapi::KindDefinition;
 using openapi::Meta;
 using openapi::Ours;
@@ -191,10 +196,40 @@ std::vector<Definition> DelegatedLeaseKind::Definitions() const {
         StringProp("delegate",
                    "The pool leader that wrote this heartbeat; must be the writer's node name "
                    "(422 Invalid otherwise). Only the current, unexpired holder of the pool's "
-                   "PoolLease may write (403 Forbidden otherwise).")},
+                   "PoolLease may write (403 Forbidden otherwise)."),
+        RefProp("proof", Ours("DelegationProof"),
+                "The node's own proof of life: its latest signed in-pool heartbeat, as the "
+                "leader received it, and its certificate. Required of a pool leader's writes "
+                "when the server runs with --delegation-proof=required (403 Forbidden without "
+                "it), checked when given with =optional, ignored with =off. "
+                "Write-only, as a Secret's stringData: the server checks it and records what "
+                "it verified in status.proof, and never stores or returns it.")},
        {"leaseDurationSeconds", "poolName"},
        "",
        "granular"});
+  d.push_back(
+      {Ours("DelegationProof"),
+       "DelegationProof is a member's signed heartbeat and certificate, forwarded by its pool "
+       "leader. The server accepts it when: the certificate chains to the cluster's client CA "
+       "and names system:node:<metadata.name> in group system:nodes; the heartbeat names that "
+       "certificate (SHA-256), that node and its pool, says the node is cut off from the cloud, "
+       "and its signature verifies; it carries a challenge the server issued to this pool "
+       "(PoolLease status.challenges) no longer ago than --delegation-proof-max-age (default "
+       "15s), judged on the server's clock; its sequence number is newer than status.proof's "
+       "for the same boot ID. Otherwise 403 Forbidden naming the rule, or 422 Invalid for a "
+       "proof that does not decode; nothing is written. With a proof, leaseDurationSeconds "
+       "may not exceed --delegation-proof-max-age.",
+       "object",
+       "",
+       {StringProp("heartbeat",
+                   "The heartbeat datagram exactly as the member sent it on the pool LAN (signed "
+                   "bytes, signature length and signature), base64 (RFC 4648, standard "
+                   "alphabet). At most 1400 bytes."),
+        StringProp("certificate",
+                   "The member's kubelet client certificate that the heartbeat names: base64 of "
+                   "its DER, or PEM.")},
+       {"heartbeat", "certificate"},
+       ""});
   d.push_back({Ours("LeaderTerm"),
                "LeaderTerm identifies one leader term: one PoolLease object at one "
                "leaseTransitions value.",
@@ -221,9 +256,25 @@ std::vector<Definition> DelegatedLeaseKind::Definitions() const {
         BoolProp("expired", "True once the server found the heartbeat expired."),
         RefProp("leaderTerm", Ours("LeaderTerm"),
                 "The leader term the heartbeat was written in; it belongs to the current leader "
-                "only while that term is the PoolLease's current, live term.")},
+                "only while that term is the PoolLease's current, live term."),
+        RefProp("proof", Ours("DelegationProofStatus"),
+                "The last delegation proof the server accepted for the node (spec.proof). A new "
+                "proof must carry a newer sequence number for the same boot ID.")},
        {},
        ""});
+  d.push_back({Ours("DelegationProofStatus"),
+               "DelegationProofStatus records the heartbeat of the last accepted delegation "
+               "proof.",
+               "object",
+               "",
+               {StringProp("bootID",
+                           "The boot ID of the member's agent that signed it (32 hex digits; "
+                           "new at each agent start)."),
+                Int64Prop("sequence", "The heartbeat's sequence number within that boot."),
+                StringProp("challenge",
+                           "The challenge it carried, one the server issued to the pool.")},
+               {},
+               ""});
   d.push_back(KindDefinition(
       "DelegatedLease",
       "DelegatedLease is the heartbeat of a node that lost the cloud but still reaches its "

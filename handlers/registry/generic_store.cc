@@ -181,6 +181,7 @@ absl::StatusOr<MutableObjectPtr> GenericStore::BeforeUpdate(
     next = std::make_shared<Object>(*current);
     next->status = proposed->status;
     next->metadata.managed_fields = std::move(proposed->metadata.managed_fields);
+    store::CopyDelegationStatus(*next, *proposed);
   } else {
     next = std::move(proposed);
     strategy_.PrepareForUpdate(ctx, *next, *current);

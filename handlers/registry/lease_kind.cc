@@ -57,12 +57,17 @@ const SchemaNode* ObjectMeta(Schema& s) {
 // decodes them all), so that a client's read-modify-write never trips on one.
 const SchemaNode* Status(Schema& s) {
   const SchemaNode* str = s.Scalar(ScalarType::kString);
+  const SchemaNode* integer = s.Scalar(ScalarType::kInteger);
   return s.Struct({
+      // The delegation challenges (PoolLease; issue 15): written whole by the server.
+      {"challenges",
+       s.List(s.Struct({{"issueTime", str}, {"value", str}}), ListType::kAtomic)},
       {"expired", s.Scalar(ScalarType::kBoolean)},
       {"lastForwardTime", str},
-      {"leaderTerm", s.Struct({{"leaseTransitions", s.Scalar(ScalarType::kInteger)},
-                               {"poolLeaseUID", str}})},
+      {"leaderTerm", s.Struct({{"leaseTransitions", integer}, {"poolLeaseUID", str}})},
       {"observedTime", str},
+      // The last accepted delegation proof (DelegatedLease; issue 15).
+      {"proof", s.Struct({{"bootID", str}, {"challenge", str}, {"sequence", integer}})},
   });
 }
 
@@ -90,6 +95,10 @@ const Schema* BuildLeaseSchema(const store::ResourceInfo& info) {
   for (const SpecFieldType& f : kSpecFieldTypes) {
     if (info.spec_fields & f.bit) spec.emplace_back(f.name, f.integer ? integer : str);
   }
+  // spec.proof (DelegatedLease; write-only, never in a live object).
+  if (info.spec_fields & store::kSpecProof) {
+    spec.emplace_back("proof", s->Struct({{"certificate", str}, {"heartbeat", str}}));
+  }
   s->set_root(s->Struct({{"apiVersion", str},
                          {"kind", str},
                          {"metadata", ObjectMeta(*s)},
@@ -111,11 +120,13 @@ const ssa::Schema& LeaseKind::MergeSchema() const {
 
 void LeaseKind::PrepareForCreate(const WriteContext&, store::Object& object) const {
   object.status = store::LeaseStatus{};
+  store::ClearDelegationStatus(object);
 }
 
 void LeaseKind::PrepareForUpdate(const WriteContext&, store::Object& object,
                                  const store::Object& old) const {
   object.status = old.status;
+  store::CopyDelegationStatus(object, old);
 }
 
 absl::Status LeaseKind::AdmitStatusUpdate(const WriteContext& ctx, const store::Object& current,

@@ -1,7 +1,8 @@
 // What the lease-shaped kinds (PoolLease, DelegatedLease) share, so that each
 // kind's file holds only what is its own:
 // - status is the server's: dropped on create, kept on an update of the main
-//   resource; an update is validated as a create is;
+//   resource (status.proof and status.challenges, behind Object::delegation,
+//   too); an update is validated as a create is;
 // - /status is written by system:masters and the forwarder (--forwarder-user,
 //   election/'s AdmitStatusWrite);
 // - the leaseDurationSeconds check and the Renewed printer column;

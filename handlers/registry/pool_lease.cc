@@ -3,7 +3,8 @@
 // of a kind is in strategy.h):
 //   fields     holderIdentity, leaseDurationSeconds, acquireTime, renewTime,
 //              leaseTransitions (coordination.k8s.io/v1 LeaseSpec; the row of
-//              store/object.cc); status.observedTime, server-written.
+//              store/object.cc); status.observedTime and status.challenges
+//              (the delegation challenges, issue 15), server-written.
 //   defaults   none: an unset field stays unset, as in a coordination.k8s.io
 //              Lease. Status is the server's: dropped on create, kept on update
 //              (LeaseKind, lease_kind.h, as for every lease-shaped kind).
@@ -19,7 +20,8 @@
 //              not live.
 //   columns    Holder, Transitions (-o wide), Renewed.
 //   selectors  metadata.name, metadata.namespace only.
-//   schema     PoolLeaseSpec, PoolLeaseStatus, PoolLease (below).
+//   schema     PoolLeaseSpec, DelegationChallenge, PoolLeaseStatus, PoolLease
+//              (below).
 #include <span>
 #include <string>
 #include <vector>
@@ -33,6 +35,7 @@
 namespace poolcoord::handlers::registry {
 namespace {
 
+using openapi::ArrayRefProp;
 using openapi::Definition;
 using openapi::Int32Prop;
 using openapi::KindDefinition;
@@ -127,6 +130,18 @@ class PoolLeaseKind final : public LeaseKind {
          {"leaseDurationSeconds"},
          "",
          "granular"});
+    d.push_back({Ours("DelegationChallenge"),
+                 "DelegationChallenge is a random value the server issued to a pool, which its "
+                 "members sign into their heartbeats so that a delegation proof shows the "
+                 "heartbeat is recent.",
+                 "object",
+                 "",
+                 {StringProp("value", "Base64 of 32 random bytes."),
+                  RefProp("issueTime", Meta("MicroTime"),
+                          "When the server issued it, on the issuing server's wall clock "
+                          "(MicroTime).")},
+                 {},
+                 ""});
     d.push_back({Ours("PoolLeaseStatus"),
                  "PoolLeaseStatus is written by the server only; clients cannot set it through "
                  "the main resource.",
@@ -134,7 +149,16 @@ class PoolLeaseKind final : public LeaseKind {
                  "",
                  {RefProp("observedTime", Meta("MicroTime"),
                           "The server's wall-clock time of the last accepted write (MicroTime). "
-                          "Expiry is judged on the server's own clock from this renewal.")},
+                          "Expiry is judged on the server's own clock from this renewal."),
+                  openapi::WithListType(ArrayRefProp(
+                      "challenges", Ours("DelegationChallenge"),
+                      "The delegation challenges the server issued to the pool, newest first: "
+                      "the first is current. The server issues a new one with a write that "
+                      "keeps the lease held (the holder's renewal) once the current one is "
+                      "--delegation-challenge-period (default 5s) old, and keeps those a proof "
+                      "may still carry (--delegation-proof-max-age). The leader relays the "
+                      "current one to the pool's members, which sign it into their heartbeats "
+                      "(DelegatedLease spec.proof)."), "atomic")},
                  {},
                  ""});
     d.push_back(KindDefinition(

@@ -166,6 +166,15 @@ def case_deployment_memory_store(ctx):
     eq(a["lease-proxy-users"], "openyurt:yurt-coordinator:node-lease-proxy-client",
        "--lease-proxy-users")
     eq(a["max-lease-duration"], "300", "--max-lease-duration")
+    # Verifiable delegation (issue 15): the server's own defaults, said out loud.
+    eq(a["delegation-proof"], "optional", "--delegation-proof")
+    eq(a["delegation-challenge-period"], "5s", "--delegation-challenge-period")
+    eq(a["delegation-proof-max-age"], "15s", "--delegation-proof-max-age")
+    a = args_map(container(render(ctx, "--set", "server.delegationProof.mode=required"))[1])
+    eq(a["delegation-proof"], "required", "--delegation-proof from the value")
+    bad = render_raw(ctx, "--set", "server.delegationProof.mode=maybe")
+    assert bad.returncode != 0 and "delegationProof" in bad.stderr, bad.stderr[-500:]
+    a = args_map(c)
     eq(a["storage-backend"], "memory", "--storage-backend")
     eq(a["leader-elect"], "false", "--leader-elect")
     assert "etcd-servers" not in a

@@ -99,6 +99,13 @@ def describe_and_explain(s):
     expect("holderIdentity" in out and "leaseDurationSeconds" in out, out[:500])
     out = ok(s.kubectl("explain", "delegatedleases.spec.poolName"), "explain dl")
     expect("poolName" in out, out[:300])
+    # Issue 15: the write-only proof and what the server records of it.
+    out = ok(s.kubectl("explain", "delegatedlease.spec.proof"), "explain proof")
+    expect("heartbeat" in out and "certificate" in out and "DelegationProof" in out, out[:800])
+    out = ok(s.kubectl("explain", "delegatedlease.status.proof"), "explain status.proof")
+    expect("bootID" in out and "sequence" in out, out[:800])
+    out = ok(s.kubectl("explain", "poollease.status.challenges"), "explain challenges")
+    expect("issueTime" in out and "value" in out, out[:800])
 
 
 class KubectlWatching:

@@ -21,11 +21,15 @@ SRCS=(
   handlers/status_mapping.cc
   election/admission_rules.cc
   election/lease_rules.cc
+  election/delegation_proof.cc
+  election/heartbeat.cc
+  election/node_certificate.cc
   election/membership.cc
   store/api_error.cc
   store/memory_store.cc
   store/object_set.cc
   base/microtime.cc
+  base/metrics.cc
   base/quote.cc
   store/object_codec.cc
   store/object.cc
@@ -50,7 +54,7 @@ BIN="$OUT_DIR/admission_fuzz"
 cd "$ROOT"
 "$CXX" -std=c++20 -O1 -g -fsanitize=fuzzer,address \
   -DRAPIDJSON_HAS_STDSTRING=1 -I"$ROOT" "${SRCS[@]}" \
-  -Wl,--start-group "${LIBS[@]}" -Wl,--end-group -lyaml-cpp -lpthread -o "$BIN"
+  -Wl,--start-group "${LIBS[@]}" -Wl,--end-group -lyaml-cpp -lssl -lcrypto -lpthread -o "$BIN"
 
 # New inputs go to a scratch corpus; the checked-in seeds stay read-only.
 "$BIN" -runs="$RUNS" -max_total_time="$MAX_TIME" -max_len=65536 -timeout=10 \

@@ -266,4 +266,43 @@ BOOST_FIXTURE_TEST_CASE(the_rules_stamp_an_accepted_write, Led) {
   BOOST_TEST((*dl)->status.leader_term.has_value());
 }
 
+// Issue 15's fields: status.challenges and status.proof are the server's, like
+// the rest of status; spec.proof is write-only.
+BOOST_FIXTURE_TEST_CASE(delegation_status_is_the_servers_and_proofs_are_not_stored, Led) {
+  // The server's issuer put a challenge on the lease.
+  BOOST_REQUIRE(store
+                    ->Update(ps::Kind::kPoolLease, "hangzhou",
+                             [](const ps::ObjectPtr& cur, ps::TxnReader&)
+                                 -> absl::StatusOr<ps::MutableObjectPtr> {
+                               auto next = std::make_shared<ps::Object>(*cur);
+                               ps::MutableDelegation(*next).challenges = {{"c1", 7}};
+                               return next;
+                             })
+                    .ok());
+  // The holder renews with a body that carries other challenges: they are kept.
+  ps::Object renew = PoolLease("hangzhou", "hz-1", 15, 4);
+  ps::MutableDelegation(renew).challenges = {{"forged", 1}};
+  BOOST_REQUIRE(Write(Node("hz-1"), renew).ok());
+  auto pl = store->Get(ps::Kind::kPoolLease, "hangzhou");
+  BOOST_REQUIRE(pl.ok());
+  BOOST_REQUIRE(ps::DelegationOf(**pl).challenges.size() == 1u);
+  BOOST_TEST(ps::DelegationOf(**pl).challenges[0].value == "c1");
+  // A create cannot bring any.
+  ps::Object fresh = PoolLease("beijing", "bj-1", 15, 0);
+  ps::MutableDelegation(fresh).challenges = {{"forged", 1}};
+  BOOST_REQUIRE(Write(Node("bj-1"), fresh).ok());
+  auto bj = store->Get(ps::Kind::kPoolLease, "beijing");
+  BOOST_TEST(ps::DelegationOf(**bj).challenges.empty());
+  // spec.proof (no proof check configured here) and a client's status.proof are
+  // not stored.
+  ps::Object dl = Delegated("hz-3", "hangzhou", "hz-1");
+  ps::MutableDelegation(dl).proof = ps::DelegationProof{"aGI=", "Y2VydA=="};
+  ps::MutableDelegation(dl).accepted_proof = ps::AcceptedProof{"00", 99, "x"};
+  BOOST_REQUIRE(Write(Node("hz-1"), dl).ok());
+  auto stored = store->Get(ps::Kind::kDelegatedLease, "hz-3");
+  BOOST_REQUIRE(stored.ok());
+  BOOST_TEST(!(*stored)->delegation);
+  BOOST_TEST((*stored)->metadata.generation == 1);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -355,6 +355,36 @@ BOOST_AUTO_TEST_CASE(other_patches_take_the_general_path) {
   }
   rapidjson::Document pool_field = Parse(R"({"spec":{"poolName":"q"}})");
   BOOST_TEST(TryApplySpecMergePatch(*pool, pool_field) == nullptr);
+  // spec.proof (issue 15): only an object of strings, and never on a PoolLease.
+  for (const char* p : {R"({"spec":{"proof":null}})", R"({"spec":{"proof":"x"}})",
+                        R"({"spec":{"proof":{"heartbeat":7}}})",
+                        R"({"spec":{"proof":{"heartbeat":"a","signature":"b"}}})"}) {
+    rapidjson::Document patch = Parse(p);
+    BOOST_TEST(TryApplySpecMergePatch(*delegated, patch) == nullptr, p);
+  }
+  rapidjson::Document pool_proof = Parse(R"({"spec":{"proof":{"heartbeat":"a"}}})");
+  BOOST_TEST(TryApplySpecMergePatch(*pool, pool_proof) == nullptr);
+}
+
+// A renewal with its delegation proof (issue 15) takes the fast path too, and
+// gives the object (and the write-only proof) the general path gives.
+BOOST_AUTO_TEST_CASE(renewal_with_a_proof_matches_the_general_path) {
+  store::ObjectPtr current = Stored(kDelegated, store::Kind::kDelegatedLease);
+  for (const char* p :
+       {R"({"spec":{"renewTime":"2026-11-30T05:00:10.123456Z","proof":{"heartbeat":"UENIQg==","certificate":"MIIB"}}})",
+        R"({"spec":{"proof":{"certificate":"MIIB"}}})", R"({"spec":{"proof":{}}})"}) {
+    rapidjson::Document patch = Parse(p);
+    store::MutableObjectPtr fast = TryApplySpecMergePatch(*current, patch);
+    BOOST_REQUIRE_MESSAGE(fast != nullptr, std::string("no fast path for ") + p);
+    BOOST_TEST(store::EncodeForStorage(*fast) == GeneralPath(*current, p), p);
+    rapidjson::Document doc = Parse(store::EncodeObject(*current));
+    rapidjson::Document merge = Parse(p);
+    BOOST_REQUIRE(ApplyMergePatch(doc, merge, doc.GetAllocator()).ok());
+    auto general = store::DecodeObject(doc, current->kind, nullptr);
+    BOOST_REQUIRE(general.ok());
+    BOOST_TEST(store::DelegationOf(*fast).proof.has_value());
+    BOOST_TEST((store::DelegationOf(*fast).proof == store::DelegationOf(**general).proof), p);
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -28,7 +28,7 @@ const std::pair<const char*, uint32_t> kSpecFields[] = {
     {"holderIdentity", ps::kSpecHolderIdentity}, {"leaseDurationSeconds", ps::kSpecLeaseDurationSeconds},
     {"acquireTime", ps::kSpecAcquireTime},       {"renewTime", ps::kSpecRenewTime},
     {"leaseTransitions", ps::kSpecLeaseTransitions}, {"poolName", ps::kSpecPoolName},
-    {"delegate", ps::kSpecDelegate}};
+    {"delegate", ps::kSpecDelegate}, {"proof", ps::kSpecProof}};
 
 // An object of `kind` with every spec field set.
 ps::ObjectPtr Full(ps::Kind kind) {

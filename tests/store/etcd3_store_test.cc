@@ -640,6 +640,48 @@ BOOST_AUTO_TEST_CASE(StampedOnFirstSightPerProcess) {
   BOOST_TEST((*a->Get(Kind::kPoolLease, "p"))->observed_monotonic_us == 2'000);
 }
 
+// A write that renews nothing (status.observedTime unchanged: the forwarder's
+// lastForwardTime, a delegation challenge) keeps the first sight of the renewal
+// it carries on every replica; before, replica b stamped the new revision with
+// its "now" and so moved the lease's expiry later by each status write.
+BOOST_AUTO_TEST_CASE(StatusWritesDoNotRenew) {
+  const std::string prefix = UniquePrefix();
+  std::atomic<int64_t> clock_a{1'000}, clock_b{50'000};
+  Etcd3StoreOptions oa, ob;
+  oa.monotonic_micros = [&] { return clock_a.load(); };
+  ob.monotonic_micros = [&] { return clock_b.load(); };
+  auto a = NewStore(prefix, oa);
+  auto b = NewStore(prefix, ob);
+
+  auto write = [](int64_t observed, int64_t observed_time, std::string challenge) {
+    return [=](const ObjectPtr& cur, TxnReader&) -> absl::StatusOr<MutableObjectPtr> {
+      auto next = cur ? std::make_shared<Object>(*cur) : NewLease(Kind::kPoolLease, "n1");
+      if (observed != 0) next->observed_monotonic_us = observed;
+      next->status.observed_time_us = observed_time;
+      if (!challenge.empty()) {
+        MutableDelegation(*next).challenges.insert(
+            MutableDelegation(*next).challenges.begin(), DelegationChallenge{challenge, 5});
+      }
+      return next;
+    };
+  };
+  BOOST_REQUIRE(a->Update(Kind::kPoolLease, "p", write(1'000, 111, "")).ok());
+  BOOST_TEST((*b->Get(Kind::kPoolLease, "p"))->observed_monotonic_us == 50'000);
+  // A challenge written through a (status only; observed time kept by fn).
+  clock_a = 3'000;
+  clock_b = 80'000;
+  BOOST_REQUIRE(a->Update(Kind::kPoolLease, "p", write(0, 111, "c1")).ok());
+  auto seen = b->Get(Kind::kPoolLease, "p");
+  BOOST_REQUIRE(seen.ok());
+  BOOST_TEST(DelegationOf(**seen).challenges.size() == 1u);
+  BOOST_TEST((*seen)->observed_monotonic_us == 50'000);
+  BOOST_TEST((*a->Get(Kind::kPoolLease, "p"))->observed_monotonic_us == 1'000);
+  // A renewal (a new observedTime) is a new first sight.
+  BOOST_REQUIRE(a->Update(Kind::kPoolLease, "p", write(3'000, 222, "")).ok());
+  clock_b = 90'000;
+  BOOST_TEST((*b->Get(Kind::kPoolLease, "p"))->observed_monotonic_us == 90'000);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 }  // namespace

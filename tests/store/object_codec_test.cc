@@ -420,5 +420,102 @@ BOOST_AUTO_TEST_CASE(RegisteredKindFollowsItsRow) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
+// Verifiable delegation (issue 15): spec.proof is read and never written; the
+// status parts round-trip on the wire and in storage.
+BOOST_AUTO_TEST_SUITE(Delegation)
+
+BOOST_AUTO_TEST_CASE(SpecProofIsReadNeverWritten) {
+  std::vector<std::string> unknown;
+  auto r = DecodeText(
+      R"({"spec":{"holderIdentity":"n1","proof":{"heartbeat":"UENIQg==","certificate":"-----BEGIN","x":1}}})",
+      Kind::kDelegatedLease, &unknown);
+  BOOST_REQUIRE(r.ok());
+  const auto& proof = DelegationOf(**r).proof;
+  BOOST_REQUIRE(proof.has_value());
+  BOOST_TEST(proof->heartbeat == "UENIQg==");
+  BOOST_TEST(proof->certificate == "-----BEGIN");
+  BOOST_TEST(unknown == std::vector<std::string>{"spec.proof.x"}, boost::test_tools::per_element());
+  BOOST_TEST(EncodeObject(**r).find("proof") == std::string::npos);
+  BOOST_TEST(EncodeForStorage(**r).find("proof") == std::string::npos);
+  // Not a PoolLease field.
+  unknown.clear();
+  auto pl = DecodeText(R"({"spec":{"proof":{"heartbeat":"x"}}})", Kind::kPoolLease, &unknown);
+  BOOST_REQUIRE(pl.ok());
+  BOOST_TEST(!DelegationOf(**pl).proof.has_value());
+  BOOST_TEST(unknown == std::vector<std::string>{"spec.proof"}, boost::test_tools::per_element());
+  // Wrong JSON types are 400 with Go's wording.
+  auto bad = DecodeText(R"({"spec":{"proof":"abc"}})", Kind::kDelegatedLease);
+  BOOST_REQUIRE(!bad.ok());
+  BOOST_TEST(ApiErrorFromStatus(bad.status()).code == 400);
+  BOOST_TEST(std::string(bad.status().message()).find("DelegatedLeaseSpec.spec.proof") !=
+             std::string::npos, bad.status().message());
+  auto bad2 = DecodeText(R"({"spec":{"proof":{"heartbeat":7}}})", Kind::kDelegatedLease);
+  BOOST_REQUIRE(!bad2.ok());
+  BOOST_TEST(std::string(bad2.status().message()).find("DelegationProof.spec.proof.heartbeat") !=
+             std::string::npos, bad2.status().message());
+}
+
+BOOST_AUTO_TEST_CASE(StatusPartsRoundTrip) {
+  Object dl = FullDelegated();
+  MutableDelegation(dl).accepted_proof =
+      AcceptedProof{"00112233445566778899aabbccddeeff", 42, "Y2hhbGxlbmdl"};
+  Object pl;
+  pl.kind = Kind::kPoolLease;
+  pl.metadata.name = "hangzhou";
+  MutableDelegation(pl).challenges = {{"bmV3", k2024Us + 9}, {"b2xk", k2024Us + 1}};
+  for (const Object* o : {&dl, &pl}) {
+    const std::string wire = EncodeObject(*o);
+    auto back = DecodeText(wire, o->kind);
+    BOOST_REQUIRE(back.ok());
+    BOOST_TEST(EncodeObject(**back) == wire);
+    BOOST_TEST((DelegationOf(**back).accepted_proof == DelegationOf(*o).accepted_proof));
+    BOOST_TEST((DelegationOf(**back).challenges == DelegationOf(*o).challenges));
+    auto stored = DecodeFromStorage(EncodeForStorage(*o), o->kind);
+    BOOST_REQUIRE(stored.ok());
+    BOOST_TEST(EncodeObject(**stored) == wire);
+  }
+  rapidjson::Document d = Parse(EncodeObject(pl));
+  BOOST_TEST(d["status"]["challenges"].Size() == 2u);
+  BOOST_TEST(std::string(d["status"]["challenges"][0]["value"].GetString()) == "bmV3");
+  BOOST_TEST(std::string(d["status"]["challenges"][0]["issueTime"].GetString()) ==
+             "2024-01-01T00:00:00.000009Z");
+  rapidjson::Document e = Parse(EncodeObject(dl));
+  BOOST_TEST(e["status"]["proof"]["sequence"].GetInt64() == 42);
+  BOOST_TEST(std::string(e["status"]["proof"]["bootID"].GetString()) ==
+             "00112233445566778899aabbccddeeff");
+  // A bad issueTime is one 422 cause, as other times are.
+  auto bad = DecodeText(R"({"status":{"challenges":[{"value":"a","issueTime":"yesterday"}]}})",
+                        Kind::kPoolLease);
+  BOOST_REQUIRE(!bad.ok());
+  BOOST_TEST(ApiErrorFromStatus(bad.status()).code == 422);
+}
+
+// Copy on write: objects sharing one set of delegation fields never see each
+// other's changes; status follows status, spec.proof stays with its object.
+BOOST_AUTO_TEST_CASE(CopyOnWriteAndStatusFollowsStatus) {
+  Object a;
+  MutableDelegation(a).challenges = {{"one", 1}};
+  Object b = a;
+  BOOST_TEST(a.delegation.get() == b.delegation.get());
+  MutableDelegation(b).challenges.push_back({"two", 2});
+  BOOST_TEST(DelegationOf(a).challenges.size() == 1u);
+  BOOST_TEST(DelegationOf(b).challenges.size() == 2u);
+
+  Object incoming;
+  MutableDelegation(incoming).proof = DelegationProof{"hb", "cert"};
+  CopyDelegationStatus(incoming, b);
+  BOOST_TEST(DelegationOf(incoming).proof.has_value());
+  BOOST_TEST(DelegationOf(incoming).challenges.size() == 2u);
+  ClearDelegationStatus(incoming);
+  BOOST_TEST(DelegationOf(incoming).challenges.empty());
+  ClearDelegationProof(incoming);
+  BOOST_TEST(!incoming.delegation);  // nothing left: no block held
+  Object none;
+  CopyDelegationStatus(none, Object{});
+  BOOST_TEST(!none.delegation);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
 }  // namespace
 }  // namespace poolcoord::store
