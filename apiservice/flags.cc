@@ -1,5 +1,10 @@
 #include "apiservice/flags.h"
 
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <string_view>
@@ -299,6 +304,27 @@ absl::Status Validate(const ServerOptions& o) {
   if (o.tls_cert_file.empty() != o.tls_private_key_file.empty()) {
     return absl::InvalidArgumentError(
         "--tls-cert-file and --tls-private-key-file must be given together");
+  }
+  in_addr v4;
+  in6_addr v6;
+  if (inet_pton(AF_INET, o.bind_address.c_str(), &v4) != 1 &&
+      inet_pton(AF_INET6, o.bind_address.c_str(), &v6) != 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "invalid argument \"%s\" for \"--bind-address\" flag: not an IP address", o.bind_address));
+  }
+  // Files the server reads once at start and then follows: a path that cannot be
+  // read is the flag's fault, said with the flag's name (it said "cannot read
+  // /nonexistent" without naming --client-ca-file).
+  for (const auto& [flag, path] : {std::pair<const char*, const std::string*>{"tls-cert-file", &o.tls_cert_file},
+                                   {"tls-private-key-file", &o.tls_private_key_file},
+                                   {"client-ca-file", &o.client_ca_file},
+                                   {"requestheader-client-ca-file", &o.requestheader_client_ca_file},
+                                   {"token-auth-file", &o.token_auth_file}}) {
+    if (!path->empty() && access(path->c_str(), R_OK) != 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "invalid argument \"%s\" for \"--%s\" flag: cannot read it: %s", *path, flag,
+          std::strerror(errno)));
+    }
   }
   if (o.etcd_certfile.empty() != o.etcd_keyfile.empty()) {
     return absl::InvalidArgumentError(

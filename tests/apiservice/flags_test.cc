@@ -104,6 +104,23 @@ BOOST_AUTO_TEST_CASE(BadValuesAreErrors) {
              "invalid argument \"abc\" for \"--secure-port\" flag: not an integer");
 }
 
+// The inputs that showed them: --bind-address=notanip failed later, with exit 1;
+// --client-ca-file=/nonexistent said "cannot read /nonexistent" without the flag.
+BOOST_AUTO_TEST_CASE(BindAddressAndFilesNameTheFlag) {
+  absl::StatusOr<ServerOptions> o = ParseFlags({"--bind-address=notanip"});
+  BOOST_REQUIRE(!o.ok());
+  BOOST_TEST(std::string(o.status().message()) ==
+             "invalid argument \"notanip\" for \"--bind-address\" flag: not an IP address");
+  BOOST_TEST(ParseFlags({"--bind-address=::1"}).ok());
+  for (const char* flag : {"--client-ca-file", "--requestheader-client-ca-file", "--token-auth-file"}) {
+    o = ParseFlags({std::string(flag) + "=/nonexistent/file"});
+    BOOST_REQUIRE(!o.ok());
+    BOOST_TEST(std::string(o.status().message()) ==
+               "invalid argument \"/nonexistent/file\" for \"" + std::string(flag) +
+                   "\" flag: cannot read it: No such file or directory");
+  }
+}
+
 BOOST_AUTO_TEST_CASE(Etcd3IsParsed) {
   absl::StatusOr<ServerOptions> o =
       ParseFlags({"--storage-backend=etcd3", "--etcd-servers=https://a:2379,https://b:2379"});
