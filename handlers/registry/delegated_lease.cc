@@ -99,7 +99,7 @@ class DelegatedLeaseKind final : public LeaseKind {
           "spec.holderIdentity", absl::StrCat("must be the node's name ", base::GoQuote(name))));
     } else if (*spec.holder_identity != name) {
       causes.push_back(store::FieldInvalid(
-          "spec.holderIdentity", *spec.holder_identity,
+          "spec.holderIdentity", base::GoQuote(*spec.holder_identity),
           absl::StrCat("must equal the DelegatedLease's name (the node), ", base::GoQuote(name))));
     }
     ValidatePoolName(ctx, object, causes);
@@ -114,7 +114,7 @@ class DelegatedLeaseKind final : public LeaseKind {
             "spec.delegate", absl::StrCat("must be the writing leader, ", base::GoQuote(writer))));
       } else if (*spec.delegate != writer) {
         causes.push_back(store::FieldInvalid(
-            "spec.delegate", *spec.delegate,
+            "spec.delegate", base::GoQuote(*spec.delegate),
             absl::StrCat("must be the writing leader, ", base::GoQuote(writer))));
       }
     }
@@ -162,12 +162,12 @@ class DelegatedLeaseKind final : public LeaseKind {
       return;
     } else if (!pool) {
       causes.push_back(store::FieldInvalid(
-          "spec.poolName", *pool_name,
+          "spec.poolName", base::GoQuote(*pool_name),
           absl::StrCat("node ", base::GoQuote(name),
                        " belongs to no pool in the membership, so it cannot be delegated")));
     } else if (*pool_name != *pool) {
       causes.push_back(store::FieldInvalid(
-          "spec.poolName", *pool_name, absl::StrCat("must be the node's pool ", base::GoQuote(*pool))));
+          "spec.poolName", base::GoQuote(*pool_name), absl::StrCat("must be the node's pool ", base::GoQuote(*pool))));
     }
   }
 };
@@ -204,7 +204,7 @@ std::vector<Definition> DelegatedLeaseKind::Definitions() const {
                 "it), checked when given with =optional, ignored with =off. "
                 "Write-only, as a Secret's stringData: the server checks it and records what "
                 "it verified in status.proof, and never stores or returns it.")},
-       {"leaseDurationSeconds", "poolName"},
+       {"holderIdentity", "leaseDurationSeconds", "poolName", "renewTime"},
        "",
        "granular"});
   d.push_back(

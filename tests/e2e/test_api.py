@@ -424,7 +424,28 @@ def dry_run_bad_value_names_the_options_kind(s):
         expect(r.json()["details"]["group"] == "meta.k8s.io", r.body)
 
 
-CASES = [impersonation_refused_not_ignored, dry_run_bad_value_names_the_options_kind, malformed_json_400, invalid_fields_422_with_causes, body_limits, transport_bad_input,
+def delegated_lease_values_quoted_and_required_in_schema(s):
+    # The inputs that showed them: a DelegatedLease whose holderIdentity was not its
+    # name answered `Invalid value: hz-3` (kube-apiserver quotes string values), and
+    # the OpenAPI schema (kubectl explain) marked only leaseDurationSeconds and
+    # poolName required while a missing holderIdentity or renewTime is 422 Required.
+    c = s.admin()
+    name = uniq("dl")
+    body = {"apiVersion": GV, "kind": "DelegatedLease",
+            "metadata": {"name": name, "annotations": {"openyurt.io/delegate-heartbeat": "true"}},
+            "spec": {"holderIdentity": "hz-3", "leaseDurationSeconds": 10, "poolName": "p",
+                     "renewTime": "2026-01-01T00:00:00.000000Z"}}
+    r = expect_status(c.request("POST", f"{BASE}/delegatedleases?dryRun=All", body), 422, "Invalid")
+    expect('spec.holderIdentity: Invalid value: "hz-3": must equal' in r.json()["message"], r.body)
+    r = expect_status(c.request("GET", "/openapi/v3/apis/coordination.pool/v1alpha1"), 200)
+    schemas = r.json()["components"]["schemas"]
+    spec = [v for k, v in schemas.items() if k.endswith("DelegatedLeaseSpec")]
+    expect(len(spec) == 1, list(schemas))
+    expect(sorted(spec[0]["required"]) == ["holderIdentity", "leaseDurationSeconds", "poolName", "renewTime"],
+           spec[0].get("required"))
+
+
+CASES = [impersonation_refused_not_ignored, delegated_lease_values_quoted_and_required_in_schema, dry_run_bad_value_names_the_options_kind, malformed_json_400, invalid_fields_422_with_causes, body_limits, transport_bad_input,
          delete_options_and_field_manager_bad_input, media_types, paths_and_methods,
          optimistic_concurrency_and_preconditions, status_subresource, finalizers_hold_deletion,
          generate_name_and_dry_run, list_resource_version_semantics, watch_with_huge_timeout_stays_open,
