@@ -1,65 +1,20 @@
 #include "agent/flags.h"
 
-#include <limits>
-#include <string_view>
-
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
+#include "base/flag_set.h"
 
 namespace poolcoord::agent {
 namespace {
 
-enum class FlagType { kString, kBool, kInt, kDuration };
-
-struct Flag {
-  std::string name;
-  FlagType type;
-  std::string help;
-  std::string* str = nullptr;
-  bool* boolean = nullptr;
-  int* integer = nullptr;
-  absl::Duration* duration = nullptr;
-  int64_t min = 0, max = std::numeric_limits<int>::max();
-};
-
-absl::string_view Av(std::string_view s) { return absl::string_view(s.data(), s.size()); }
-
-// Go's time.Duration.String() for whole seconds ("5s", "1m30s").
-std::string GoDuration(absl::Duration d) {
-  int64_t total = absl::ToInt64Seconds(d);
-  if (absl::Seconds(total) != d) return absl::FormatDuration(d);
-  if (total == 0) return "0s";
-  std::string out;
-  if (total >= 3600) absl::StrAppend(&out, total / 3600, "h");
-  if (total >= 60) absl::StrAppend(&out, (total % 3600) / 60, "m");
-  absl::StrAppend(&out, total % 60, "s");
-  return out;
-}
-
-std::vector<Flag> FlagTable(AgentFlags* o) {
-  std::vector<Flag> t;
-  auto s = [&](const char* name, std::string* p, const char* help) {
-    Flag f{name, FlagType::kString, help};
-    f.str = p;
-    t.push_back(std::move(f));
-  };
-  auto b = [&](const char* name, bool* p, const char* help) {
-    Flag f{name, FlagType::kBool, help};
-    f.boolean = p;
-    t.push_back(std::move(f));
-  };
+// The flags, in the order --help lists them.
+void AddFlags(AgentFlags* o, base::FlagSet& t) {
+  auto s = [&](const char* name, std::string* p, const char* help) { t.String(name, p, help); };
+  auto b = [&](const char* name, bool* p, const char* help) { t.Bool(name, p, help); };
   auto i = [&](const char* name, int* p, int64_t min, int64_t max, const char* help) {
-    Flag f{name, FlagType::kInt, help};
-    f.integer = p;
-    f.min = min;
-    f.max = max;
-    t.push_back(std::move(f));
+    t.Int(name, p, min, max, help);
   };
   auto d = [&](const char* name, absl::Duration* p, const char* help) {
-    Flag f{name, FlagType::kDuration, help};
-    f.duration = p;
-    t.push_back(std::move(f));
+    t.Duration(name, p, help, /*positive=*/true);
   };
   s("client-certificate", &o->client_certificate,
     "PEM file of the node's kubelet client certificate (CN system:node:<node>, O system:nodes): "
@@ -110,61 +65,6 @@ std::vector<Flag> FlagTable(AgentFlags* o) {
     "The port of /healthz, /readyz, /livez and /metrics (0: an ephemeral port).");
   i("v", &o->verbosity, 0, 10, "Log verbosity (klog's -v).");
   b("help", &o->help, "Print this help and exit.");
-  return t;
-}
-
-absl::Status BadValue(const Flag& f, std::string_view value, std::string_view why) {
-  return absl::InvalidArgumentError(absl::StrFormat("invalid argument \"%s\" for \"--%s\" flag: %s",
-                                                    Av(value), f.name, Av(why)));
-}
-
-absl::Status SetFlag(Flag& f, std::string_view value) {
-  switch (f.type) {
-    case FlagType::kString:
-      *f.str = std::string(value);
-      return absl::OkStatus();
-    case FlagType::kBool: {
-      std::string v(value);
-      if (v == "1" || v == "t" || v == "T" || v == "true" || v == "TRUE" || v == "True") {
-        *f.boolean = true;
-      } else if (v == "0" || v == "f" || v == "F" || v == "false" || v == "FALSE" || v == "False") {
-        *f.boolean = false;
-      } else {
-        return BadValue(f, value, "not a boolean (true or false)");
-      }
-      return absl::OkStatus();
-    }
-    case FlagType::kInt: {
-      int64_t n = 0;
-      if (!absl::SimpleAtoi(Av(value), &n)) return BadValue(f, value, "not an integer");
-      if (n < f.min || n > f.max) {
-        return BadValue(f, value, absl::StrCat("must be between ", f.min, " and ", f.max));
-      }
-      *f.integer = static_cast<int>(n);
-      return absl::OkStatus();
-    }
-    case FlagType::kDuration: {
-      absl::Duration d;
-      if (!absl::ParseDuration(Av(value), &d) || d == absl::InfiniteDuration() ||
-          d == -absl::InfiniteDuration()) {
-        return BadValue(f, value, "not a duration (e.g. 5s, 1m30s)");
-      }
-      if (d <= absl::ZeroDuration()) return BadValue(f, value, "must be positive");
-      *f.duration = d;
-      return absl::OkStatus();
-    }
-  }
-  return absl::InternalError("unhandled flag type");
-}
-
-std::string DefaultText(const Flag& f) {
-  switch (f.type) {
-    case FlagType::kString: return f.str->empty() ? "" : absl::StrCat("\"", *f.str, "\"");
-    case FlagType::kBool: return *f.boolean ? "true" : "false";
-    case FlagType::kInt: return absl::StrCat(*f.integer);
-    case FlagType::kDuration: return GoDuration(*f.duration);
-  }
-  return "";
 }
 
 absl::Status Validate(const AgentFlags& o) {
@@ -193,50 +93,9 @@ absl::Status Validate(const AgentFlags& o) {
 
 absl::StatusOr<AgentFlags> ParseAgentFlags(const std::vector<std::string>& args) {
   AgentFlags options;
-  std::vector<Flag> table = FlagTable(&options);
-  auto find = [&](std::string_view name) -> Flag* {
-    for (Flag& f : table) {
-      if (f.name == name) return &f;
-    }
-    return nullptr;
-  };
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    std::string_view body;
-    if (arg.rfind("--", 0) == 0 && arg.size() > 2) {
-      body = std::string_view(arg).substr(2);
-    } else if (arg.size() >= 2 && arg[0] == '-' && arg[1] != '-') {
-      body = std::string_view(arg).substr(1);
-      std::string_view short_name = body.substr(0, body.find('='));
-      if (short_name.size() > 1 && short_name[0] == 'v' &&
-          short_name.find_first_not_of("0123456789", 1) == std::string_view::npos) {
-        options.verbosity = std::stoi(std::string(short_name.substr(1)));  // pflag's "-v2"
-        continue;
-      }
-      if (short_name != "v" && short_name != "h") {
-        return absl::InvalidArgumentError(
-            absl::StrCat("unknown shorthand flag: '", Av(short_name.substr(0, 1)), "' in ", arg));
-      }
-      if (short_name == "h") body = "help";
-    } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unexpected argument \"", arg, "\": this command takes flags only"));
-    }
-    const size_t eq = body.find('=');
-    std::string_view name = body.substr(0, eq);
-    Flag* f = find(name);
-    if (f == nullptr) return absl::InvalidArgumentError(absl::StrCat("unknown flag: --", Av(name)));
-    if (eq != std::string_view::npos) {
-      if (absl::Status st = SetFlag(*f, body.substr(eq + 1)); !st.ok()) return st;
-    } else if (f->type == FlagType::kBool) {
-      *f->boolean = true;
-    } else {
-      if (i + 1 >= args.size()) {
-        return absl::InvalidArgumentError(absl::StrCat("flag needs an argument: --", Av(name)));
-      }
-      if (absl::Status st = SetFlag(*f, args[++i]); !st.ok()) return st;
-    }
-  }
+  base::FlagSet flags;
+  AddFlags(&options, flags);
+  if (absl::Status st = flags.Parse(args); !st.ok()) return st;
   if (options.help) return options;
   if (absl::Status st = Validate(options); !st.ok()) return st;
   return options;
@@ -244,27 +103,16 @@ absl::StatusOr<AgentFlags> ParseAgentFlags(const std::vector<std::string>& args)
 
 std::string AgentFlagUsage(const std::string& program) {
   AgentFlags defaults;
-  std::vector<Flag> table = FlagTable(&defaults);
-  std::string out = absl::StrCat(
+  base::FlagSet flags;
+  AddFlags(&defaults, flags);
+  return absl::StrCat(
       "Usage: ", program, " [flags]\n\n",
       "poolcoord-agent runs on every edge node: it heartbeats its pool's members over the LAN\n"
       "with datagrams signed by the node's kubelet key, campaigns for the pool's PoolLease while\n"
       "the cloud sees the node, and as the pool leader writes the DelegatedLease of each member\n"
       "whose fresh heartbeat says it is cut off from the cloud (docs/agent.md).\n\n"
-      "Flags:\n");
-  for (const Flag& f : table) {
-    std::string head = f.name == "v" ? "  -v, --v" : (f.name == "help" ? "  -h, --help" : absl::StrCat("      --", f.name));
-    const char* type = f.type == FlagType::kString ? "string"
-                       : f.type == FlagType::kInt  ? "int"
-                       : f.type == FlagType::kDuration ? "duration"
-                                                       : "";
-    if (*type) absl::StrAppend(&head, " ", type);
-    std::string line = absl::StrFormat("%-44s %s", head, f.help);
-    std::string def = DefaultText(f);
-    if (!def.empty() && f.name != "help") absl::StrAppend(&line, " (default ", def, ")");
-    absl::StrAppend(&out, line, "\n");
-  }
-  return out;
+      "Flags:\n",
+      flags.Usage(44));
 }
 
 }  // namespace poolcoord::agent

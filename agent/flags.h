@@ -1,4 +1,4 @@
-// Command-line flags of poolcoord-agent, in the server's style (apiservice/flags.h,
+// Command-line flags of poolcoord-agent, parsed as the server's (base/flag_set.h,
 // spf13/pflag as Kubernetes components use it): `--name=value` and
 // `--name value`; booleans as `--name` or `--name=true|false`; durations in Go's
 // syntax ("5s", "1m30s"); `-v N` / `--v=N` sets the log verbosity, `-h` /

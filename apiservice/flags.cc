@@ -5,100 +5,29 @@
 
 #include <cerrno>
 #include <cstring>
-#include <functional>
 #include <limits>
-#include <string_view>
+#include <utility>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
-#include "base/string_view.h"
+#include "base/flag_set.h"
 
 namespace poolcoord::apiservice {
 namespace {
 
-// absl here is built with its own string_view, not std::string_view.
-
-enum class FlagType { kString, kBool, kInt, kInt64, kDuration, kStringList };
-
-struct Flag {
-  std::string name;  // without dashes
-  FlagType type;
-  std::string help;
-  // Exactly one of these points into the ServerOptions being filled.
-  std::string* str = nullptr;
-  bool* boolean = nullptr;
-  int* integer = nullptr;
-  int64_t* integer64 = nullptr;
-  absl::Duration* duration = nullptr;
-  std::vector<std::string>* list = nullptr;
-  int64_t min = std::numeric_limits<int64_t>::min();
-  int64_t max = std::numeric_limits<int64_t>::max();
-  bool list_seen = false;  // pflag StringSlice: the first Set replaces the default
-};
-
-const char* TypeName(FlagType type) {
-  switch (type) {
-    case FlagType::kString: return "string";
-    case FlagType::kBool: return "";
-    case FlagType::kInt: return "int";
-    case FlagType::kInt64: return "int";
-    case FlagType::kDuration: return "duration";
-    case FlagType::kStringList: return "strings";
-  }
-  return "";
-}
-
-// Go's time.Duration.String() shape for the defaults we print ("5m0s", "15s").
-std::string GoDuration(absl::Duration d) {
-  int64_t total = absl::ToInt64Seconds(d);
-  if (absl::Seconds(total) != d) return absl::FormatDuration(d);
-  if (total == 0) return "0s";
-  std::string out;
-  if (total >= 3600) absl::StrAppend(&out, total / 3600, "h");
-  if (total >= 60) absl::StrAppend(&out, (total % 3600) / 60, "m");
-  absl::StrAppend(&out, total % 60, "s");
-  return out;
-}
-
-std::vector<Flag> FlagTable(ServerOptions* o) {
-  std::vector<Flag> t;
-  auto s = [&](const char* name, std::string* p, const char* help) {
-    Flag f{name, FlagType::kString, help};
-    f.str = p;
-    t.push_back(std::move(f));
-  };
-  auto b = [&](const char* name, bool* p, const char* help) {
-    Flag f{name, FlagType::kBool, help};
-    f.boolean = p;
-    t.push_back(std::move(f));
-  };
+// The flags, in the order --help lists them.
+void AddFlags(ServerOptions* o, base::FlagSet& t) {
+  auto s = [&](const char* name, std::string* p, const char* help) { t.String(name, p, help); };
+  auto b = [&](const char* name, bool* p, const char* help) { t.Bool(name, p, help); };
   auto i = [&](const char* name, int* p, int64_t min, int64_t max, const char* help) {
-    Flag f{name, FlagType::kInt, help};
-    f.integer = p;
-    f.min = min;
-    f.max = max;
-    t.push_back(std::move(f));
+    t.Int(name, p, min, max, help);
   };
   auto i64 = [&](const char* name, int64_t* p, int64_t min, const char* help) {
-    Flag f{name, FlagType::kInt64, help};
-    f.integer64 = p;
-    f.min = min;
-    t.push_back(std::move(f));
+    t.Int64(name, p, min, help);
   };
-  auto d = [&](const char* name, absl::Duration* p, const char* help) {
-    Flag f{name, FlagType::kDuration, help};
-    f.duration = p;
-    t.push_back(std::move(f));
-  };
+  auto d = [&](const char* name, absl::Duration* p, const char* help) { t.Duration(name, p, help); };
   auto l = [&](const char* name, std::vector<std::string>* p, const char* help) {
-    Flag f{name, FlagType::kStringList, help};
-    f.list = p;
-    t.push_back(std::move(f));
+    t.StringList(name, p, help);
   };
   i("secure-port", &o->secure_port, 0, 65535,
     "The port on which to serve HTTPS (0: an ephemeral port).");
@@ -206,80 +135,6 @@ std::vector<Flag> FlagTable(ServerOptions* o) {
     "Where to write an admin kubeconfig when certificates are generated; empty: none.");
   i("v", &o->verbosity, 0, 10, "Log verbosity; 2 and above logs every request.");
   b("help", &o->help, "Print this help and exit.");
-  return t;
-}
-
-absl::Status BadValue(const Flag& f, std::string_view value, std::string_view why) {
-  return absl::InvalidArgumentError(
-      absl::StrFormat("invalid argument \"%s\" for \"--%s\" flag: %s", value, f.name, why));
-}
-
-absl::Status SetFlag(Flag& f, std::string_view value) {
-  switch (f.type) {
-    case FlagType::kString:
-      *f.str = std::string(value);
-      return absl::OkStatus();
-    case FlagType::kBool: {
-      // strconv.ParseBool's spellings.
-      std::string v(value);
-      if (v == "1" || v == "t" || v == "T" || v == "true" || v == "TRUE" || v == "True") {
-        *f.boolean = true;
-      } else if (v == "0" || v == "f" || v == "F" || v == "false" || v == "FALSE" ||
-                 v == "False") {
-        *f.boolean = false;
-      } else {
-        return BadValue(f, value, "not a boolean (true or false)");
-      }
-      return absl::OkStatus();
-    }
-    case FlagType::kInt:
-    case FlagType::kInt64: {
-      int64_t n = 0;
-      if (!absl::SimpleAtoi(base::Av(value), &n)) return BadValue(f, value, "not an integer");
-      if (n < f.min || n > f.max) {
-        return BadValue(f, value,
-                        f.max == std::numeric_limits<int64_t>::max()
-                            ? absl::StrCat("must be at least ", f.min)
-                            : absl::StrCat("must be between ", f.min, " and ", f.max));
-      }
-      if (f.integer) *f.integer = static_cast<int>(n);
-      if (f.integer64) *f.integer64 = n;
-      return absl::OkStatus();
-    }
-    case FlagType::kDuration: {
-      absl::Duration d;
-      if (!absl::ParseDuration(base::Av(value), &d) || d == absl::InfiniteDuration() ||
-          d == -absl::InfiniteDuration()) {
-        return BadValue(f, value, "not a duration (e.g. 30s, 5m, 1h30m)");
-      }
-      if (d < absl::ZeroDuration()) return BadValue(f, value, "must not be negative");
-      *f.duration = d;
-      return absl::OkStatus();
-    }
-    case FlagType::kStringList: {
-      if (!f.list_seen) f.list->clear();
-      f.list_seen = true;
-      if (value.empty()) return absl::OkStatus();
-      for (absl::string_view part : absl::StrSplit(base::Av(value), ',')) {
-        f.list->emplace_back(absl::StripAsciiWhitespace(part));
-      }
-      return absl::OkStatus();
-    }
-  }
-  return absl::InternalError("unhandled flag type");
-}
-
-std::string DefaultText(const Flag& f) {
-  switch (f.type) {
-    case FlagType::kString: return *f.str == "" ? "" : absl::StrCat("\"", *f.str, "\"");
-    case FlagType::kBool: return *f.boolean ? "true" : "false";
-    case FlagType::kInt: return absl::StrCat(*f.integer);
-    case FlagType::kInt64: return absl::StrCat(*f.integer64);
-    case FlagType::kDuration: return GoDuration(*f.duration);
-    case FlagType::kStringList:
-      return f.list->empty() ? "" : absl::StrCat("[", absl::StrJoin(*f.list, ","), "]");
-  }
-  return "";
 }
 
 absl::Status Validate(const ServerOptions& o) {
@@ -338,58 +193,9 @@ absl::Status Validate(const ServerOptions& o) {
 
 absl::StatusOr<ServerOptions> ParseFlags(const std::vector<std::string>& args) {
   ServerOptions options;
-  std::vector<Flag> table = FlagTable(&options);
-  auto find = [&](std::string_view name) -> Flag* {
-    for (Flag& f : table) {
-      if (f.name == name) return &f;
-    }
-    return nullptr;
-  };
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    std::string_view body;
-    if (arg.rfind("--", 0) == 0 && arg.size() > 2) {
-      body = std::string_view(arg).substr(2);
-    } else if (arg.size() >= 2 && arg[0] == '-' && arg[1] != '-') {
-      // Shorthands only: -v and -h.
-      body = std::string_view(arg).substr(1);
-      std::string_view short_name = body.substr(0, body.find('='));
-      if (short_name.size() > 1 && short_name[0] == 'v' &&
-          short_name.find_first_not_of("0123456789", 1) == std::string_view::npos) {
-        // pflag's "-v2".
-        options.verbosity = std::stoi(std::string(short_name.substr(1)));
-        continue;
-      }
-      if (short_name != "v" && short_name != "h") {
-        return absl::InvalidArgumentError(
-            absl::StrCat("unknown shorthand flag: '", base::Av(short_name.substr(0, 1)), "' in ", arg));
-      }
-      if (short_name == "h") body = "help";
-    } else if (arg == "--") {
-      if (i + 1 < args.size()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("unexpected argument \"", args[i + 1], "\": this command takes flags only"));
-      }
-      break;
-    } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unexpected argument \"", arg, "\": this command takes flags only"));
-    }
-    size_t eq = body.find('=');
-    std::string_view name = body.substr(0, eq);
-    Flag* f = find(name);
-    if (f == nullptr) return absl::InvalidArgumentError(absl::StrCat("unknown flag: --", base::Av(name)));
-    if (eq != std::string_view::npos) {
-      if (absl::Status st = SetFlag(*f, body.substr(eq + 1)); !st.ok()) return st;
-    } else if (f->type == FlagType::kBool) {
-      *f->boolean = true;
-    } else {
-      if (i + 1 >= args.size()) {
-        return absl::InvalidArgumentError(absl::StrCat("flag needs an argument: --", base::Av(name)));
-      }
-      if (absl::Status st = SetFlag(*f, args[++i]); !st.ok()) return st;
-    }
-  }
+  base::FlagSet flags;
+  AddFlags(&options, flags);
+  if (absl::Status st = flags.Parse(args); !st.ok()) return st;
   if (options.help) return options;
   if (absl::Status st = Validate(options); !st.ok()) return st;
   return options;
@@ -397,21 +203,14 @@ absl::StatusOr<ServerOptions> ParseFlags(const std::vector<std::string>& args) {
 
 std::string FlagUsage(const std::string& program) {
   ServerOptions defaults;
-  std::vector<Flag> table = FlagTable(&defaults);
-  std::string out = absl::StrCat(
+  base::FlagSet flags;
+  AddFlags(&defaults, flags);
+  return absl::StrCat(
       "Usage: ", program, " [flags]\n\n",
       "poolcoord-apiserver serves coordination.pool/v1alpha1 (PoolLease, DelegatedLease) as a\n"
       "Kubernetes aggregated API server and the delegate-heartbeat admission webhook.\n\n"
-      "Flags:\n");
-  for (const Flag& f : table) {
-    std::string head = f.name == "v" ? "  -v, --v" : (f.name == "help" ? "  -h, --help" : absl::StrCat("      --", f.name));
-    if (*TypeName(f.type)) absl::StrAppend(&head, " ", TypeName(f.type));
-    std::string line = absl::StrFormat("%-48s %s", head, f.help);
-    std::string def = DefaultText(f);
-    if (!def.empty() && f.name != "help") absl::StrAppend(&line, " (default ", def, ")");
-    absl::StrAppend(&out, line, "\n");
-  }
-  return out;
+      "Flags:\n",
+      flags.Usage(48));
 }
 
 }  // namespace poolcoord::apiservice

@@ -1,5 +1,5 @@
 // Command-line flags of poolcoord-apiserver, with kube-apiserver's names and
-// conventions (spf13/pflag as kube-apiserver uses it):
+// conventions (spf13/pflag as kube-apiserver uses it; the parser is base/flag_set.h):
 // - `--name=value` and `--name value`; booleans as `--name` or `--name=true|false`
 //   (a bare boolean never consumes the next argument, as pflag does);
 // - string lists are comma-separated; the first occurrence replaces the default,

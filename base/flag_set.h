@@ -1,0 +1,71 @@
+// Command-line flags as spf13/pflag parses them for Kubernetes components, the
+// one parser of poolcoord-apiserver (apiservice/flags.h) and poolcoord-agent
+// (agent/flags.h): `--name=value` and `--name value`; booleans as `--name` or
+// `--name=true|false` (strconv.ParseBool's spellings); durations in Go's syntax
+// ("30s", "1m30s"); string lists comma-separated, the first use replacing the
+// default (pflag's StringSlice); `-v N`, `-vN`, `-v=N` and `--v=N` set the flag
+// "v", `-h` is `--help`; `--` ends the flags and nothing may follow it.
+//
+// A FlagSet points into the caller's options struct: Parse writes the values
+// there, Usage prints each flag with the value it holds as its default. An
+// unknown flag, a missing value or a bad value is an InvalidArgument error with
+// pflag's message ("unknown flag: --x", "invalid argument \"y\" for \"--x\"
+// flag: ..."). Not thread-safe; one FlagSet per parse.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace poolcoord::base {
+
+class FlagSet {
+ public:
+  // The flags in the order Usage lists them; each pointer must outlive the set.
+  void String(std::string name, std::string* value, std::string help);
+  void Bool(std::string name, bool* value, std::string help);
+  // An int within [min, max].
+  void Int(std::string name, int* value, int64_t min, int64_t max, std::string help);
+  // An int64 of at least `min`.
+  void Int64(std::string name, int64_t* value, int64_t min, std::string help);
+  // A finite duration, >= 0, or > 0 when `positive`.
+  void Duration(std::string name, absl::Duration* value, std::string help, bool positive = false);
+  void StringList(std::string name, std::vector<std::string>* value, std::string help);
+
+  // Sets the flags named in `args` (the program name not included); stops at the
+  // first error.
+  absl::Status Parse(const std::vector<std::string>& args);
+
+  // One line per flag: "      --name type" padded to `head_width`, the help,
+  // and "(default ...)" when the value is not empty.
+  std::string Usage(int head_width) const;
+
+ private:
+  enum class Type { kString, kBool, kInt, kInt64, kDuration, kStringList };
+  struct Flag {
+    std::string name;  // without dashes
+    Type type;
+    std::string help;
+    void* value;  // the options field, of `type`
+    int64_t min = std::numeric_limits<int64_t>::min();
+    int64_t max = std::numeric_limits<int64_t>::max();
+    bool positive = false;   // durations: > 0
+    bool list_seen = false;  // string lists: the first Set replaces the default
+  };
+
+  Flag* Find(std::string_view name);
+  static absl::Status Set(Flag& f, std::string_view value);
+  static std::string DefaultText(const Flag& f);
+
+  std::vector<Flag> flags_;
+};
+
+// Go's time.Duration.String() for the whole seconds flags default to ("5m0s", "15s").
+std::string GoDuration(absl::Duration d);
+
+}  // namespace poolcoord::base

@@ -1,0 +1,124 @@
+#define BOOST_TEST_MODULE flag_set
+#include <boost/test/unit_test.hpp>
+
+#include <string>
+#include <vector>
+
+#include "base/flag_set.h"
+
+namespace poolcoord::base {
+namespace {
+
+struct Options {
+  std::string name = "x";
+  bool on = false;
+  int port = 80;
+  int64_t size = 10;
+  absl::Duration wait = absl::Seconds(90);
+  absl::Duration period = absl::Seconds(5);
+  std::vector<std::string> list = {"a", "b"};
+  int verbosity = 0;
+  bool help = false;
+};
+
+struct Parsed {
+  Options o;
+  absl::Status status;
+};
+
+FlagSet Flags(Options* o) {
+  FlagSet f;
+  f.String("name", &o->name, "A name.");
+  f.Bool("on", &o->on, "A switch.");
+  f.Int("port", &o->port, 1, 65535, "A port.");
+  f.Int64("size", &o->size, 1, "A size.");
+  f.Duration("wait", &o->wait, "A wait.");
+  f.Duration("period", &o->period, "A period.", /*positive=*/true);
+  f.StringList("list", &o->list, "A list.");
+  f.Int("v", &o->verbosity, 0, 10, "Verbosity.");
+  f.Bool("help", &o->help, "Help.");
+  return f;
+}
+
+Parsed Parse(std::vector<std::string> args) {
+  Parsed p;
+  FlagSet f = Flags(&p.o);
+  p.status = f.Parse(args);
+  return p;
+}
+
+std::string Error(std::vector<std::string> args) {
+  Parsed p = Parse(std::move(args));
+  BOOST_TEST(p.status.code() == absl::StatusCode::kInvalidArgument);
+  return std::string(p.status.message());
+}
+
+BOOST_AUTO_TEST_CASE(EverySpellingSetsItsFlag) {
+  Parsed p = Parse({"--name=y", "--on", "--port", "8443", "--size=1000", "--wait=1m30s",
+                    "--period", "2s", "--list=c, d", "--list=e", "-v3"});
+  BOOST_REQUIRE(p.status.ok());
+  BOOST_TEST(p.o.name == "y");
+  BOOST_TEST(p.o.on);
+  BOOST_TEST(p.o.port == 8443);
+  BOOST_TEST(p.o.size == 1000);
+  BOOST_TEST((p.o.wait == absl::Seconds(90)));
+  BOOST_TEST((p.o.period == absl::Seconds(2)));
+  BOOST_TEST((p.o.list == std::vector<std::string>{"c", "d", "e"}));  // the first use replaces
+  BOOST_TEST(p.o.verbosity == 3);
+  BOOST_TEST(Parse({"-v", "4"}).o.verbosity == 4);
+  BOOST_TEST(Parse({"-v=5"}).o.verbosity == 5);
+  BOOST_TEST(Parse({"--on=false"}).o.on == false);
+  BOOST_TEST(Parse({"-h"}).o.help);
+  BOOST_TEST(Parse({"--wait=0s"}).status.ok());
+  BOOST_TEST(Parse({"--port=1", "--"}).status.ok());
+}
+
+BOOST_AUTO_TEST_CASE(BadInputIsAnErrorNamingIt) {
+  BOOST_TEST(Error({"--nope"}) == "unknown flag: --nope");
+  BOOST_TEST(Error({"-x"}) == "unknown shorthand flag: 'x' in -x");
+  BOOST_TEST(Error({"positional"}) == "unexpected argument \"positional\": this command takes flags only");
+  BOOST_TEST(Error({"--", "positional"}) ==
+             "unexpected argument \"positional\": this command takes flags only");
+  BOOST_TEST(Error({"--port"}) == "flag needs an argument: --port");
+  BOOST_TEST(Error({"--port=0"}) == "invalid argument \"0\" for \"--port\" flag: must be between 1 and 65535");
+  BOOST_TEST(Error({"--size=0"}) == "invalid argument \"0\" for \"--size\" flag: must be at least 1");
+  BOOST_TEST(Error({"--port=eighty"}) == "invalid argument \"eighty\" for \"--port\" flag: not an integer");
+  BOOST_TEST(Error({"--on=maybe"}).find("not a boolean") != std::string::npos);
+  BOOST_TEST(Error({"--wait=soon"}).find("not a duration") != std::string::npos);
+  BOOST_TEST(Error({"--wait=-1s"}).find("must not be negative") != std::string::npos);
+  BOOST_TEST(Error({"--period=0s"}).find("must be positive") != std::string::npos);
+}
+
+// -vN was converted with std::stoi, unchecked: "-v99999999999" threw
+// std::out_of_range and aborted poolcoord-apiserver and poolcoord-agent, and
+// "-v99" was taken where "--v=99" is refused. It is --v's value now.
+BOOST_AUTO_TEST_CASE(ShorthandVerbosityIsCheckedAsTheFlag) {
+  BOOST_TEST(Error({"-v99999999999"}) ==
+             "invalid argument \"99999999999\" for \"--v\" flag: must be between 0 and 10");
+  BOOST_TEST(Error({"-v99999999999999999999"}) ==
+             "invalid argument \"99999999999999999999\" for \"--v\" flag: not an integer");
+  BOOST_TEST(Error({"-v99"}) == "invalid argument \"99\" for \"--v\" flag: must be between 0 and 10");
+}
+
+BOOST_AUTO_TEST_CASE(UsageShowsTypesAndDefaults) {
+  Options o;
+  o.name = "";
+  const std::string usage = Flags(&o).Usage(20);
+  BOOST_TEST(usage.find("      --name string  A name.\n") != std::string::npos);
+  BOOST_TEST(usage.find("      --on           A switch. (default false)\n") != std::string::npos);
+  BOOST_TEST(usage.find("      --port int     A port. (default 80)\n") != std::string::npos);
+  BOOST_TEST(usage.find("      --wait duration A wait. (default 1m30s)\n") != std::string::npos);
+  BOOST_TEST(usage.find("      --list strings A list. (default [a,b])\n") != std::string::npos);
+  BOOST_TEST(usage.find("  -v, --v int        Verbosity. (default 0)\n") != std::string::npos);
+  BOOST_TEST(usage.find("  -h, --help         Help.\n") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(GoDurationAsTimeDurationString) {
+  BOOST_TEST(GoDuration(absl::Seconds(0)) == "0s");
+  BOOST_TEST(GoDuration(absl::Seconds(15)) == "15s");
+  BOOST_TEST(GoDuration(absl::Minutes(5)) == "5m0s");
+  BOOST_TEST(GoDuration(absl::Hours(1) + absl::Seconds(1)) == "1h0m1s");
+}
+
+}  // namespace
+}  // namespace poolcoord::base
