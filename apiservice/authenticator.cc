@@ -19,12 +19,6 @@
 namespace poolcoord::apiservice {
 namespace {
 
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = absl::ascii_tolower(static_cast<unsigned char>(c));
-  return out;
-}
-
 int HexValue(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -88,7 +82,7 @@ absl::StatusOr<std::string> ReadCaFile(const std::string& path, const char* flag
 std::vector<std::string> LowerAll(const std::vector<std::string>& names) {
   std::vector<std::string> out;
   for (const std::string& h : names) {
-    if (!h.empty()) out.push_back(Lower(h));
+    if (!h.empty()) out.push_back(absl::AsciiStrToLower(h));
   }
   return out;
 }
@@ -437,7 +431,7 @@ absl::StatusOr<base::UserInfo> Authenticator::Authenticate(
       if (key != "authorization") continue;
       absl::string_view auth = absl::StripAsciiWhitespace(value);
       std::vector<absl::string_view> parts = absl::StrSplit(auth, absl::MaxSplits(' ', 2));
-      if (parts.size() < 2 || Lower(std::string_view(parts[0].data(), parts[0].size())) != "bearer" ||
+      if (parts.size() < 2 || absl::AsciiStrToLower(parts[0]) != "bearer" ||
           parts[1].empty()) {
         break;
       }

@@ -6,16 +6,10 @@
 namespace poolcoord::apiservice {
 namespace {
 
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = absl::ascii_tolower(static_cast<unsigned char>(c));
-  return out;
-}
-
 // Go's runtime.Convert_Slice_string_To_bool: present and not "0"/"false".
 bool QueryBool(const handlers::Request& request, std::string_view key) {
   for (const auto& [k, v] : request.query) {
-    if (k == key) return !(v == "0" || Lower(v) == "false");
+    if (k == key) return !(v == "0" || absl::AsciiStrToLower(v) == "false");
   }
   return false;
 }
@@ -50,7 +44,7 @@ std::string NameFromFieldSelector(const handlers::Request& request) {
 RequestInfo ResolveRequestInfo(const handlers::Request& request) {
   RequestInfo info;
   info.path = request.path;
-  info.verb = Lower(request.method);
+  info.verb = absl::AsciiStrToLower(request.method);
 
   std::vector<std::string> parts;
   for (absl::string_view p : absl::StrSplit(request.path, '/', absl::SkipEmpty())) {
@@ -72,7 +66,7 @@ RequestInfo ResolveRequestInfo(const handlers::Request& request) {
       // kube-apiserver fails to resolve this ("unable to determine kind and
       // namespace"); it is not a request on any resource.
       info.is_resource_request = false;
-      info.verb = Lower(request.method);
+      info.verb = absl::AsciiStrToLower(request.method);
       return info;
     }
     info.verb = parts[i++];

@@ -27,6 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "apiservice/pki.h"
+#include "base/string_view.h"
 #include "handlers/url.h"
 #include "store/api_error.h"
 
@@ -59,12 +60,6 @@ struct Shared {
     --active_requests;
   }
 };
-
-std::string LowerAscii(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = absl::ascii_tolower(static_cast<unsigned char>(c));
-  return out;
-}
 
 handlers::Response PlainError(const absl::Status& status) {
   store::ApiErrorInfo info = store::ApiErrorFromStatus(status);
@@ -651,7 +646,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (q != std::string_view::npos) request.query = handlers::ParseQueryString(target.substr(q + 1));
     request.headers.reserve(static_cast<size_t>(std::distance(req.begin(), req.end())));
     for (const auto& field : req) {
-      request.headers.emplace_back(LowerAscii(field.name_string()), std::string(field.value()));
+      request.headers.emplace_back(absl::AsciiStrToLower(base::Av(field.name_string())), std::string(field.value()));
     }
     request.body = std::move(req.body());
 
@@ -671,7 +666,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   static bool TransportHeader(const std::string& name) {
-    std::string lower = LowerAscii(name);
+    std::string lower = absl::AsciiStrToLower(name);
     return lower == "content-length" || lower == "transfer-encoding" || lower == "connection";
   }
 

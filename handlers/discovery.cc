@@ -6,8 +6,10 @@
 #include <cstdlib>
 #include <string>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/synchronization/mutex.h"
+#include "base/string_view.h"
 #include "handlers/registry/registry.h"
 #include "handlers/status_mapping.h"
 #include "rapidjson/stringbuffer.h"
@@ -55,14 +57,6 @@ std::vector<std::string_view> Split(std::string_view s, char sep) {
     if (pos == std::string_view::npos) return out;
     s.remove_prefix(pos + 1);
   }
-}
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return out;
 }
 
 std::string_view StripWeak(std::string_view tag) {
@@ -373,13 +367,13 @@ std::vector<MediaRange> ParseAccept(std::string_view accept) {
     size_t slash = full.find('/');
     if (slash == std::string_view::npos || slash == 0 || slash + 1 == full.size()) continue;
     MediaRange range;
-    range.type = Lower(Trim(full.substr(0, slash)));
-    range.subtype = Lower(Trim(full.substr(slash + 1)));
+    range.type = absl::AsciiStrToLower(base::Av(Trim(full.substr(0, slash))));
+    range.subtype = absl::AsciiStrToLower(base::Av(Trim(full.substr(slash + 1))));
     for (size_t i = 1; i < pieces.size(); ++i) {
       std::string_view param = Trim(pieces[i]);
       if (param.empty()) continue;
       size_t eq = param.find('=');
-      std::string key = Lower(Trim(param.substr(0, eq)));
+      std::string key = absl::AsciiStrToLower(base::Av(Trim(param.substr(0, eq))));
       std::string_view value = eq == std::string_view::npos ? "" : Trim(param.substr(eq + 1));
       if (value.size() >= 2 && value.front() == '"' && value.back() == '"') {
         value = value.substr(1, value.size() - 2);
