@@ -25,23 +25,11 @@
 #include "absl/time/time.h"
 #include "base/log.h"
 #include "base/quote.h"
+#include "apiservice/openssl_ptr.h"
 #include "apiservice/pki.h"
 
 namespace poolcoord::apiservice {
 namespace {
-
-struct X509Free {
-  void operator()(X509* x) const { X509_free(x); }
-};
-struct PkeyFree {
-  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
-};
-struct BioFree {
-  void operator()(BIO* b) const { BIO_free(b); }
-};
-using X509Ptr = std::unique_ptr<X509, X509Free>;
-using PkeyPtr = std::unique_ptr<EVP_PKEY, PkeyFree>;
-using BioPtr = std::unique_ptr<BIO, BioFree>;
 
 std::string OpenSslReason() {
   unsigned long code = ERR_peek_last_error();

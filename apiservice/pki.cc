@@ -23,41 +23,24 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "apiservice/openssl_ptr.h"
 
 namespace poolcoord::apiservice {
 namespace {
 
-struct X509Free {
-  void operator()(X509* x) const { X509_free(x); }
-};
-struct PkeyFree {
-  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
-};
-struct BioFree {
-  void operator()(BIO* b) const { BIO_free(b); }
-};
 struct ExtFree {
   void operator()(X509_EXTENSION* e) const { X509_EXTENSION_free(e); }
 };
 struct BnFree {
   void operator()(BIGNUM* b) const { BN_free(b); }
 };
-using X509Ptr = std::unique_ptr<X509, X509Free>;
-using PkeyPtr = std::unique_ptr<EVP_PKEY, PkeyFree>;
-using BioPtr = std::unique_ptr<BIO, BioFree>;
 
 constexpr char kKubeconfigHeader[] =
     "# Written by poolcoord-apiserver: admin credentials for this server. It rewrites this "
     "file when they change.\n";
 
-// The first queued OpenSSL error, for messages; clears the queue.
-std::string OpenSslError(const char* what) {
-  unsigned long code = ERR_get_error();
-  char buf[256] = "unknown error";
-  if (code != 0) ERR_error_string_n(code, buf, sizeof(buf));
-  ERR_clear_error();
-  return absl::StrCat(what, ": ", buf);
-}
+// `what`, then the first queued OpenSSL error; clears the queue.
+std::string OpenSslError(const char* what) { return absl::StrCat(what, ": ", apiservice::OpenSslError()); }
 
 absl::StatusOr<X509Ptr> ParseCert(const std::string& pem) {
   BioPtr bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));

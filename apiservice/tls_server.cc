@@ -26,6 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "apiservice/openssl_ptr.h"
 #include "apiservice/pki.h"
 #include "base/string_view.h"
 #include "handlers/url.h"
@@ -967,25 +968,9 @@ int AlpnSelect(SSL*, const unsigned char** out, unsigned char* outlen, const uns
   return SSL_TLSEXT_ERR_NOACK;
 }
 
-std::string OpenSslError() {
-  unsigned long code = ERR_get_error();
-  char buf[256] = "unknown error";
-  if (code != 0) ERR_error_string_n(code, buf, sizeof(buf));
-  ERR_clear_error();
-  return buf;
-}
-
 struct SslCtxFree {
   void operator()(SSL_CTX* c) const { SSL_CTX_free(c); }
 };
-struct X509Free {
-  void operator()(X509* x) const { X509_free(x); }
-};
-struct BioFree {
-  void operator()(BIO* b) const { BIO_free(b); }
-};
-using X509Ptr = std::unique_ptr<X509, X509Free>;
-using BioPtr = std::unique_ptr<BIO, BioFree>;
 
 // What the TLS context is built from; replaced as a whole.
 struct TlsMaterial {
