@@ -14,35 +14,17 @@
 #include "base/log.h"
 #include "apiservice/pki.h"
 #include "base/string_view.h"
+#include "handlers/url.h"
 #include "store/api_error.h"
 
 namespace poolcoord::apiservice {
 namespace {
 
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 // Go's url.PathUnescape; on a malformed escape the key is kept as sent, as
 // k8s.io/apiserver's unescapeExtraKey does.
 std::string UnescapeExtraKey(const std::string& key) {
-  std::string out;
-  out.reserve(key.size());
-  for (size_t i = 0; i < key.size(); ++i) {
-    if (key[i] != '%') {
-      out += key[i];
-      continue;
-    }
-    if (i + 2 >= key.size()) return key;
-    int hi = HexValue(key[i + 1]), lo = HexValue(key[i + 2]);
-    if (hi < 0 || lo < 0) return key;
-    out += static_cast<char>(hi * 16 + lo);
-    i += 2;
-  }
-  return out;
+  if (!handlers::InvalidPercentEscape(key).empty()) return key;
+  return handlers::PercentDecode(key, /*plus_is_space=*/false);
 }
 
 // A trust store of every certificate in `pem`; `what` names the source in

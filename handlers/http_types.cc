@@ -1,5 +1,7 @@
 #include "handlers/http_types.h"
 
+#include "absl/strings/match.h"
+#include "base/string_view.h"
 #include "handlers/url.h"
 
 namespace poolcoord::handlers {
@@ -12,23 +14,13 @@ int HexValue(char c) {
   return -1;
 }
 
-char ToLowerAscii(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
-
-// Header names are lower-cased by the transport; comparing without case anyway
-// keeps a caller's "Content-Type" working.
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (ToLowerAscii(a[i]) != ToLowerAscii(b[i])) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 std::string_view Request::Header(std::string_view lower_name) const {
   for (const auto& [name, value] : headers) {
-    if (EqualsIgnoreCase(name, lower_name)) return value;
+    // Header names are lower-cased by the transport; comparing without case anyway
+    // keeps a caller's "Content-Type" working.
+    if (absl::EqualsIgnoreCase(name, base::Av(lower_name))) return value;
   }
   return {};
 }

@@ -199,10 +199,15 @@ BOOST_AUTO_TEST_CASE(UserGroupsAndExtra) {
       {"x-remote-extra-example.org%2fteam", "blue"},
       // Lower-cased first (the transport does), then decoded: %41 stays "A".
       {"x-remote-extra-key%41", "v"},
+      // A malformed escape keeps the key as sent (unescapeExtraKey); '+' is no space.
+      {"x-remote-extra-bad%zz", "w"},
+      {"x-remote-extra-a+b%2", "x"},
   };
   absl::StatusOr<base::UserInfo> u = authn->Authenticate(headers, proxy.get());
   BOOST_REQUIRE_MESSAGE(u.ok(), u.status().ToString());
   BOOST_TEST(u->extra.at("keyA") == Groups{"v"});
+  BOOST_TEST(u->extra.at("bad%zz") == Groups{"w"});
+  BOOST_TEST(u->extra.at("a+b%2") == Groups{"x"});
   BOOST_TEST(u->username == "system:node:bj-1");
   BOOST_TEST(u->groups == (Groups{"system:nodes", "a,b", "system:authenticated"}));
   BOOST_TEST(u->extra.at("scopes") == (Groups{"view", "edit"}));
