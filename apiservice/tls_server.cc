@@ -1250,14 +1250,9 @@ absl::Status TlsServer::SetClientCaNames(const std::string& bundles_pem) {
   return st;
 }
 
-void TlsServer::BeginShutdown() {
-  Shared& shared = *impl_->shared;
-  if (shared.shutting_down.exchange(true)) return;
-  net::post(impl_->acceptor.get_executor(), [impl = impl_.get()] {
-    beast::error_code ignored;
-    impl->acceptor.close(ignored);
-    impl->trim_timer.cancel();
-  });
+// Every open connection's OnServerShutdown, on its strand (a snapshot: sessions
+// opened later see shutting_down themselves).
+static void NotifyShutdown(Shared& shared) {
   std::vector<std::shared_ptr<Session>> sessions;
   {
     absl::MutexLock lock(&shared.mu);
@@ -1268,6 +1263,17 @@ void TlsServer::BeginShutdown() {
   for (auto& s : sessions) {
     net::post(s->executor(), [s] { s->OnServerShutdown(); });
   }
+}
+
+void TlsServer::BeginShutdown() {
+  Shared& shared = *impl_->shared;
+  if (shared.shutting_down.exchange(true)) return;
+  net::post(impl_->acceptor.get_executor(), [impl = impl_.get()] {
+    beast::error_code ignored;
+    impl->acceptor.close(ignored);
+    impl->trim_timer.cancel();
+  });
+  NotifyShutdown(shared);
 }
 
 bool TlsServer::Shutdown(std::chrono::milliseconds grace) {
@@ -1289,17 +1295,7 @@ bool TlsServer::Shutdown(std::chrono::milliseconds grace) {
     clean = shared.mu.AwaitWithDeadline(absl::Condition(&drained), deadline);
   }
   // Connections that are still open (idle, mid-read) are closed now.
-  std::vector<std::shared_ptr<Session>> sessions;
-  {
-    absl::MutexLock lock(&shared.mu);
-    for (auto& [ptr, weak] : shared.sessions) {
-      if (std::shared_ptr<Session> s = weak.lock()) sessions.push_back(std::move(s));
-    }
-  }
-  for (auto& s : sessions) {
-    net::post(s->executor(), [s] { s->OnServerShutdown(); });
-  }
-  sessions.clear();
+  NotifyShutdown(shared);
   impl_->work.reset();
   {
     // Let graceful TLS closes finish, briefly; then stop whatever remains.
