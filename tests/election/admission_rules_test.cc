@@ -10,6 +10,7 @@
 #include "election/lease_rules.h"
 #include "election/membership.h"
 #include "store/memory_store.h"
+#include "tests/rules_writes.h"
 
 namespace pe = poolcoord::election;
 namespace ps = poolcoord::store;
@@ -73,16 +74,7 @@ struct Fixture {
 
   absl::Status Delegate(const std::string& node, const std::string& pool,
                         const std::string& leader) {
-    ps::Object o;
-    o.kind = ps::Kind::kDelegatedLease;
-    o.metadata.name = node;
-    o.metadata.annotations[pe::kDelegateAnnotation] = "true";
-    o.spec.holder_identity = node;
-    o.spec.lease_duration_seconds = 40;
-    o.spec.renew_time_us = clock.NowMicros();
-    o.spec.pool_name = pool;
-    o.spec.delegate = leader;
-    return Write(Node(leader), o);
+    return Write(Node(leader), poolcoord::testing::DelegatedLeaseFor(node, pool, leader, 40, clock.NowMicros()));
   }
 
   // An UPDATE of node `node`'s Lease by `user`, the old object without annotation.

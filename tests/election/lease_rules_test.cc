@@ -13,6 +13,7 @@
 #include "election/membership.h"
 #include "store/api_error.h"
 #include "store/object.h"
+#include "tests/expect_api_error.h"
 
 namespace pe = poolcoord::election;
 namespace ps = poolcoord::store;
@@ -142,20 +143,7 @@ class World {
   int uids_ = 0;
 };
 
-// Asserts the HTTP code, and the field of the first cause when given.
-void ExpectApiError(const absl::Status& s, int code, const std::string& field = "",
-                    const std::string& in_message = "") {
-  BOOST_REQUIRE_MESSAGE(!s.ok(), "expected HTTP " << code << ", got OK");
-  ps::ApiErrorInfo info = ps::ApiErrorFromStatus(s);
-  BOOST_TEST(info.code == code, s.message());
-  if (!field.empty()) {
-    BOOST_REQUIRE_MESSAGE(!info.causes.empty(), "no causes: " << s.message());
-    BOOST_TEST(info.causes.front().field == field, s.message());
-  }
-  if (!in_message.empty()) {
-    BOOST_TEST(info.message.find(in_message) != std::string::npos, info.message);
-  }
-}
+using poolcoord::testing::ExpectApiError;
 
 ps::Object Takeover(const ps::Object& cur, const std::string& node, int32_t transitions) {
   ps::Object o = cur;

@@ -99,16 +99,7 @@ struct Fixture {
 
   absl::Status Delegate(const std::string& node, const std::string& pool,
                         const std::string& leader) {
-    ps::Object o;
-    o.kind = ps::Kind::kDelegatedLease;
-    o.metadata.name = node;
-    o.metadata.annotations[pe::kDelegateAnnotation] = "true";
-    o.spec.holder_identity = node;
-    o.spec.lease_duration_seconds = 40;
-    o.spec.renew_time_us = clock.NowMicros();
-    o.spec.pool_name = pool;
-    o.spec.delegate = leader;
-    return Write(leader, o);
+    return Write(leader, poolcoord::testing::DelegatedLeaseFor(node, pool, leader, 40, clock.NowMicros()));
   }
 
   ph::Response Post(const std::string& body, const std::string& method = "POST") {

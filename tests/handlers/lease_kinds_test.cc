@@ -17,6 +17,8 @@
 #include "handlers/registry/registry.h"
 #include "store/api_error.h"
 #include "store/memory_store.h"
+#include "tests/expect_api_error.h"
+#include "tests/rules_writes.h"
 
 namespace pe = poolcoord::election;
 namespace ph = poolcoord::handlers;
@@ -50,16 +52,7 @@ ps::Object PoolLease(const std::string& pool, const std::string& holder, int32_t
 
 ps::Object Delegated(const std::string& node, const std::string& pool,
                      const std::string& delegate) {
-  ps::Object o;
-  o.kind = ps::Kind::kDelegatedLease;
-  o.metadata.name = node;
-  o.metadata.annotations[pe::kDelegateAnnotation] = "true";
-  o.spec.holder_identity = node;
-  o.spec.lease_duration_seconds = 40;
-  o.spec.renew_time_us = 5000;
-  o.spec.pool_name = pool;
-  o.spec.delegate = delegate;
-  return o;
+  return poolcoord::testing::DelegatedLeaseFor(node, pool, delegate, 40, 5000);
 }
 
 // A server's registry in miniature: the real strategies and rules over a memory
@@ -106,20 +99,7 @@ struct Led : World {
   Led() { BOOST_REQUIRE(Write(Node("hz-1"), PoolLease("hangzhou", "hz-1", 15, 4)).ok()); }
 };
 
-// Asserts the HTTP code, and the field of the first cause when given.
-void ExpectApiError(const absl::Status& s, int code, const std::string& field = "",
-                    const std::string& in_message = "") {
-  BOOST_REQUIRE_MESSAGE(!s.ok(), "expected HTTP " << code << ", got OK");
-  ps::ApiErrorInfo info = ps::ApiErrorFromStatus(s);
-  BOOST_TEST(info.code == code, s.message());
-  if (!field.empty()) {
-    BOOST_REQUIRE_MESSAGE(!info.causes.empty(), "no causes: " << s.message());
-    BOOST_TEST(info.causes.front().field == field, s.message());
-  }
-  if (!in_message.empty()) {
-    BOOST_TEST(info.message.find(in_message) != std::string::npos, info.message);
-  }
-}
+using poolcoord::testing::ExpectApiError;
 
 }  // namespace
 
