@@ -22,27 +22,13 @@ SRCS=(
   election/minted_pki.cc
   election/node_certificate.cc
 )
-ABSL=(absl_status absl_statusor absl_strings absl_str_format_internal absl_cord absl_cord_internal
-      absl_cordz_info absl_cordz_functions absl_cordz_handle absl_crc32c absl_crc_cord_state
-      absl_crc_internal absl_crc_cpu_detect absl_hash absl_city absl_low_level_hash absl_raw_hash_set
-      absl_int128 absl_strings_internal absl_throw_delegate absl_raw_logging_internal absl_base
-      absl_spinlock_wait absl_malloc_internal absl_stacktrace absl_symbolize absl_debugging_internal
-      absl_demangle_internal absl_synchronization absl_graphcycles_internal absl_time absl_time_zone
-      absl_exponential_biased absl_log_severity absl_strerror absl_bad_optional_access
-      absl_bad_variant_access)
-LIBS=()
-for lib in "${ABSL[@]}"; do
-  # Link only what this Debian's abseil ships (the set differs between releases).
-  if ls /usr/lib/*/lib"$lib".so >/dev/null 2>&1 || ls /usr/lib/lib"$lib".so >/dev/null 2>&1; then
-    LIBS+=("-l$lib")
-  fi
-done
+source "$ROOT/tests/fuzz/absl_libs.sh"
 
 BIN="$OUT_DIR/heartbeat_fuzz"
 cd "$ROOT"
 "$CXX" -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   -I"$ROOT" "${SRCS[@]}" \
-  -Wl,--start-group "${LIBS[@]}" -Wl,--end-group -lssl -lcrypto -lpthread -o "$BIN"
+  -Wl,--start-group "${ABSL_LINK[@]}" -Wl,--end-group -lssl -lcrypto -lpthread -o "$BIN"
 
 # New inputs go to a scratch corpus; the checked-in seeds stay read-only.
 "$BIN" -runs="$RUNS" -max_total_time="$MAX_TIME" -max_len=8192 -timeout=10 \
