@@ -19,6 +19,7 @@ SRCS=(
   tests/fuzz/heartbeat_fuzz.cc
   election/heartbeat.cc
   agent/heartbeat_verifier.cc
+  agent/verification_memo.cc
   election/minted_pki.cc
   election/node_certificate.cc
 )
