@@ -109,9 +109,9 @@ void AddFlags(ServerOptions* o, base::FlagSet& t) {
     "new one.");
   s("delegation-proof", &o->delegation_proof,
     "What a pool leader's DelegatedLease write must carry (docs/verifiable-delegation.md): "
-    "required (the member's own signed, fresh heartbeat in spec.proof, or 403), optional (a "
-    "proof given is checked; writes without one pass and are counted, for agents that do not "
-    "send proofs yet), or off (the leader's word is taken).");
+    "required (the member's own signed, fresh heartbeat in spec.proof, or 403; poolcoord-agent "
+    "sends it), optional (a proof given is checked; writes without one pass and are counted: "
+    "for an upgrade from agents that send no proofs), or off (the leader's word is taken).");
   d("delegation-challenge-period", &o->delegation_challenge_period,
     "How often each pool with a live PoolLease gets a fresh challenge (its status.challenges), "
     "which members sign into their heartbeats.");

@@ -132,7 +132,7 @@ start_server() {  # start_server NAME FIXTURE_DIR [extra args...]: sets SERVER_P
   local args=("--secure-port=$SERVER_PORT" --bind-address=127.0.0.1 "--cert-dir=$WORK/$name-certs"
               "--tls-cert-file=$WORK/tls.crt" "--tls-private-key-file=$WORK/tls.key"
               "--token-auth-file=$dir/tokens.csv" "--pool-membership-file=$dir/membership.yaml"
-              "--forwarder-user=$FORWARDER_USER" ${BENCH_SERVER_ARGS:-} "$@")
+              "--forwarder-user=$FORWARDER_USER" --delegation-proof=optional ${BENCH_SERVER_ARGS:-} "$@")
   echo "$bin ${args[*]}" >"$OUT/$name.cmd"
   "$bin" "${args[@]}" >"$OUT/$name.log" 2>&1 &
   SERVER_PID=$!

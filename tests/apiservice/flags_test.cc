@@ -23,6 +23,12 @@ BOOST_AUTO_TEST_CASE(DefaultsFollowDesign) {
   BOOST_TEST(o->delegated_lease_gc_period == absl::Minutes(5));
   BOOST_TEST(o->max_requests_inflight == 400);
   BOOST_TEST(o->storage_backend == "memory");
+  // poolcoord-agent sends delegation proofs (issue 15): they are required.
+  BOOST_TEST(o->delegation_proof == "required");
+  // The tests' harness prepends --delegation-proof=optional: a later flag wins.
+  auto later = ParseFlags({"--delegation-proof=optional", "--delegation-proof=off"});
+  BOOST_REQUIRE(later.ok());
+  BOOST_TEST(later->delegation_proof == "off");
   BOOST_TEST(o->leader_elect == false);
   BOOST_TEST(o->leader_elect_lease_duration == absl::Seconds(15));
   BOOST_TEST(o->leader_elect_renew_deadline == absl::Seconds(10));

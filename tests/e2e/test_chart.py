@@ -167,11 +167,11 @@ def case_deployment_memory_store(ctx):
        "--lease-proxy-users")
     eq(a["max-lease-duration"], "300", "--max-lease-duration")
     # Verifiable delegation (issue 15): the server's own defaults, said out loud.
-    eq(a["delegation-proof"], "optional", "--delegation-proof")
+    eq(a["delegation-proof"], "required", "--delegation-proof")
     eq(a["delegation-challenge-period"], "5s", "--delegation-challenge-period")
     eq(a["delegation-proof-max-age"], "15s", "--delegation-proof-max-age")
-    a = args_map(container(render(ctx, "--set", "server.delegationProof.mode=required"))[1])
-    eq(a["delegation-proof"], "required", "--delegation-proof from the value")
+    a = args_map(container(render(ctx, "--set", "server.delegationProof.mode=optional"))[1])
+    eq(a["delegation-proof"], "optional", "--delegation-proof from the value")
     bad = render_raw(ctx, "--set", "server.delegationProof.mode=maybe")
     assert bad.returncode != 0 and "delegationProof" in bad.stderr, bad.stderr[-500:]
     a = args_map(c)
