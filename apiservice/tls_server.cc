@@ -7,6 +7,7 @@
 #include <array>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <optional>
 #include <stdexcept>
 #include <thread>
@@ -198,6 +199,23 @@ class TlsStream {
   auto async_handshake(Handler&& handler) {
     return net::async_compose<Handler, void(beast::error_code, size_t)>(
         Op<HandshakeStep>{this, {}}, handler, socket_);
+  }
+
+  // Hands `data` to OpenSSL now, without an asynchronous operation: true with
+  // *n bytes taken (fewer than `len` when the socket's buffer filled up,
+  // SSL_MODE_ENABLE_PARTIAL_WRITE); false when nothing was taken, because
+  // OpenSSL would block or failed. The caller then writes the same bytes with
+  // async_write_some, as OpenSSL's retry rule asks, and that reports a failure.
+  // A watch event costs one SSL_write this way, not a composed operation, a
+  // posted completion and a deadline armed and cancelled (issue 13 part 4).
+  bool TryWrite(const void* data, size_t len, size_t* n) {
+    if (ssl_ == nullptr || timed_out_ || len == 0) return false;
+    // No ERR_clear_error first: nothing here reads the error queue, and the
+    // asynchronous steps clear it before their own calls.
+    if (SSL_write_ex(ssl_, data, len, n) == 1) return true;
+    ERR_clear_error();
+    *n = 0;
+    return false;
   }
 
   // Sends close_notify; does not wait for the peer's (as Go's tls.Conn.Close).
@@ -743,70 +761,110 @@ class Session : public std::enable_shared_from_this<Session> {
   // Asks the source for what is ready and writes it, waits for its wake-up, or
   // ends the response.
   void PumpStream() {
-    StopWaiting();
-    if (state_ != State::kStreaming || stream_failed_) return EndStream(/*clean=*/false);
-    if (shared_->shutting_down.load()) return EndStream(/*clean=*/true);
-    if (!stream_wake_) {
-      // Called by the store's writer: only posts. A wake-up that finds the
-      // stream not waiting (a timer pumped first) is ignored by OnStreamWake;
-      // a spurious Poll would only return kWait again.
-      stream_wake_ = [weak = weak_from_this()] {
-        if (std::shared_ptr<Session> self = weak.lock()) {
-          net::post(self->executor(), [self] { self->OnStreamWake(); });
-        }
-      };
-    }
-    chunk_.clear();
-    auto wake_at = handlers::StreamSource::Clock::time_point::max();
-    handlers::StreamSource::Step step;
-    try {
-      step = source_->Poll(&chunk_, stream_wake_, &wake_at);
-    } catch (...) {
-      // A source that throws ends like one that ends; the status line is out.
-      step = handlers::StreamSource::Step::kEnd;
-    }
-    if (step == handlers::StreamSource::Step::kWait && chunk_.empty()) {
-      stream_waiting_ = true;
-      if (wake_at != handlers::StreamSource::Clock::time_point::max()) {
-        stream_timer_armed_ = true;
-        stream_timer_.expires_at(wake_at);
-        stream_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
-          if (!ec) self->OnStreamWake();
-        });
+    // Chunks the socket took at once, written in this call; past the budget
+    // the stream yields its thread to the other connections (a stream with
+    // much to send, e.g. a watch's initial state, would otherwise hold it).
+    constexpr int kDirectWritesPerTurn = 8;
+    for (int direct = 0;; ++direct) {
+      StopWaiting();
+      if (state_ != State::kStreaming || stream_failed_) return EndStream(/*clean=*/false);
+      if (shared_->shutting_down.load()) return EndStream(/*clean=*/true);
+      if (direct == kDirectWritesPerTurn) {
+        return net::post(executor(), [self = shared_from_this()] { self->PumpStream(); });
       }
+      if (!stream_wake_) {
+        // Called by the store's writer: only posts. A wake-up that finds the
+        // stream not waiting (a timer pumped first) is ignored by OnStreamWake;
+        // a spurious Poll would only return kWait again.
+        stream_wake_ = [weak = weak_from_this()] {
+          if (std::shared_ptr<Session> self = weak.lock()) {
+            net::post(self->executor(), [self] { self->OnStreamWake(); });
+          }
+        };
+      }
+      chunk_.clear();
+      auto wake_at = handlers::StreamSource::Clock::time_point::max();
+      handlers::StreamSource::Step step;
+      try {
+        step = source_->Poll(&chunk_, stream_wake_, &wake_at);
+      } catch (...) {
+        // A source that throws ends like one that ends; the status line is out.
+        step = handlers::StreamSource::Step::kEnd;
+      }
+      if (step == handlers::StreamSource::Step::kWait && chunk_.empty()) {
+        stream_waiting_ = true;
+        if (wake_at == handlers::StreamSource::Clock::time_point::max()) {
+          CancelStreamTimer();
+        } else if (!stream_timer_armed_ || stream_timer_at_ != wake_at) {
+          // A watch asks for the same time (its deadline, its next bookmark)
+          // after every event: the timer stays armed across events instead of
+          // being cancelled and armed again for each.
+          stream_timer_armed_ = true;
+          stream_timer_at_ = wake_at;
+          const uint64_t generation = ++stream_timer_generation_;
+          stream_timer_.expires_at(wake_at);  // cancels a wait for another time
+          stream_timer_.async_wait(
+              [self = shared_from_this(), generation](beast::error_code ec) {
+                if (ec || generation != self->stream_timer_generation_) return;
+                self->stream_timer_armed_ = false;
+                self->OnStreamWake();
+              });
+        }
+        return;
+      }
+      const bool last = step == handlers::StreamSource::Step::kEnd;
+      // An empty chunk would read as the end of the body.
+      if (chunk_.empty()) {
+        if (last) return EndStream(/*clean=*/true);
+        continue;
+      }
+      // The chunk as HTTP/1.1 frames it (size in hex, CRLF, data, CRLF), handed
+      // to OpenSSL at once: when the socket takes it all, as it does for a
+      // watch event, no asynchronous write is needed.
+      char size_line[24];
+      const int size_len = std::snprintf(size_line, sizeof size_line, "%zx\r\n", chunk_.size());
+      chunk_.insert(0, size_line, static_cast<size_t>(size_len));
+      chunk_ += "\r\n";
+      size_t taken = 0;
+      stream_.TryWrite(chunk_.data(), chunk_.size(), &taken);
+      if (taken == chunk_.size()) {
+        if (last) return EndStream(/*clean=*/true);
+        continue;
+      }
+      stream_.expires_after(shared_->options.write_timeout);
+      net::async_write(stream_, net::buffer(chunk_.data() + taken, chunk_.size() - taken),
+                       [self = shared_from_this(), last](beast::error_code ec, size_t) {
+                         if (ec) self->stream_failed_ = true;
+                         // No deadline while the stream waits for events; the
+                         // background read still notices a client that left.
+                         self->stream_.expires_never();
+                         if (last && !ec) return self->EndStream(/*clean=*/true);
+                         self->PumpStream();
+                       });
       return;
     }
-    const bool last = step == handlers::StreamSource::Step::kEnd;
-    // An empty chunk would read as the end of the body.
-    if (chunk_.empty()) return last ? EndStream(/*clean=*/true) : PumpStream();
-    stream_.expires_after(shared_->options.write_timeout);
-    net::async_write(stream_, http::make_chunk(net::buffer(chunk_)),
-                     [self = shared_from_this(), last](beast::error_code ec, size_t) {
-                       if (ec) self->stream_failed_ = true;
-                       // No deadline while the stream waits for events; the
-                       // background read still notices a client that left.
-                       self->stream_.expires_never();
-                       if (last && !ec) return self->EndStream(/*clean=*/true);
-                       self->PumpStream();
-                     });
   }
 
   void OnStreamWake() {
     if (state_ == State::kStreaming && stream_waiting_) PumpStream();
   }
 
-  void StopWaiting() {
-    stream_waiting_ = false;
-    if (stream_timer_armed_) {
-      stream_timer_armed_ = false;
-      stream_timer_.cancel();
-    }
+  // The stream's timer, if armed, stays armed: OnStreamWake ignores it while
+  // the stream is not waiting, and the next wait keeps it when it asks for the
+  // same time.
+  void StopWaiting() { stream_waiting_ = false; }
+
+  void CancelStreamTimer() {
+    stream_timer_armed_ = false;
+    ++stream_timer_generation_;
+    stream_timer_.cancel();  // its handler holds the session
   }
 
   // Releases the source; `clean` sends the final chunk and keeps the connection
   // for the next request, otherwise it closes.
   void EndStream(bool clean) {
     StopWaiting();
+    CancelStreamTimer();
     stream_wake_ = nullptr;
     // Released when this handler returns: the write below holds the session.
     std::shared_ptr<Session> self = std::move(self_while_streaming_);
@@ -949,6 +1007,8 @@ class Session : public std::enable_shared_from_this<Session> {
   std::function<void()> stream_wake_;  // handed to every Poll of the stream
   bool stream_waiting_ = false;
   bool stream_timer_armed_ = false;
+  handlers::StreamSource::Clock::time_point stream_timer_at_{};  // when armed
+  uint64_t stream_timer_generation_ = 0;  // a fired wait of an older arming is ignored
   std::shared_ptr<Session> self_while_streaming_;  // see OnBackgroundRead
   bool stream_failed_ = false;  // peer gone or a write failed
   bool bg_read_pending_ = false;

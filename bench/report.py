@@ -256,8 +256,9 @@ if wc:
     w("")
     w("| store | --watch-cache | watchers ready | server threads | etcd watchers | etcd watch streams | "
       "server connections to etcd | write → last watcher p50 | p99 | max | writes not seen by all | "
-      "events received | write latency p50 / p99 | server CPU per write | etcd CPU in the run |")
-    w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+      "events received | write latency p50 / p99 | server CPU per write | client CPU per write | "
+      "etcd CPU in the run |")
+    w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     na = lambda v: "–" if v is None else f"{v:,}"
     for b, c, n, j in wc:
         wr = j.get("write", {})
@@ -266,12 +267,32 @@ if wc:
           f"{ms(j.get('p50_us'))} | {ms(j.get('p99_us'))} | {ms(j.get('max_us'))} | {na(j.get('incomplete'))} | "
           f"{na(j.get('events'))} | {ms(wr.get('p50_us'))} / {ms(wr.get('p99_us'))} | "
           f"{'–' if j.get('server_cpu_ms_per_write') is None else str(j['server_cpu_ms_per_write']) + ' ms'} | "
+          f"{'–' if not j.get('writes_ok') or j.get('client_cpu_ms') is None else format(j['client_cpu_ms'] / j['writes_ok'], '.2f') + ' ms'} | "
           f"{'–' if j.get('etcd_cpu_ms_writes') is None else format(j['etcd_cpu_ms_writes'], ',') + ' ms'} |")
     w("")
     w("Server CPU per write: the server's user + system CPU from the moment every watch was open to the "
       "end of the run (the writes, their fan-out to every watcher and the drain), over the writes; unlike "
-      "the latencies it does not depend on the CPU the rest of the machine leaves.")
+      "the latencies it does not depend on the CPU the rest of the machine leaves. Client CPU per write: "
+      "the load generator's own, from its first write to the end of the drain (it reads every watch on "
+      "the same 2 cores).")
     w("")
+    peers = [(c, n, load(f"wc-etcd3-cache-{c}-w{n}-etcd-peer.json"))
+             for c in ("false", "true") for n in (1, s.get("watchers", 1000))]
+    peers = [x for x in peers if x[2]]
+    if peers:
+        w("The control, in the same runs: etcd's own write → watch latency on the same etcd while each "
+          "etcd3 fan-out ran (`etcd_watch_peer.py`: PUTs of the same size at the same rate under a prefix "
+          "of their own, from sending the PUT to the event at `etcdctl watch` (gRPC) and at a /v3/watch "
+          "stream of the JSON gateway, as the server's upstream watch reads it). What the machine's load "
+          "alone adds between an etcd write and a watcher of it; etcd CPU above includes these writes.")
+        w("")
+        w("| --watch-cache | watchers of the fan-out | PUT p50 / p99 | → etcdctl watch p50 / p99 | "
+          "→ gateway watch p50 / p99 |")
+        w("|---|---|---|---|---|")
+        f2 = lambda d: f"{d.get('p50_ms')} / {d.get('p99_ms')} ms" if d else "–"
+        for c, n, j in peers:
+            w(f"| {c} | {n:,} | {f2(j.get('put'))} | {f2(j.get('etcdctl'))} | {f2(j.get('gateway'))} |")
+        w("")
     one = load("wc-etcd3-cache-true-w1.json")
     many = load(f"wc-etcd3-cache-true-w{s.get('watchers', 1000)}.json")
     if one and many:

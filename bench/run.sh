@@ -406,7 +406,20 @@ if wants watchcache; then
         else
           conns=null
         fi
+        # The control: etcd's own write -> watch latency on the same etcd while the
+        # fan-out runs (gRPC through etcdctl, and the JSON gateway's stream), at the
+        # same rate under a prefix of its own; started after the sample above, so its
+        # two etcd watchers are not counted there.
+        peer=""
+        if [ "$backend" = etcd3 ]; then
+          python3 "$BENCH_DIR/etcd_watch_peer.py" --endpoint "http://127.0.0.1:$WC_ETCD_PORT" \
+            --rate "$BENCH_WATCH_RATE" --duration "$((BENCH_SECONDS > 3 ? BENCH_SECONDS - 2 : 1))" --prefix "/bench-peer/$run/" \
+            --value-bytes "$( [ -f "$WORK/dl.json" ] && wc -c <"$WORK/dl.json" || echo 1200)" \
+            --out "$OUT/$run-etcd-peer.json" >/dev/null 2>>"$OUT/$run.log" &
+          peer=$!; PIDS+=("$peer")
+        fi
         wait "$lg" || true
+        [ -z "$peer" ] || wait "$peer" || true
         # CPU from "every watch open" to the end: the writes, their fan-out and the drain.
         cpu=$(( $(cpu_ms "$SERVER_PID") - cpu0 )) etcd_cpu=$(( $(cpu_ms "$WC_ETCD_PID") - etcd_cpu0 ))
         [ "$backend" = etcd3 ] || etcd_cpu=null

@@ -275,6 +275,27 @@ class CountedChunks final : public handlers::StreamSource {
   int sent_ = 0;
 };
 
+// `count` chunks of `size` bytes at once (chunk i filled with 'a' + i % 26), then
+// the end: more than a socket takes without the client reading.
+class BigChunks final : public handlers::StreamSource {
+ public:
+  BigChunks(int count, size_t size) : count_(count), size_(size) {}
+  static std::string Expected(int count, size_t size) {
+    std::string all;
+    for (int i = 0; i < count; ++i) all.append(size, static_cast<char>('a' + i % 26));
+    return all;
+  }
+  Step Poll(std::string* out, const std::function<void()>&, Clock::time_point*) override {
+    out->append(size_, static_cast<char>('a' + sent_ % 26));
+    return ++sent_ < count_ ? Step::kData : Step::kEnd;
+  }
+
+ private:
+  const int count_;
+  const size_t size_;
+  int sent_ = 0;
+};
+
 // "tick\n" every 20 ms, woken by the transport's timer only; `ended` turns true
 // when the transport lets go of it.
 class Ticker final : public handlers::StreamSource {
@@ -342,6 +363,8 @@ class PushedLines final : public handlers::StreamSource {
 //   /echo    the request as text: method, path, query, x-group lines, body
 //   /peer    the client certificate's subject, or "none"
 //   /stream  three chunks
+//   /many    1,000 small chunks, all ready at once
+//   /big     40 chunks of 200 KiB, all ready at once
 //   /forever a chunk every 20 ms until cancelled
 //   /pushed  a line whenever the test calls Push on its source (Fixture::pushed)
 struct Fixture {
@@ -386,6 +409,14 @@ struct Fixture {
     resp.SetHeader("Content-Type", "text/plain");
     if (r.path == "/stream") {
       resp.stream = std::make_shared<CountedChunks>(3);
+      return resp;
+    }
+    if (r.path == "/many") {
+      resp.stream = std::make_shared<CountedChunks>(1000);
+      return resp;
+    }
+    if (r.path == "/big") {
+      resp.stream = std::make_shared<BigChunks>(40, 200 * 1024);
       return resp;
     }
     if (r.path == "/forever") {
@@ -552,6 +583,30 @@ BOOST_AUTO_TEST_CASE(StreamedResponseDeliversChunksThenKeepsTheConnection) {
   HttpResponse next = c.Read();
   BOOST_TEST(next.status == 200);
   BOOST_TEST(Lines(next.body)[2] == "after=stream");
+}
+
+// A chunk goes to OpenSSL at once when the socket takes it, and asynchronously
+// for what it does not take: a stream far larger than the socket's buffers,
+// read only once the server had to wait, arrives whole, in order and framed, and
+// so do 1,000 chunks ready at once (written a few per turn of the I/O thread);
+// the connection then serves the next request.
+BOOST_AUTO_TEST_CASE(ChunksTheSocketCannotTakeAtOnceArriveWholeAndInOrder) {
+  Conn c(server->port());
+  BOOST_REQUIRE(c.Send(Get("/big")));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the buffers fill meanwhile
+  HttpResponse big = c.Read();
+  BOOST_TEST(big.status == 200);
+  BOOST_TEST(big.chunked);
+  BOOST_TEST(big.body.size() == 40u * 200 * 1024);
+  BOOST_TEST((big.body == BigChunks::Expected(40, 200 * 1024)));
+  BOOST_REQUIRE(c.Send(Get("/many")));
+  HttpResponse many = c.Read();
+  BOOST_TEST(many.status == 200);
+  std::string expected;
+  for (int i = 1; i <= 1000; ++i) absl::StrAppend(&expected, "chunk-", i, "\n");
+  BOOST_TEST((many.body == expected));
+  BOOST_REQUIRE(c.Send(Get("/echo?after=big")));
+  BOOST_TEST(Lines(c.Read().body)[2] == "after=big");
 }
 
 // Streams are driven by the I/O threads: a source woken from another thread
