@@ -111,7 +111,10 @@ void AddFlags(ServerOptions* o, base::FlagSet& t) {
     "What a pool leader's DelegatedLease write must carry (docs/verifiable-delegation.md): "
     "required (the member's own signed, fresh heartbeat in spec.proof, or 403; poolcoord-agent "
     "sends it), optional (a proof given is checked; writes without one pass and are counted: "
-    "for an upgrade from agents that send no proofs), or off (the leader's word is taken).");
+    "for an upgrade from agents that send no proofs), or off (the leader's word is taken). "
+    "Default: required when the server has a cloud cluster (--kubeconfig or in-cluster), whose "
+    "node Leases its forwarder renews from DelegatedLeases; optional standalone, where a "
+    "DelegatedLease is only stored (the chart sets required).");
   d("delegation-challenge-period", &o->delegation_challenge_period,
     "How often each pool with a live PoolLease gets a fresh challenge (its status.challenges), "
     "which members sign into their heartbeats.");
@@ -143,7 +146,7 @@ absl::Status Validate(const ServerOptions& o) {
         "invalid argument \"%s\" for \"--storage-backend\" flag: must be memory or etcd3",
         o.storage_backend));
   }
-  if (o.delegation_proof != "required" && o.delegation_proof != "optional" &&
+  if (!o.delegation_proof.empty() && o.delegation_proof != "required" && o.delegation_proof != "optional" &&
       o.delegation_proof != "off") {
     return absl::InvalidArgumentError(absl::StrFormat(
         "invalid argument \"%s\" for \"--delegation-proof\" flag: must be required, optional or "

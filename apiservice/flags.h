@@ -71,7 +71,9 @@ struct ServerOptions {
   absl::Duration node_monitor_grace_period = absl::Seconds(40);
 
   // Verifiable delegation (issue 15, docs/verifiable-delegation.md).
-  std::string delegation_proof = "required";  // required | optional | off (poolcoord-agent sends proofs)
+  // required | optional | off; "" (the default) is required when the server has a
+  // cloud cluster (--kubeconfig or in-cluster), optional standalone.
+  std::string delegation_proof;
   absl::Duration delegation_challenge_period = absl::Seconds(5);
   absl::Duration delegation_proof_max_age = absl::Seconds(15);
 

@@ -410,7 +410,12 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ServerOptions&
   }
 
   election::DelegationProofOptions proof_options;
-  proof_options.mode = *election::ParseProofMode(options.delegation_proof);  // flags validated it
+  // Unset: required where a DelegatedLease becomes a node's liveness in the cloud
+  // (this server forwards it), optional where it is only stored.
+  const bool proof_mode_default = options.delegation_proof.empty();
+  proof_options.mode = proof_mode_default
+                           ? (p->cloud ? election::ProofMode::kRequired : election::ProofMode::kOptional)
+                           : *election::ParseProofMode(options.delegation_proof);  // flags validated it
   proof_options.challenge_period = options.delegation_challenge_period;
   proof_options.max_age = options.delegation_proof_max_age;
   p->proofs = std::make_unique<election::DelegationProofs>(base::RealClock::Get(), proof_options,
@@ -431,6 +436,9 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ServerOptions&
                                                        options.delegated_lease_gc_period);
   p->gc->Start();
   base::LogInfo("delegation proofs ", election::ProofModeName(proof_options.mode),
+                proof_mode_default ? (p->cloud ? " (the default with a cloud cluster)"
+                                               : " (the default standalone, with no cloud cluster)")
+                                   : "",
                 " (challenge every ", absl::FormatDuration(proof_options.challenge_period),
                 ", max age ", absl::FormatDuration(proof_options.max_age), ")");
 
