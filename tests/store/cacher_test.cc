@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -345,10 +346,14 @@ BOOST_AUTO_TEST_CASE(SlowWatcherIsClosedOthersGoOn) {
 // holds up no writer (the memory store calls it under its write lock).
 BOOST_FIXTURE_TEST_CASE(FanOutRunsOutsideTheStoresLock, Fixture) {
   auto w = MustWatch(Kind::kPoolLease, 0);
-  absl::Notification release, woken;
-  BOOST_REQUIRE(w->NotifyWhenReady([&] {
-    woken.Notify();
-    release.WaitForNotification();
+  // Owned by the wake-up too: the cache's thread may still be returning from
+  // release->WaitForNotification() when this test ends (ThreadSanitizer saw it
+  // inside the Mutex of a Notification the test's stack had already destroyed).
+  auto release = std::make_shared<absl::Notification>();
+  auto woken = std::make_shared<absl::Notification>();
+  BOOST_REQUIRE(w->NotifyWhenReady([release, woken] {
+    woken->Notify();
+    release->WaitForNotification();
   }));
   std::atomic<int> written{0};
   std::thread writer([&] {
@@ -357,9 +362,9 @@ BOOST_FIXTURE_TEST_CASE(FanOutRunsOutsideTheStoresLock, Fixture) {
     }
   });
   // The first write's fan-out is now stuck in the wake-up; the writes go on.
-  const bool wake_ran = woken.WaitForNotificationWithTimeout(absl::Seconds(10));
+  const bool wake_ran = woken->WaitForNotificationWithTimeout(absl::Seconds(10));
   const bool writes_done = Eventually([&] { return written.load() == 3; });
-  release.Notify();
+  release->Notify();
   writer.join();
   BOOST_TEST(wake_ran);
   BOOST_TEST(writes_done);
