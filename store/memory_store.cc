@@ -83,7 +83,22 @@ class MemoryStore final : public Store {
 
   absl::StatusOr<WriteResult> Update(Kind kind, std::string_view name, const UpdateFn& fn,
                                      bool dry_run) override {
-    absl::MutexLock lock(&mu_);
+    std::vector<std::function<void()>> wakes;
+    absl::StatusOr<WriteResult> result;
+    {
+      absl::MutexLock lock(&mu_);
+      result = UpdateLocked(kind, name, fn, dry_run);
+      wakes.swap(deferred_wakes_);
+    }
+    // The watchers' wake-ups (the watch cache's dispatcher, or API streams) after
+    // the lock: woken under it, each made the next writer wait on a contended
+    // lock (+7% instructions per renewal with the watch cache, callgrind).
+    for (auto& wake : wakes) wake();
+    return result;
+  }
+
+  absl::StatusOr<WriteResult> UpdateLocked(Kind kind, std::string_view name, const UpdateFn& fn,
+                                           bool dry_run) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     auto& state = kinds_[Index(kind)];
     auto it = state.objects.find(name);
     ObjectPtr current = it == state.objects.end() ? nullptr : *it;
@@ -232,7 +247,10 @@ class MemoryStore final : public Store {
 
     auto& watchers = kinds_[Index(kind)].watchers;
     for (size_t i = 0; i < watchers.size();) {
-      if (watchers[i]->Push(shared)) {
+      std::function<void()> wake;
+      const bool pushed = watchers[i]->Push(shared, &wake);
+      if (wake) deferred_wakes_.push_back(std::move(wake));
+      if (pushed) {
         ++i;
       } else {
         watchers[i] = std::move(watchers.back());
@@ -255,6 +273,8 @@ class MemoryStore final : public Store {
   // Every revision <= compacted_ has left the history: watches must start at or
   // after it.
   int64_t compacted_ ABSL_GUARDED_BY(mu_) = 1;
+  // Wake-ups collected by RecordLocked, run by Update once mu_ is released.
+  std::vector<std::function<void()>> deferred_wakes_ ABSL_GUARDED_BY(mu_);
   std::deque<EventPtr> history_ ABSL_GUARDED_BY(mu_);
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   const std::shared_ptr<StoreLink> link_;

@@ -42,6 +42,16 @@ class WatchChannel {
   // found it full (the consumer fell behind): the store then forgets it.
   bool Push(EventPtr event) {
     std::function<void()> wake;
+    const bool pushed = Push(std::move(event), &wake);
+    if (wake) wake();  // outside our lock: it may post to an executor
+    return pushed;
+  }
+
+  // As Push, but the consumer's wake-up (if one was armed) is handed to the
+  // caller in `*wake` instead of run, so that a store can run it after its own
+  // lock is released (a wake-up is a futex call or a post to an executor: the
+  // next writer should not wait behind it).
+  bool Push(EventPtr event, std::function<void()>* wake) {
     bool pushed = false;
     {
       absl::MutexLock lock(&mu_);
@@ -52,10 +62,9 @@ class WatchChannel {
         queue_.push_back(std::move(event));
         pushed = true;
       }
-      wake = std::move(wake_);
+      *wake = std::move(wake_);
       wake_ = nullptr;
     }
-    if (wake) wake();  // outside our lock: it may post to an executor
     return pushed;
   }
 
