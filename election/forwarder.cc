@@ -40,6 +40,12 @@ ForwarderMetrics::ForwarderMetrics(base::MetricsRegistry* r)
                                    "Failed cloud Lease, Node or Event reads and writes of the "
                                    "forwarder.")
                          .WithLabels({})),
+      forwards_withdrawn(
+          r->AddCounter("poolcoord_forwards_withdrawn_total",
+                        "Cloud Lease renewals refused (403) because their delegation ended "
+                        "while the write was in flight: the admission webhook doing its job, "
+                        "not a failure.")
+              .WithLabels({})),
       delegations_started(
           r->AddCounter("poolcoord_delegations_started_total", "Nodes whose delegation began.")
               .WithLabels({})),
@@ -99,6 +105,18 @@ void Forwarder::Stop() {
     if (t.joinable()) t.join();
   }
   threads_.clear();
+}
+
+bool Forwarder::DelegationEnded(const std::string& node) {
+  auto dl = store_->Get(store::Kind::kDelegatedLease, node);
+  if (!dl.ok()) return absl::IsNotFound(dl.status());  // unreadable: not known to have ended
+  store::ObjectPtr pool;
+  if ((*dl)->spec.pool_name) {
+    if (auto got = store_->Get(store::Kind::kPoolLease, *(*dl)->spec.pool_name); got.ok()) {
+      pool = *got;
+    }
+  }
+  return !rules_->DelegationCurrent(**dl, pool.get());
 }
 
 absl::Status Forwarder::Failed(const std::string& node, const char* what, absl::Status status) {
@@ -303,6 +321,7 @@ absl::Status Forwarder::SyncNode(const std::string& node) {
       if (!current) return absl::OkStatus();
       absl::StatusOr<Delegation> d = Forward(node, *dl, std::nullopt, /*new_delegation=*/true);
       if (cloud::IsAlreadyExists(d.status()) || cloud::IsConflict(d.status())) continue;
+      if (absl::IsCancelled(d.status())) return absl::OkStatus();  // the delegation ended
       if (!d.ok()) return d.status();
       return after_forward(*d);
     }
@@ -373,6 +392,7 @@ absl::Status Forwarder::SyncNode(const std::string& node) {
     }
     absl::StatusOr<Delegation> d = Forward(node, *dl, lease, /*new_delegation=*/!marked || lapsed);
     if (cloud::IsConflict(d.status()) || cloud::IsAlreadyExists(d.status())) continue;
+    if (absl::IsCancelled(d.status())) return absl::OkStatus();  // the delegation ended
     if (!d.ok()) return d.status();
     return after_forward(*d);
   }
@@ -413,6 +433,16 @@ absl::StatusOr<Forwarder::Delegation> Forwarder::Forward(const std::string& node
     // Someone wrote first: the caller reads again (not a failure of ours).
     if (cloud::IsConflict(written.status()) || cloud::IsAlreadyExists(written.status())) {
       return written.status();
+    }
+    if (cloud::IsForbidden(written.status()) && DelegationEnded(node)) {
+      // The leader deleted the DelegatedLease (or its term ended) between our
+      // read and kube-apiserver asking the webhook, which then refused the
+      // delegate annotation as it must. Seen in test_cluster_lifecycle when a
+      // delegation is withdrawn as its renewal is due.
+      metrics_.forwards_withdrawn.Inc();
+      base::LogInfo("forwarder: node ", node, ": its delegation ended while its cloud Lease was ",
+                    "being renewed; the webhook refused the write: ", written.status().message());
+      return absl::CancelledError("the delegation ended while forwarding");
     }
     return Failed(node, exists ? "renewing its cloud Lease" : "creating its cloud Lease",
                   written.status());

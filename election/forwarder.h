@@ -54,7 +54,10 @@
 // The taint is written with a JSON merge patch carrying the Node's
 // resourceVersion (the chart grants nodes get/list/watch/patch, not update).
 // Every failed cloud write is counted (poolcoord_forward_errors_total) and
-// logged.
+// logged, except a renewal the admission webhook refuses (403) because its
+// delegation ended while the write was in flight (the DelegatedLease deleted
+// or no longer current when re-read after the refusal): that is the webhook
+// doing its job, counted in poolcoord_forwards_withdrawn_total.
 //
 // Only one process may forward at a time (the single memory-store replica, or
 // the elected replica with etcd3): the caller starts and stops it.
@@ -117,6 +120,7 @@ struct ForwarderMetrics {
   explicit ForwarderMetrics(base::MetricsRegistry* registry);
   base::Counter& forwards;
   base::Counter& forward_errors;
+  base::Counter& forwards_withdrawn;
   base::Counter& delegations_started;
   base::Counter& delegations_stopped;
   base::Counter& renewals_carried;
@@ -159,6 +163,8 @@ class Forwarder {
   struct Delegation;
   // Writes one renewal of the cloud Lease `existing` (created when nullopt).
   // Conflict / AlreadyExists when someone wrote first: the caller re-reads.
+  // Cancelled when the webhook refused it because the delegation ended
+  // meanwhile (not counted as an error).
   absl::StatusOr<Delegation> Forward(const std::string& node, const store::Object& delegated,
                                      std::optional<cloud::Lease> existing, bool new_delegation);
   // Rewrites the kubelet's own renewal in `lease` with renewTime `renew_us`
@@ -168,6 +174,9 @@ class Forwarder {
   absl::Status SetTaint(const std::string& node, bool present, int64_t since_us);
   void RecordEvent(const std::string& kind, const std::string& api_version, const std::string& name,
                    const std::string& reason, const std::string& message);
+  // Whether `node`'s delegation is over now: its DelegatedLease is gone or no
+  // longer current (store read again).
+  bool DelegationEnded(const std::string& node);
   // Counts and logs a failed cloud call; returns `status`.
   absl::Status Failed(const std::string& node, const char* what, absl::Status status);
   // Dates the renewTime value `renew_us` of `node`'s Lease seen now, on the

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -19,25 +20,33 @@
 namespace poolcoord::testing {
 
 // Errors to return instead of serving, by verb ("get", "list", "create",
-// "update", "patch", "watch"), each used once.
+// "update", "patch", "watch"), each used once. An injected function runs when
+// its call comes (outside the fake's lock), to change the world between a
+// component's read and its write, and returns the call's error.
 class ErrorQueue {
  public:
   void Inject(const std::string& verb, absl::Status s) {
+    Inject(verb, [s = std::move(s)] { return s; });
+  }
+  void Inject(const std::string& verb, std::function<absl::Status()> fn) {
     absl::MutexLock l(&mu_);
-    errors_[verb].push_back(std::move(s));
+    errors_[verb].push_back(std::move(fn));
   }
   absl::Status Take(const std::string& verb) {
-    absl::MutexLock l(&mu_);
-    auto it = errors_.find(verb);
-    if (it == errors_.end() || it->second.empty()) return absl::OkStatus();
-    absl::Status s = it->second.front();
-    it->second.pop_front();
-    return s;
+    std::function<absl::Status()> fn;
+    {
+      absl::MutexLock l(&mu_);
+      auto it = errors_.find(verb);
+      if (it == errors_.end() || it->second.empty()) return absl::OkStatus();
+      fn = std::move(it->second.front());
+      it->second.pop_front();
+    }
+    return fn();
   }
 
  private:
   absl::Mutex mu_;
-  std::map<std::string, std::deque<absl::Status>> errors_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::deque<std::function<absl::Status()>>> errors_ ABSL_GUARDED_BY(mu_);
 };
 
 class FakeLeases : public cloud::LeaseInterface {

@@ -215,6 +215,41 @@ BOOST_AUTO_TEST_CASE(taint_is_a_conditional_merge_patch) {
   BOOST_TEST(Errors() == 0u);
 }
 
+// CI (test_cluster_lifecycle, stop 17): the leader deleted ph-08's
+// DelegatedLease while its renewal was in flight, the webhook refused the
+// write (403), and the refusal was counted as a forwarding error.
+BOOST_AUTO_TEST_CASE(renewal_refused_because_delegation_ended_is_not_an_error) {
+  Delegate("hz-2");
+  BOOST_REQUIRE(forwarder->SyncNode("hz-2").ok());
+  const auto first = RenewTime("hz-2");
+  clock.Advance(seconds(10));
+  Delegate("hz-2");
+  leases.errors.Inject("update", std::function<absl::Status()>([&] {
+                         Undelegate("hz-2");  // between the forwarder's read and its write
+                         return pc::ApiError(
+                             403, "Forbidden",
+                             "admission webhook \"delegated-heartbeat.coordination.pool\" denied "
+                             "the request: node \"hz-2\" has no DelegatedLease");
+                       }));
+  BOOST_TEST(forwarder->SyncNode("hz-2").ok());
+  BOOST_TEST(Errors() == 0u);
+  BOOST_TEST(forwarder->metrics().forwards_withdrawn.Value() == 1u);
+  BOOST_TEST((RenewTime("hz-2") == first));  // nothing written
+  BOOST_TEST(registry.Render().find("poolcoord_forwards_withdrawn_total 1\n") != std::string::npos);
+}
+
+// The same refusal while the delegation is still current is a real failure.
+BOOST_AUTO_TEST_CASE(renewal_refused_while_delegated_is_an_error) {
+  Delegate("hz-2");
+  BOOST_REQUIRE(forwarder->SyncNode("hz-2").ok());
+  clock.Advance(seconds(10));
+  Delegate("hz-2");
+  leases.errors.Inject("update", pc::ApiError(403, "Forbidden", "denied"));
+  BOOST_TEST(pc::IsForbidden(forwarder->SyncNode("hz-2")));
+  BOOST_TEST(Errors() == 1u);
+  BOOST_TEST(forwarder->metrics().forwards_withdrawn.Value() == 0u);
+}
+
 BOOST_AUTO_TEST_CASE(refused_taint_is_counted_and_returned) {
   Delegate("hz-2");
   BOOST_REQUIRE(forwarder->SyncNode("hz-2").ok());
