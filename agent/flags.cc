@@ -89,30 +89,20 @@ absl::Status Validate(const AgentFlags& o) {
   return absl::OkStatus();
 }
 
+constexpr base::CommandLine<AgentFlags> kCommandLine{
+    AddFlags, Validate,
+    "poolcoord-agent runs on every edge node: it heartbeats its pool's members over the LAN\n"
+    "with datagrams signed by the node's kubelet key, campaigns for the pool's PoolLease while\n"
+    "the cloud sees the node, and as the pool leader writes the DelegatedLease of each member\n"
+    "whose fresh heartbeat says it is cut off from the cloud (docs/agent.md).",
+    44};
+
 }  // namespace
 
 absl::StatusOr<AgentFlags> ParseAgentFlags(const std::vector<std::string>& args) {
-  AgentFlags options;
-  base::FlagSet flags;
-  AddFlags(&options, flags);
-  if (absl::Status st = flags.Parse(args); !st.ok()) return st;
-  if (options.help) return options;
-  if (absl::Status st = Validate(options); !st.ok()) return st;
-  return options;
+  return kCommandLine.Parse(args);
 }
 
-std::string AgentFlagUsage(const std::string& program) {
-  AgentFlags defaults;
-  base::FlagSet flags;
-  AddFlags(&defaults, flags);
-  return absl::StrCat(
-      "Usage: ", program, " [flags]\n\n",
-      "poolcoord-agent runs on every edge node: it heartbeats its pool's members over the LAN\n"
-      "with datagrams signed by the node's kubelet key, campaigns for the pool's PoolLease while\n"
-      "the cloud sees the node, and as the pool leader writes the DelegatedLease of each member\n"
-      "whose fresh heartbeat says it is cut off from the cloud (docs/agent.md).\n\n"
-      "Flags:\n",
-      flags.Usage(44));
-}
+std::string AgentFlagUsage(const std::string& program) { return kCommandLine.Usage(program); }
 
 }  // namespace poolcoord::agent

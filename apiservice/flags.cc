@@ -192,28 +192,18 @@ absl::Status Validate(const ServerOptions& o) {
   return absl::OkStatus();
 }
 
+constexpr base::CommandLine<ServerOptions> kCommandLine{
+    AddFlags, Validate,
+    "poolcoord-apiserver serves coordination.pool/v1alpha1 (PoolLease, DelegatedLease) as a\n"
+    "Kubernetes aggregated API server and the delegate-heartbeat admission webhook.",
+    48};
+
 }  // namespace
 
 absl::StatusOr<ServerOptions> ParseFlags(const std::vector<std::string>& args) {
-  ServerOptions options;
-  base::FlagSet flags;
-  AddFlags(&options, flags);
-  if (absl::Status st = flags.Parse(args); !st.ok()) return st;
-  if (options.help) return options;
-  if (absl::Status st = Validate(options); !st.ok()) return st;
-  return options;
+  return kCommandLine.Parse(args);
 }
 
-std::string FlagUsage(const std::string& program) {
-  ServerOptions defaults;
-  base::FlagSet flags;
-  AddFlags(&defaults, flags);
-  return absl::StrCat(
-      "Usage: ", program, " [flags]\n\n",
-      "poolcoord-apiserver serves coordination.pool/v1alpha1 (PoolLease, DelegatedLease) as a\n"
-      "Kubernetes aggregated API server and the delegate-heartbeat admission webhook.\n\n"
-      "Flags:\n",
-      flags.Usage(48));
-}
+std::string FlagUsage(const std::string& program) { return kCommandLine.Usage(program); }
 
 }  // namespace poolcoord::apiservice

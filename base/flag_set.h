@@ -20,6 +20,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 
 namespace poolcoord::base {
@@ -63,6 +65,39 @@ class FlagSet {
   static std::string DefaultText(const Flag& f);
 
   std::vector<Flag> flags_;
+};
+
+// A program's command line: the flags `add_flags` puts into its options struct,
+// the checks across flags (`validate`, run after a successful parse) and the
+// --help text. `Options` needs a `bool help` set by a "help" flag: with it set,
+// Parse returns the options unchecked, so that --help works beside bad flags'
+// combinations (as cobra prints usage before a command's checks). Stateless;
+// safe to use from any thread.
+template <typename Options>
+struct CommandLine {
+  void (*add_flags)(Options*, FlagSet&);
+  absl::Status (*validate)(const Options&);
+  const char* description;  // the paragraphs between "Usage:" and "Flags:"
+  int head_width;           // FlagSet::Usage's column for the help text
+
+  absl::StatusOr<Options> Parse(const std::vector<std::string>& args) const {
+    Options options;
+    FlagSet flags;
+    add_flags(&options, flags);
+    if (absl::Status st = flags.Parse(args); !st.ok()) return st;
+    if (options.help) return options;
+    if (absl::Status st = validate(options); !st.ok()) return st;
+    return options;
+  }
+
+  // "Usage: <program> [flags]", the description, and each flag with its default.
+  std::string Usage(const std::string& program) const {
+    Options defaults;
+    FlagSet flags;
+    add_flags(&defaults, flags);
+    return absl::StrCat("Usage: ", program, " [flags]\n\n", description, "\n\nFlags:\n",
+                        flags.Usage(head_width));
+  }
 };
 
 // Go's time.Duration.String() for the whole seconds flags default to ("5m0s", "15s").
