@@ -1,4 +1,4 @@
-# Sourced by the fuzz scripts (run_*fuzz.sh): sets ABSL_LINK to the -l flags of
+# Sourced by the fuzz scripts (run_fuzz.sh): sets ABSL_LINK to the -l flags of
 # the Abseil libraries a fuzz target may need, limited to those this Debian's
 # abseil ships (the set differs between releases). The targets build from
 # source with clang, outside CMake, so they name the libraries themselves.
