@@ -25,24 +25,15 @@
 #include "agent/minted_pki.h"
 #include "agent/node_certificate.h"
 #include "base/clock.h"
+#include "tests/fuzz/fuzz_invariants.h"
 
 namespace pa = poolcoord::agent;
 namespace pe = poolcoord::base;
 
 namespace {
 
-void Check(bool cond, const char* what) {
-  if (!cond) {
-    std::fprintf(stderr, "invariant broken: %s\n", what);
-    std::abort();
-  }
-}
-
-int64_t RealNow() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
+using poolcoord::fuzz::Check;
+using poolcoord::fuzz::RealNow;
 
 struct World {
   // The minted certificates are valid from an hour before the machine's now.

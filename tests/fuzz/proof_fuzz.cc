@@ -34,6 +34,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "base/clock.h"
+#include "tests/fuzz/fuzz_invariants.h"
 #include "election/delegation_proof.h"
 #include "election/heartbeat.h"
 #include "election/minted_pki.h"
@@ -54,18 +55,8 @@ constexpr char kPool[] = "hangzhou";
 // and the seeds can carry it.
 constexpr char kChallenge[] = "ZnV6ei1jaGFsbGVuZ2UtMDAwMDAwMDAwMDAwMDAwMDA=";
 
-void Check(bool cond, const char* what) {
-  if (!cond) {
-    std::fprintf(stderr, "invariant broken: %s\n", what);
-    std::abort();
-  }
-}
-
-int64_t RealNow() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
+using poolcoord::fuzz::Check;
+using poolcoord::fuzz::RealNow;
 
 struct World {
   // The minted certificates are valid from an hour before the machine's now.
