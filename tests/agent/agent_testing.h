@@ -7,12 +7,11 @@
 #include <string>
 
 #include <boost/test/unit_test.hpp>
-#include <openssl/pem.h>
-#include <openssl/x509.h>
 
 #include "agent/heartbeat.h"
 #include "agent/minted_pki.h"
 #include "agent/node_certificate.h"
+#include "tests/election/proof_testing.h"
 
 // Boost.Test prints the operands of a failed comparison.
 BOOST_TEST_DONT_PRINT_LOG_VALUE(poolcoord::agent::Fingerprint)
@@ -27,66 +26,30 @@ inline std::ostream& boost_test_print_type(std::ostream& os, const Heartbeat& hb
 
 namespace poolcoord::agent::testing {
 
-inline MintedKeyPair MustMint(absl::StatusOr<MintedKeyPair> minted) {
-  BOOST_REQUIRE_MESSAGE(minted.ok(), minted.status().ToString());
-  return *minted;
-}
+using election::testing::MustMint;
 
 // One CA and, lazily, one identity per (node, key type); minted once per test
 // binary, since RSA key generation takes a while.
-class TestPki {
+class TestPki : public election::testing::ProofPki {
  public:
   static TestPki& Get() {
     static TestPki pki;
     return pki;
   }
-  const MintedKeyPair& ca_pair() const { return ca_; }
+  const MintedKeyPair& ca_pair() const { return ProofPki::ca(); }
   std::shared_ptr<const CertificateAuthority> ca() const { return authority_; }
-
-  const MintedKeyPair& NodePair(const std::string& node, KeyType type = KeyType::kEcdsaP256) {
-    auto key = std::make_pair(node, type);
-    auto it = pairs_.find(key);
-    if (it == pairs_.end()) it = pairs_.emplace(key, MustMint(MintNodeCertificate(ca_, node, type))).first;
-    return it->second;
-  }
-  const NodeIdentity& Identity(const std::string& node, KeyType type = KeyType::kEcdsaP256) {
-    auto key = std::make_pair(node, type);
-    auto it = identities_.find(key);
-    if (it == identities_.end()) {
-      const MintedKeyPair& pair = NodePair(node, type);
-      auto id = NodeIdentity::FromPem(pair.cert_pem, pair.key_pem);
-      BOOST_REQUIRE_MESSAGE(id.ok(), id.status().ToString());
-      it = identities_.emplace(key, std::move(*id)).first;
-    }
-    return *it->second;
-  }
 
  private:
   TestPki() {
-    ca_ = MustMint(MintCertificateAuthority("test-cluster-ca"));
-    auto ca = CertificateAuthority::FromPem(ca_.cert_pem);
+    auto ca = CertificateAuthority::FromPem(ca_pair().cert_pem);
     BOOST_REQUIRE(ca.ok());
     authority_ = *ca;
   }
-  MintedKeyPair ca_;
   std::shared_ptr<const CertificateAuthority> authority_;
-  std::map<std::pair<std::string, KeyType>, MintedKeyPair> pairs_;
-  std::map<std::pair<std::string, KeyType>, std::unique_ptr<NodeIdentity>> identities_;
 };
 
 // DER of a PEM certificate (also one NodeIdentity would refuse).
-inline std::string PemToDer(const std::string& pem) {
-  BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
-  X509* cert = PEM_read_bio_X509(bio, nullptr, nullptr, nullptr);
-  BIO_free(bio);
-  BOOST_REQUIRE(cert != nullptr);
-  unsigned char* buf = nullptr;
-  int len = i2d_X509(cert, &buf);
-  std::string der(reinterpret_cast<char*>(buf), static_cast<size_t>(len));
-  OPENSSL_free(buf);
-  X509_free(cert);
-  return der;
-}
+inline std::string PemToDer(const std::string& pem) { return election::testing::PemDer(pem); }
 
 inline BootId Boot(uint8_t b) {
   BootId id{};
@@ -96,26 +59,15 @@ inline BootId Boot(uint8_t b) {
 
 inline Heartbeat MakeHeartbeat(const NodeIdentity& id, const std::string& pool, uint64_t sequence,
                                BootId boot = Boot(1), bool reachable = false) {
-  Heartbeat hb;
-  hb.node = id.node();
-  hb.pool = pool;
+  Heartbeat hb = election::testing::MemberHeartbeat(id, pool, /*challenge=*/"", sequence);
   hb.boot_id = boot;
-  hb.sequence = sequence;
   hb.cloud_reachable = reachable;
-  hb.sent_wall_us = 1'767'225'600'000'000;
-  hb.certificate_fingerprint = id.fingerprint();
   return hb;
 }
 
 // The datagram of `hb` signed by `signer`.
 inline std::string Signed(const Heartbeat& hb, const NodeIdentity& signer) {
-  auto body = EncodeHeartbeatBody(hb);
-  BOOST_REQUIRE_MESSAGE(body.ok(), body.status().ToString());
-  auto sig = signer.Sign(*body);
-  BOOST_REQUIRE_MESSAGE(sig.ok(), sig.status().ToString());
-  auto datagram = EncodeHeartbeatDatagram(*body, *sig);
-  BOOST_REQUIRE_MESSAGE(datagram.ok(), datagram.status().ToString());
-  return *datagram;
+  return election::testing::SignedDatagram(signer, hb);
 }
 
 inline std::string CertificateDatagram(const NodeIdentity& id) {

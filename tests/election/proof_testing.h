@@ -25,34 +25,41 @@ inline MintedKeyPair MustMint(absl::StatusOr<MintedKeyPair> minted) {
   return *minted;
 }
 
-// One CA per instance and, lazily, one identity per (node, key type).
+// One CA per instance and, lazily, one key pair and identity per (node, key
+// type).
 class ProofPki {
  public:
   explicit ProofPki(const std::string& ca_name = "test-cluster-ca")
       : ca_(MustMint(MintCertificateAuthority(ca_name))) {}
   const MintedKeyPair& ca() const { return ca_; }
 
+  const MintedKeyPair& NodePair(const std::string& node, KeyType type = KeyType::kEcdsaP256) {
+    auto key = std::make_pair(node, type);
+    auto it = pairs_.find(key);
+    if (it == pairs_.end()) {
+      it = pairs_.emplace(key, MustMint(MintNodeCertificate(ca_, node, type))).first;
+    }
+    return it->second;
+  }
   const NodeIdentity& Identity(const std::string& node, KeyType type = KeyType::kEcdsaP256) {
     auto key = std::make_pair(node, type);
     auto it = identities_.find(key);
     if (it == identities_.end()) {
-      MintedKeyPair pair = MustMint(MintNodeCertificate(ca_, node, type));
+      const MintedKeyPair& pair = NodePair(node, type);
       auto id = NodeIdentity::FromPem(pair.cert_pem, pair.key_pem);
       BOOST_REQUIRE_MESSAGE(id.ok(), id.status().ToString());
-      pems_[key] = pair.cert_pem;
       it = identities_.emplace(key, std::move(*id)).first;
     }
     return *it->second;
   }
   const std::string& CertificatePem(const std::string& node, KeyType type = KeyType::kEcdsaP256) {
-    Identity(node, type);
-    return pems_[std::make_pair(node, type)];
+    return NodePair(node, type).cert_pem;
   }
 
  private:
   MintedKeyPair ca_;
+  std::map<std::pair<std::string, KeyType>, MintedKeyPair> pairs_;
   std::map<std::pair<std::string, KeyType>, std::unique_ptr<NodeIdentity>> identities_;
-  std::map<std::pair<std::string, KeyType>, std::string> pems_;
 };
 
 // A member's heartbeat: cut off, signed over `challenge`.
