@@ -15,8 +15,16 @@
 #             (INSTR_PASSES [10] passes), which the machine's load does not move;
 #             KEEP [] a directory to keep the callgrind output in (callgrind_annotate)
 #        LOADGEN [build/poolcoord-loadgen] PROOF_BENCH [build/poolcoord-proof-bench]
-# Prints one JSON line per measurement: {"mode","key","renewals","rate","status",...}
-# and, with INSTR, {"mode","key","instructions_per_renewal"}.
+# Prints one JSON line per measurement: {"mode","key","renewals","rate",
+# "server_cpu_us","loadgen_cpu_us","status","load",...}: server_cpu_us is the
+# server's user + system CPU per renewal over the timed pass (/proc/PID/stat),
+# loadgen_cpu_us the load generator's (getrusage), load the 1-minute load
+# average at its start; with INSTR, {"mode","key","instructions_per_renewal",
+# "in_store_update_per_renewal"} (the second: inside the memory store's Update,
+# where its write lock is held).
+#
+# The proofs are signed before the timed pass (poolcoord-proof-bench sign), as
+# members sign on their own nodes: the timed pass spends no CPU on signing.
 #
 # The DelegatedLeases are created by an admin (system:masters write without a
 # proof) in both modes, so both measure renewals only. The server runs with
@@ -96,6 +104,10 @@ proofs() {
   SEQ=$((SEQ + $1))
 }
 
+# cpu_ms PID: user + system CPU time of a process so far, in ms.
+TICK_MS=$((1000 / $(getconf CLK_TCK)))
+cpu_ms() { awk -v t="$TICK_MS" '{print ($14 + $15) * t}' "/proc/$1/stat"; }
+
 # renew MODE: one closed-loop pass over proofs.tsv (every line one renewal).
 renew() {
   local tmpl=$FX/dl_renew.tmpl
@@ -108,12 +120,15 @@ for round in $(seq "$ROUNDS"); do
     start "$mode"
     proofs 1; renew "$mode" >/dev/null 2>&1  # warm-up: each lease's first renewal
     proofs "$PASSES"
+    load=$(cut -d' ' -f1 /proc/loadavg)
+    cpu0=$(cpu_ms "$PID")
     out=$(renew "$mode" 2>"$WORK/loadgen.err") || { cat "$WORK/loadgen.err" >&2; exit 1; }
+    server_ms=$(($(cpu_ms "$PID") - cpu0))
     accepted=$(curl -ksf -H "Authorization: Bearer $ADMIN" "https://127.0.0.1:$PORT/metrics" |
                awk '/^poolcoord_delegation_proofs_total\{result="accepted"\}/ {print $2}')
     stop
-    python3 -c 'import json,sys; o=json.loads(sys.argv[1]); print(json.dumps({"mode": sys.argv[2], "key": sys.argv[3], "round": int(sys.argv[4]), "renewals": o["completed"], "rate": o["rate"], "p50_us": o.get("p50_us"), "p99_us": o.get("p99_us"), "status": o["status"], "proofs_accepted": float(sys.argv[5] or 0)}))' \
-      "$out" "$mode" "$KEY" "$round" "${accepted:-0}"
+    python3 -c 'import json,sys; o=json.loads(sys.argv[1]); n=o["completed"]; print(json.dumps({"mode": sys.argv[2], "key": sys.argv[3], "round": int(sys.argv[4]), "renewals": n, "rate": o["rate"], "server_cpu_us": round(float(sys.argv[6]) * 1e3 / n, 1), "loadgen_cpu_us": round(o["cpu_ms"] * 1e3 / n, 1), "p50_us": o.get("p50_us"), "p99_us": o.get("p99_us"), "status": o["status"], "proofs_accepted": float(sys.argv[5] or 0), "load": float(sys.argv[7])}))' \
+      "$out" "$mode" "$KEY" "$round" "${accepted:-0}" "$server_ms" "$load"
   done
 done
 
@@ -129,13 +144,20 @@ if [ -n "$INSTR" ]; then
     ir=$(for f in "$WORK"/callgrind.out.*; do grep -h '^summary:' "$f" 2>/dev/null || true; done |
          awk '{s += $2} END {print s + 0}')
     n=$(wc -l <"$WORK/proofs.tsv")
+    # Inside the memory store's Update: the atomic step, under the store's one
+    # write lock (and the watchers' wake-ups after it), where every other
+    # write waits.
+    step=$(for f in "$WORK"/callgrind.out.*; do
+             [ -s "$f" ] && callgrind_annotate --inclusive=yes "$f" 2>/dev/null |
+               grep -m1 'MemoryStore::Update(' || true
+           done | awk '{gsub(",", "", $1); s += $1} END {print s + 0}')
     if [ -n "$KEEP" ]; then
       mkdir -p "$KEEP"
       i=0
       for f in "$WORK"/callgrind.out.*; do cp "$f" "$KEEP/$mode-$KEY-$((i++)).callgrind"; done
     fi
     stop
-    python3 -c 'import json,sys; print(json.dumps({"mode": sys.argv[1], "key": sys.argv[2], "renewals": int(sys.argv[3]), "instructions_per_renewal": round(int(sys.argv[4]) / int(sys.argv[3]))}))' \
-      "$mode" "$KEY" "$n" "$ir"
+    python3 -c 'import json,sys; n=int(sys.argv[3]); print(json.dumps({"mode": sys.argv[1], "key": sys.argv[2], "renewals": n, "instructions_per_renewal": round(int(sys.argv[4]) / n), "in_store_update_per_renewal": round(int(sys.argv[5]) / n)}))' \
+      "$mode" "$KEY" "$n" "$ir" "$step"
   done
 fi

@@ -132,6 +132,14 @@ DelegationProofs::DelegationProofs(const base::Clock* clock, DelegationProofOpti
                                 "DelegatedLease writes by a pool leader without a delegation "
                                 "proof, let through by --delegation-proof=optional.")
                    .WithLabels({});
+  auto& checks = metrics->AddCounter(
+      "poolcoord_delegation_signature_checks_total",
+      "Signature verifications of delegation proofs, by phase: before_step (off the store's "
+      "lock, before a write's atomic step) or in_step (inside it: a write the API did not "
+      "precheck, or whose precheck failed).",
+      {"phase"});
+  checks_before_step_ = &checks.WithLabels({"before_step"});
+  checks_in_step_ = &checks.WithLabels({"in_step"});
   issued_ = &metrics
                  ->AddCounter("poolcoord_delegation_challenges_issued_total",
                               "Delegation challenges this replica issued to pools.")
@@ -271,6 +279,86 @@ DelegationProofs::CachedCertificate DelegationProofs::CertificateFor(const std::
     certificates_[key] = verdict;
   }
   return verdict;
+}
+
+std::string DelegationProofs::SignatureKeyOf(const NodeCertificate& cert, absl::string_view data,
+                                             absl::string_view signature) {
+  // The three exactly, length-prefixed so that no two triples share a key (a
+  // digest would cost more than the bytes: ~250 of them for a P-256 proof).
+  std::string key;
+  key.reserve(cert.fingerprint().size() + 16 + data.size() + signature.size());
+  key.append(reinterpret_cast<const char*>(cert.fingerprint().data()), cert.fingerprint().size());
+  const uint64_t lengths[2] = {data.size(), signature.size()};
+  key.append(reinterpret_cast<const char*>(lengths), sizeof(lengths));
+  key.append(data.data(), data.size());
+  key.append(signature.data(), signature.size());
+  return key;
+}
+
+void DelegationProofs::Remember(std::string key) {
+  absl::MutexLock lock(&memo_mu_);
+  if (signatures_.size() >= kMaxRememberedSignatures) {
+    older_signatures_ = std::move(signatures_);
+    signatures_.clear();
+  }
+  signatures_.insert(std::move(key));
+}
+
+bool DelegationProofs::SignatureHolds(const NodeCertificate& cert, absl::string_view data,
+                                      absl::string_view signature, bool in_step) {
+  std::string key = SignatureKeyOf(cert, data, signature);
+  {
+    absl::MutexLock lock(&memo_mu_);
+    if (signatures_.contains(key) || older_signatures_.contains(key)) {
+      ++memo_hits_;
+      return true;
+    }
+    ++signature_checks_;
+  }
+  (in_step ? checks_in_step_ : checks_before_step_)->Inc();
+  if (!cert.VerifySignature(data, signature)) return false;
+  Remember(std::move(key));
+  return true;
+}
+
+uint64_t DelegationProofs::remembered_signature_hits() const {
+  absl::MutexLock lock(&memo_mu_);
+  return memo_hits_;
+}
+
+uint64_t DelegationProofs::signature_checks() const {
+  absl::MutexLock lock(&memo_mu_);
+  return signature_checks_;
+}
+
+void DelegationProofs::Precheck(const store::DelegationProof& proof, const std::string& node) {
+  // What Verify would refuse before the signature is left to Verify (with its
+  // reason and its count): here it only ends the precheck.
+  if (options_.mode == ProofMode::kOff || proof.heartbeat.empty() ||
+      proof.heartbeat.size() > kMaxProofHeartbeatChars || proof.certificate.empty() ||
+      proof.certificate.size() > kMaxProofCertificateChars) {
+    return;
+  }
+  std::string datagram;
+  if (!absl::Base64Unescape(proof.heartbeat, &datagram) || datagram.empty()) return;
+  auto decoded = DecodeDatagram(datagram);
+  if (!decoded.ok() || decoded->type != DatagramType::kHeartbeat) return;
+  const SignedHeartbeat& signed_hb = decoded->heartbeat;
+  if (signed_hb.heartbeat.node != node) return;
+  std::string der;
+  if (absl::StartsWith(absl::StripLeadingAsciiWhitespace(proof.certificate), "-----BEGIN")) {
+    auto converted = PemToDer(proof.certificate);
+    if (!converted.ok()) return;
+    der = *std::move(converted);
+  } else if (!absl::Base64Unescape(proof.certificate, &der) || der.empty()) {
+    return;
+  }
+  const Fingerprint fp = CertificateFingerprint(der);
+  if (fp != signed_hb.heartbeat.certificate_fingerprint) return;
+  CachedCertificate cert = CertificateFor(der, fp);
+  if (cert.certificate == nullptr || cert.certificate->node() != node) return;
+  SignatureHolds(*cert.certificate, signed_hb.signed_bytes, signed_hb.signature,
+                 /*in_step=*/false);
 }
 
 absl::Status DelegationProofs::Refuse(absl::string_view node, absl::string_view rule,
@@ -446,7 +534,7 @@ absl::StatusOr<store::AcceptedProof> DelegationProofs::Verify(
                   absl::StrCat("the heartbeat is node ", base::GoQuote(hb.node), "'s, not ",
                                base::GoQuote(node), "'s; send ", node, "'s own heartbeat"));
   }
-  if (!nc.VerifySignature(signed_hb.signed_bytes, signed_hb.signature)) {
+  if (!SignatureHolds(nc, signed_hb.signed_bytes, signed_hb.signature, /*in_step=*/true)) {
     return Refuse(node, "bad_signature",
                   absl::StrCat("the heartbeat's signature does not verify with the key of ",
                                want_user,

@@ -56,11 +56,24 @@
 // cached (kCertificateCacheTtl, kMaxCachedCertificates); each use checks the
 // certificate's validity window again. A new client CA bundle empties the cache.
 //
+// Precheck: the signature check (a P-256 verify is ~90 µs, more than the rest
+// of a renewal) depends on nothing stored, so the API runs it before the
+// store's atomic step (Strategy::Precheck), where it holds no lock: on the
+// memory store Verify runs under the store's one write lock, and every other
+// write waited behind each verify. Precheck remembers the signatures that
+// verified (the certificate's fingerprint, the signed bytes and the signature,
+// ~250 bytes for P-256; kMaxRememberedSignatures, two generations); Verify then makes
+// every check as before, and for the signature finds it remembered. Sound as
+// the agent's VerificationMemo is: whether a signature verifies with a
+// certificate's key is a pure function of the three; only successes are kept.
+//
 // Metrics (names read by dashboards: keep them):
 //   poolcoord_delegation_proofs_total{result}    accepted | <rule>
 //   poolcoord_delegation_unproven_writes_total   writes without a proof let
 //                                                through by --delegation-proof=optional
 //   poolcoord_delegation_challenges_issued_total  (with accepted PoolLease writes)
+//   poolcoord_delegation_signature_checks_total{phase}  before_step (Precheck) |
+//                                                in_step (Verify, not remembered)
 // A proof check runs inside Store::Update, which the etcd3 store may repeat on
 // a conflict: an accepted proof is then counted once per attempt.
 //
@@ -76,6 +89,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -124,6 +138,10 @@ inline constexpr size_t kMaxCachedCertificates = 16384;
 // certificate; PEM adds its lines).
 inline constexpr size_t kMaxProofHeartbeatChars = 1868;   // 4 * ceil(1400 / 3)
 inline constexpr size_t kMaxProofCertificateChars = 8192;
+// Verified signatures remembered per generation (two generations: the last
+// 4,096 to 8,192; at most ~2.5 MB with RSA 2048's 256-byte signatures). Precheck
+// and Verify of one write are milliseconds apart: this is thousands of writes.
+inline constexpr size_t kMaxRememberedSignatures = 4096;
 
 class DelegationProofs {
  public:
@@ -170,6 +188,15 @@ class DelegationProofs {
                                               const store::Object& pool_lease,
                                               const std::optional<store::AcceptedProof>& last,
                                               std::optional<int32_t> lease_duration_seconds);
+  // Before the write's atomic step, off any store lock: verifies the proof's
+  // certificate (cached as Verify does) and signature for `node`, and remembers
+  // the signature when it verifies. Judges nothing: a proof that fails here is
+  // refused by Verify with its reason; counts nothing in the metrics.
+  void Precheck(const store::DelegationProof& proof, const std::string& node);
+  // Signatures Verify found remembered (Precheck) and checked itself, for tests.
+  uint64_t remembered_signature_hits() const;
+  uint64_t signature_checks() const;
+
   // A write let through without a proof (--delegation-proof=optional).
   void CountUnproven();
   // The 403 for a write without a proof under --delegation-proof=required
@@ -204,12 +231,23 @@ class DelegationProofs {
   std::optional<std::string> PoolHolding(absl::string_view value, absl::string_view except);
   // The verified certificate for `der` (cached), or the refusal.
   CachedCertificate CertificateFor(const std::string& der, const Fingerprint& fingerprint);
+  // The memo's key: the certificate's fingerprint, the signed bytes and the
+  // signature.
+  static std::string SignatureKeyOf(const NodeCertificate& cert, absl::string_view data,
+                                    absl::string_view signature);
+  // cert.VerifySignature(data, signature), or true when remembered.
+  bool SignatureHolds(const NodeCertificate& cert, absl::string_view data,
+                      absl::string_view signature, bool in_step);
+  // Remembers a signature that verified.
+  void Remember(std::string key);
 
   const base::Clock* const clock_;
   const DelegationProofOptions options_;
   base::CounterFamily* proofs_ = nullptr;
   base::Counter* unproven_ = nullptr;
   base::Counter* issued_ = nullptr;
+  base::Counter* checks_before_step_ = nullptr;
+  base::Counter* checks_in_step_ = nullptr;
   std::unique_ptr<base::MetricsRegistry> own_metrics_;  // when none was given
 
   absl::Mutex mu_;
@@ -221,6 +259,13 @@ class DelegationProofs {
   uint64_t ca_generation_ ABSL_GUARDED_BY(ca_mu_) = 0;
   // SHA-256 of the DER, as bytes -> the verdict.
   absl::flat_hash_map<std::string, CachedCertificate> certificates_ ABSL_GUARDED_BY(ca_mu_);
+
+  mutable absl::Mutex memo_mu_;
+  // The current generation and the one before (Remember moves it there when full).
+  absl::flat_hash_set<std::string> signatures_ ABSL_GUARDED_BY(memo_mu_);
+  absl::flat_hash_set<std::string> older_signatures_ ABSL_GUARDED_BY(memo_mu_);
+  uint64_t memo_hits_ ABSL_GUARDED_BY(memo_mu_) = 0;
+  uint64_t signature_checks_ ABSL_GUARDED_BY(memo_mu_) = 0;
 };
 
 }  // namespace poolcoord::election

@@ -427,6 +427,7 @@ Response Create(const GenericStore& kind, Request& request) {
   // The change the client asked for, before the store's own stamps, as
   // kube-apiserver's create handler records it.
   RecordUpdate(nullptr, *decoded->object, ManagerOf(kind, request, ""));
+  kind.Precheck(request.user, *decoded->object);
   std::vector<std::string> warnings = std::move(decoded->warnings);
   auto result = kind.Create(request.user, std::move(decoded->object), decoded->dry_run, &warnings);
   if (!result.ok()) return ErrorResponse(result.status());
@@ -444,6 +445,7 @@ Response Update(const GenericStore& kind, const ResourcePath& path, Request& req
     return ErrorResponse(SpecRequired(path.kind, path.name));
   }
   const FieldManagerRequest manager = ManagerOf(kind, request, path.subresource);
+  if (subresource == registry::Subresource::kMain) kind.Precheck(request.user, *obj);
   std::vector<std::string> warnings = std::move(decoded->warnings);
   auto result = kind.Update(
       request.user, path.name, subresource,
@@ -472,7 +474,13 @@ absl::Status ValidatePatchOptions(const Request& request, bool apply) {
   return absl::OkStatus();
 }
 
-
+// ?force= as kube-apiserver converts a query boolean: "false" (any case) and "0"
+// are false, anything else true.
+bool ForceApply(const Request& request) {
+  if (!request.HasQuery("force")) return false;
+  const std::string v = absl::AsciiStrToLower(std::string(request.Query("force")));
+  return v != "false" && v != "0";
+}
 
 // Server-side apply: the configuration merged onto the object (or creating it),
 // fields owned per manager, conflicts as 409 unless forced (handlers/apply.h).
@@ -505,7 +513,7 @@ Response Apply(const GenericStore& kind, const ResourcePath& path, Request& requ
   body->doc.RemoveMember(subresource == registry::Subresource::kStatus ? "spec" : "status");
   std::vector<std::string> warnings;
   if (validation == FieldValidation::kWarn) warnings = std::move(duplicates);
-  const bool force = request.QueryBool("force");
+  const bool force = ForceApply(request);
   registry::UpdateOptions options;
   options.create_if_missing = true;
   options.skip_if_unchanged = true;
@@ -558,6 +566,16 @@ Response Patch(const GenericStore& kind, const ResourcePath& path, Request& requ
   const std::vector<std::string> duplicates =
       StrictFindings(parsed->duplicates, {}, json_patch ? "json patch " : "");
   std::vector<std::string> warnings;
+  if (merge_patch && subresource == registry::Subresource::kMain && duplicates.empty()) {
+    // The spec fields the patch sets, for the strategy's Precheck (a renewal
+    // with its delegation proof: the signature checked off the store's lock).
+    Object fields;
+    fields.kind = path.kind;
+    fields.metadata.name = path.name;
+    if (MutableObjectPtr proposed = TryApplySpecMergePatch(fields, patch)) {
+      kind.Precheck(request.user, *proposed);
+    }
+  }
   // The patch applies to the stored object inside the store's atomic update, so
   // a concurrent writer can never slip between read and write.
   auto patched = [&](const ObjectPtr& current) -> absl::StatusOr<MutableObjectPtr> {
@@ -781,7 +799,7 @@ Response ServeResource(const RestContext& ctx, const ResourcePath& path, Request
     return MethodNotAllowed(request);
   }
   if (m == "GET") {
-    if (request.QueryBool("watch")) {
+    if (request.Query("watch") == "true" || request.Query("watch") == "1") {
       // A watch on one named object, as kube-apiserver serves GET .../<name>?watch=true.
       auto opts = ParseListOptions(request, path.kind);
       if (!opts.ok()) return ErrorResponse(opts.status());

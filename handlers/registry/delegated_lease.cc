@@ -35,6 +35,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/quote.h"
+#include "election/delegation_proof.h"
 #include "election/lease_rules.h"
 #include "election/membership.h"
 #include "handlers/openapi_schema.h"
@@ -121,6 +122,14 @@ class DelegatedLeaseKind final : public LeaseKind {
     return causes;
   }
 
+  // The proof's signature, off the store's lock (DelegationProofs::Precheck):
+  // Admit's Verify finds it checked.
+  void Precheck(const WriteContext& ctx, const Object& proposed) const override {
+    if (ctx.user.IsMaster()) return;  // the rules check no proof of system:masters
+    election::DelegationProofs* proofs = ctx.rules->delegation_proofs();
+    const auto& proof = store::DelegationOf(proposed).proof;
+    if (proofs != nullptr && proof) proofs->Precheck(*proof, proposed.metadata.name);
+  }
   absl::Status CheckWriter(const WriteContext& ctx, const Object& object) const override {
     return ctx.rules->CheckDelegatedLeaseWriter(ctx.user, object.metadata.name);
   }

@@ -127,6 +127,10 @@ absl::Status GenericStore::AdmitCreate(const WriteContext& ctx, Object& next,
   return absl::OkStatus();
 }
 
+void GenericStore::Precheck(const base::UserInfo& user, const Object& proposed) const {
+  if (rules_) strategy_.Precheck(Context(user), proposed);
+}
+
 absl::StatusOr<store::WriteResult> GenericStore::Create(const base::UserInfo& user,
                                                         MutableObjectPtr obj, bool dry_run,
                                                         std::vector<std::string>* warnings) const {

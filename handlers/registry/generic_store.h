@@ -100,6 +100,10 @@ class GenericStore {
                                             store::MutableObjectPtr object, bool dry_run,
                                             std::vector<std::string>* warnings) const;
 
+  // The strategy's Precheck (strategy.h) of a write's proposed fields, before
+  // its atomic step; nothing without lease rules. Thread-safe.
+  void Precheck(const base::UserInfo& user, const store::Object& proposed) const;
+
   // Updates `name` (or its status) to what `updated` proposes. Errors: 404,
   // whatever `updated` returns, 409 on a stale resourceVersion or another uid,
   // 422 (ObjectMeta, the kind's validation), the rules' errors. An update that

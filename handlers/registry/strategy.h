@@ -136,6 +136,18 @@ class Strategy {
     return {};
   }
 
+  // --- before the atomic step
+
+  // Work on a write's own fields that depends on nothing stored, run by the
+  // handler before the store's atomic step, so that it holds no store lock
+  // (the memory store runs every write's step under one lock). Called only
+  // with ctx.rules set, with the create's or PUT's object, or for a merge
+  // patch of spec fields alone, with those fields on an empty object of the
+  // kind (name set); not for other patches. It may only prepare what Admit
+  // would compute anyway (a cache): Admit judges the write in full, whether
+  // or not this ran. Default: nothing.
+  virtual void Precheck(const WriteContext& ctx, const store::Object& proposed) const {}
+
   // --- admission: the lease rules (election/). Called only with ctx.rules set,
   // inside the store's atomic step, so what they read through `reader` cannot
   // change before the write they approve is stored.

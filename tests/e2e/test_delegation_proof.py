@@ -11,7 +11,9 @@ in this test shares code with the server's check.
   heartbeat, a replayed sequence: 403 with the rule in the one cause on
   spec.proof and nothing written; a proof that is not base64: 422; an honest
   proof: 201/200 with status.proof and never spec.proof in any answer; the
-  metric by result; kubectl apply -f of a proven write.
+  metric by result; every signature of a create, merge patch and PUT checked
+  before the store's atomic step, none inside it; kubectl apply -f of a
+  proven write.
 - --delegation-proof=optional: a write without a proof passes and is counted;
   one with a bad proof is still refused.
 - Two replicas on one etcd: a proof accepted through one replica is a replay on
@@ -180,6 +182,9 @@ def honest_proof_recorded_never_returned(s):
     challenge = take(s)
     leader = s.token("hz-1-token")
     before = metric(s, "poolcoord_delegation_proofs_total", 'result="accepted"')
+    checks = "poolcoord_delegation_signature_checks_total"
+    in_step_before = metric(s, checks, 'phase="in_step"')
+    before_step_before = metric(s, checks, 'phase="before_step"')
     r = expect_status(leader.request("POST", f"{BASE}/delegatedleases",
                                      delegated("hz-3", "hangzhou", "hz-1",
                                                heartbeat(Env.pki, "hz-3", "hangzhou", challenge, 7))),
@@ -214,6 +219,13 @@ def honest_proof_recorded_never_returned(s):
     got["spec"]["proof"] = heartbeat(Env.pki, "hz-3", "hangzhou", challenge, 9)
     r = expect_status(leader.request("PUT", f"{BASE}/delegatedleases/hz-3", got), 200).json()
     expect(r["status"]["proof"]["sequence"] == 9, r["status"])
+    # Create, merge patch and PUT had their signatures checked before the
+    # store's atomic step (off its lock), none inside it: 7, its replay (signed
+    # again: ECDSA signatures differ), 8 and 9; the proof-less PATCH has none.
+    in_step = metric(s, checks, 'phase="in_step"') - in_step_before
+    before_step = metric(s, checks, 'phase="before_step"') - before_step_before
+    expect(in_step == 0, f"{in_step} signatures checked inside the store's step")
+    expect(before_step == 4, f"{before_step} signatures checked before the step, want 4")
 
 
 def kubectl_apply_with_proof(s):

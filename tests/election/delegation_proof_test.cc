@@ -302,6 +302,42 @@ BOOST_AUTO_TEST_CASE(BadSignature) {
                 "bad_signature");
 }
 
+// Precheck (before the store's step, off its lock) verifies the signature once;
+// the rules' Verify then finds it remembered and makes every other check.
+BOOST_AUTO_TEST_CASE(PrecheckedSignatureIsVerifiedOnce) {
+  World w;
+  const ps::DelegationProof proof = w.Fresh(1);
+  w.a.proofs.Precheck(proof, "hz-2");
+  BOOST_TEST(w.a.proofs.signature_checks() == 1u);
+  BOOST_TEST(w.a.proofs.Count("accepted") == 0u);  // judges nothing
+  BOOST_TEST(w.Write(proof).ok());
+  BOOST_TEST(w.a.proofs.signature_checks() == 1u);
+  BOOST_TEST(w.a.proofs.remembered_signature_hits() == 1u);
+  // Remembered is not accepted: the same proof again is a replay.
+  ExpectRefused(w.Write(proof), 403, "replay");
+  // Without a precheck, Verify checks the signature itself.
+  BOOST_TEST(w.Write(w.Fresh(2)).ok());
+  BOOST_TEST(w.a.proofs.signature_checks() == 2u);
+}
+
+// What fails the signature is never remembered; Precheck of a proof for
+// another node (or of a malformed one) checks nothing.
+BOOST_AUTO_TEST_CASE(PrecheckRemembersOnlyValidSignatures) {
+  World w;
+  const auto& id = Pki().Identity("hz-2");
+  std::string datagram = SignedDatagram(id, MemberHeartbeat(id, "hangzhou", w.Challenge(), 1));
+  datagram.back() ^= 0x01;
+  const ps::DelegationProof bad = ProofOf(datagram, id);
+  w.a.proofs.Precheck(bad, "hz-2");
+  BOOST_TEST(w.a.proofs.signature_checks() == 1u);
+  ExpectRefused(w.Write(bad), 403, "bad_signature");
+  BOOST_TEST(w.a.proofs.signature_checks() == 2u);
+  BOOST_TEST(w.a.proofs.remembered_signature_hits() == 0u);
+  w.a.proofs.Precheck(w.Fresh(2), "hz-3");  // hz-2's heartbeat, for hz-3
+  w.a.proofs.Precheck(ps::DelegationProof{"not base64!", "x"}, "hz-2");
+  BOOST_TEST(w.a.proofs.signature_checks() == 2u);
+}
+
 BOOST_AUTO_TEST_CASE(CertificateTheHeartbeatDoesNotName) {
   World w;
   const auto& id = Pki().Identity("hz-2");
