@@ -509,15 +509,16 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ServerOptions&
     transport.client_ca_files.push_back(options.requestheader_client_ca_file);
   }
   if (options.storage_backend == "etcd3") {
-    // Requests are served on the I/O threads, and on etcd3 a write holds its
-    // thread through its round trips to etcd (a range, then a txn). With the
-    // default two threads the watch streams of that thread wait meanwhile, and
-    // the next write queues behind their fan-out: at 1,000 watchers and 20
-    // writes/s, writes took p50 52 ms on etcd3 against 3.6 ms on the memory
-    // store in the same run, at the same server CPU per write (issue 13 part 4).
-    // A few more threads keep the streams going while writes wait for etcd; the
-    // count does not grow with watchers or connections.
-    transport.io_threads = 8;
+    // On etcd3 a handler waits for its round trips to etcd (a write: a range,
+    // then a txn). On an I/O thread that wait held back the watch streams of
+    // the thread and queued the next write behind their fan-out (at 1,000
+    // watchers and 20 writes/s, writes p50 52 ms on etcd3 against 3.6 ms on
+    // the memory store). Eight I/O threads hid the wait but cost the fan-out
+    // 5x the context switches (439 against 85 per write with two) and a third
+    // more CPU per write. So handlers wait on a pool of their own and the I/O
+    // threads stay at the default (issue 13 part 4); neither count grows with
+    // watchers or connections.
+    transport.handler_threads = 8;
   }
   transport.error_responder = [](const absl::Status& status) {
     return handlers::ErrorResponse(status);

@@ -47,6 +47,9 @@ class Session;
 struct Shared {
   TlsServerOptions options;
   RequestHandler handler;
+  // Where handlers run when options.handler_threads > 0 (owned by the Impl,
+  // which outlives every handler it runs); nullptr: on the I/O threads.
+  net::thread_pool* handler_pool = nullptr;
   std::atomic<bool> shutting_down{false};
 
   absl::Mutex mu;
@@ -669,18 +672,47 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     request.body = std::move(req.body());
 
-    handlers::Response response;
-    try {
-      response = shared_->handler(request, conn_);
-    } catch (const std::exception& e) {
-      response = PlainError(store::InternalError(absl::StrCat("unhandled error: ", e.what())));
-    } catch (...) {
-      response = PlainError(store::InternalError("unhandled error"));
+    const bool head = request.method == "HEAD";
+    if (shared_->handler_pool != nullptr) {
+      // The connection waits (state kActive, nothing else pending on it) while
+      // the handler runs on the pool; its answer comes back to this strand.
+      net::post(*shared_->handler_pool,
+                [self = shared_from_this(), request = std::move(request), head]() mutable {
+                  handlers::Response response = self->Handle(request);
+                  net::post(self->executor(),
+                            [self, response = std::move(response), head]() mutable {
+                              self->Respond(std::move(response), head);
+                            });
+                });
+      return;
     }
-    if (response.stream && request.method != "HEAD") {
+    Respond(Handle(request), head);
+  }
+
+  // Runs the handler (on this strand, or on the handler pool: it reads only
+  // conn_, which does not change while a request is active).
+  handlers::Response Handle(handlers::Request& request) {
+    try {
+      return shared_->handler(request, conn_);
+    } catch (const std::exception& e) {
+      return PlainError(store::InternalError(absl::StrCat("unhandled error: ", e.what())));
+    } catch (...) {
+      return PlainError(store::InternalError("unhandled error"));
+    }
+  }
+
+  void Respond(handlers::Response response, bool head) {
+    if (state_ == State::kClosing) {
+      // Closed while the handler ran on the pool (server shutdown): a stream's
+      // source is released here, as EndStream would.
+      if (response.stream) response.stream->Cancel();
+      FinishRequest();
+      return;
+    }
+    if (response.stream && !head) {
       StartStream(std::move(response));
     } else {
-      WriteResponse(std::move(response), request.method == "HEAD");
+      WriteResponse(std::move(response), head);
     }
   }
 
@@ -755,6 +787,12 @@ class Session : public std::enable_shared_from_this<Session> {
     stream_res_.reset();
     if (ec || state_ == State::kClosing) return EndStream(/*clean=*/false);
     StartBackgroundRead();
+    // A streaming connection keeps its record buffer between chunks (until
+    // EndStream): each watch event otherwise allocated and freed OpenSSL's
+    // 17 KiB write buffer, a large malloc that also consolidates the heap's
+    // fast bins (issue 13 part 4). Set after the background read started, so
+    // an idle watch still holds no read buffer.
+    if (SSL* ssl = stream_.native_handle()) SSL_clear_mode(ssl, SSL_MODE_RELEASE_BUFFERS);
     PumpStream();
   }
 
@@ -865,6 +903,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void EndStream(bool clean) {
     StopWaiting();
     CancelStreamTimer();
+    // Freed again after the next record (the final chunk), as on every other connection.
+    if (SSL* ssl = stream_.native_handle()) SSL_set_mode(ssl, SSL_MODE_RELEASE_BUFFERS);
     stream_wake_ = nullptr;
     // Released when this handler returns: the write below holds the session.
     std::shared_ptr<Session> self = std::move(self_while_streaming_);
@@ -1125,6 +1165,9 @@ struct TlsServer::Impl {
   absl::Mutex ctx_mu;
   TlsMaterial material ABSL_GUARDED_BY(ctx_mu);
   std::shared_ptr<SSL_CTX> ctx ABSL_GUARDED_BY(ctx_mu);
+  // After ioc: destroyed (stopped and joined) first, since its handlers post
+  // their answers to ioc.
+  std::optional<net::thread_pool> handler_pool;
 
   explicit Impl(int threads_hint) : ioc(threads_hint) {}
   ~Impl() {
@@ -1274,6 +1317,10 @@ absl::StatusOr<std::unique_ptr<TlsServer>> TlsServer::Start(TlsServerOptions opt
   impl->shared->options = std::move(options);
   impl->shared->handler = std::move(handler);
   if (absl::Status st = impl->Init(); !st.ok()) return st;
+  if (impl->shared->options.handler_threads > 0) {
+    impl->handler_pool.emplace(static_cast<size_t>(impl->shared->options.handler_threads));
+    impl->shared->handler_pool = &*impl->handler_pool;
+  }
   impl->DoAccept();
   impl->ScheduleTrim();
   impl->RunThreads(threads);
@@ -1372,6 +1419,12 @@ bool TlsServer::Shutdown(std::chrono::milliseconds grace) {
   impl_->ioc.stop();
   for (std::thread& t : impl_->threads) t.join();
   impl_->threads.clear();
+  if (impl_->handler_pool) {
+    // Handlers still queued are dropped, running ones finish; their answers
+    // go to the stopped ioc and are never run.
+    impl_->handler_pool->stop();
+    impl_->handler_pool->join();
+  }
   return clean;
 }
 

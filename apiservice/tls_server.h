@@ -39,7 +39,10 @@
 //   runs the connection is read in the background, so a client that goes away
 //   cancels the source at once. At shutdown a waiting stream ends with its final
 //   chunk.
-// - The handler runs on an I/O thread and must not block for long.
+// - The handler runs on an I/O thread and must not block for long, or, with
+//   `handler_threads` > 0, on a fixed pool of that many threads, for handlers
+//   that wait (a store's round trips to etcd): the I/O threads then only read,
+//   write and stream, and their count need not grow for the waits.
 #pragma once
 
 #include <chrono>
@@ -66,7 +69,8 @@ struct ConnectionInfo {
   std::shared_ptr<const PeerCertificates> peer;
 };
 
-// Serves one request. Runs on an I/O thread; must not throw (an exception is
+// Serves one request. Runs on an I/O thread (or a handler thread, see
+// TlsServerOptions::handler_threads); must not throw (an exception is
 // answered 500).
 using RequestHandler =
     std::function<handlers::Response(handlers::Request& request, const ConnectionInfo& connection)>;
@@ -84,6 +88,8 @@ struct TlsServerOptions {
   // certificate only when it chains to one of them). Empty: no names.
   std::vector<std::string> client_ca_files;
   int io_threads = 0;  // 0: max(2, hardware concurrency)
+  // Threads that run the handler; 0: the handler runs on the I/O threads.
+  int handler_threads = 0;
   std::chrono::milliseconds handshake_timeout{10'000};
   std::chrono::milliseconds read_header_timeout{32'000};  // kube-apiserver's
   std::chrono::milliseconds idle_timeout{90'000};         // kube-apiserver's

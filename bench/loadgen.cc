@@ -25,8 +25,16 @@
 // The result is one JSON object on stdout (latencies in microseconds); progress
 // and errors go to stderr. Exit status 2 for usage errors, 1 when nothing worked.
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <sys/epoll.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -41,6 +49,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <deque>
 #include <fstream>
@@ -778,105 +787,156 @@ std::string_view RenewTimeOf(std::string_view line) {
   return line.substr(p, q - p);
 }
 
-class Watcher : public std::enable_shared_from_this<Watcher> {
+// One watch, read without Asio or Beast: a blocking connect, handshake and
+// request, then the socket goes non-blocking into its reader thread's epoll set
+// and OpenSSL reads it directly (read-ahead: one recv per readiness takes every
+// record the socket has). The body is scanned for event lines, not de-chunked
+// or parsed: an event is a line starting with '{' (the chunk framing lines are
+// hex digits or empty), and its renewTime is found by substring. Reading 1,000
+// streams on the machine the server runs on competes with the server for the
+// CPU, so the reader should cost as little as a client can (issue 13 part 4).
+class Watcher {
  public:
-  Watcher(net::io_context& ioc, ssl::context& ctx, Target target,
-          std::shared_ptr<http::request<http::string_body>> req, FanoutState* state,
-          Tally* tally, std::function<void()> settled)
-      : stream_(ioc, ctx),
-        target_(std::move(target)),
-        req_(std::move(req)),
-        state_(state),
-        tally_(tally),
-        settled_(std::move(settled)) {}
+  Watcher(SSL_CTX* ctx, Target target, std::string request, Tally* tally)
+      : ctx_(ctx), target_(std::move(target)), request_(std::move(request)), tally_(tally) {}
+  ~Watcher() {
+    if (ssl_ != nullptr) SSL_free(ssl_);
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Watcher(const Watcher&) = delete;
+  Watcher& operator=(const Watcher&) = delete;
 
-  void Start() {
-    tcp::endpoint ep(net::ip::make_address(target_.host), target_.port);
-    beast::get_lowest_layer(stream_).expires_after(std::chrono::seconds(60));
-    beast::get_lowest_layer(stream_).async_connect(ep, [self = shared_from_this()](beast::error_code ec) {
-      if (ec) return self->Failed("connect", ec);
-      self->stream_.async_handshake(ssl::stream_base::client, [self](beast::error_code ec) {
-        if (ec) return self->Failed("handshake", ec);
-        http::async_write(self->stream_, *self->req_, [self](beast::error_code ec, size_t) {
-          if (ec) return self->Failed("write", ec);
-          self->parser_.body_limit(boost::none);
-          http::async_read_header(self->stream_, self->buffer_, self->parser_,
-                                  [self](beast::error_code ec, size_t) { self->OnHeader(ec); });
-        });
-      });
-    });
+  int fd() const { return fd_; }
+
+  // Connects, sends the watch request and reads the response header (blocking,
+  // up to `timeout_s` per step). False with a message on failure.
+  bool Open(double timeout_s, std::string* error) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd_ < 0) return Fail("socket", error);
+    timeval tv{};
+    tv.tv_sec = static_cast<time_t>(timeout_s);
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    int one = 1;
+    ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(target_.port);
+    if (::inet_pton(AF_INET, target_.host.c_str(), &addr.sin_addr) != 1) {
+      *error = "bad --host " + target_.host;
+      return false;
+    }
+    if (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      return Fail("connect", error);
+    }
+    ssl_ = SSL_new(ctx_);
+    SSL_set_fd(ssl_, fd_);
+    SSL_set_read_ahead(ssl_, 1);
+    if (SSL_connect(ssl_) != 1) return Fail("handshake", error);
+    size_t written = 0;
+    if (SSL_write_ex(ssl_, request_.data(), request_.size(), &written) != 1) {
+      return Fail("write", error);
+    }
+    std::string head;
+    char buf[16384];
+    size_t header_end;
+    while ((header_end = head.find("\r\n\r\n")) == std::string::npos) {
+      size_t n = 0;
+      if (SSL_read_ex(ssl_, buf, sizeof buf, &n) != 1) return Fail("read header", error);
+      head.append(buf, n);
+    }
+    if (head.compare(0, 13, "HTTP/1.1 200 ") != 0) {
+      *error = "watch got " + head.substr(0, head.find('\r'));
+      return false;
+    }
+    const int flags = ::fcntl(fd_, F_GETFL);
+    ::fcntl(fd_, F_SETFL, flags | O_NONBLOCK);
+    const SteadyTime now = SteadyClock::now();
+    Consume(std::string_view(head).substr(header_end + 4), now);
+    return true;
   }
 
-  void Stop() {
-    beast::error_code ignored;
-    beast::get_lowest_layer(stream_).socket().close(ignored);
+  // Reads what the socket has (its reader thread, on readiness). False once the
+  // stream ended or failed.
+  bool OnReadable(char* buf, size_t size) {
+    const SteadyTime now = SteadyClock::now();
+    for (;;) {
+      size_t n = 0;
+      if (SSL_read_ex(ssl_, buf, size, &n) == 1) {
+        Consume(std::string_view(buf, n), now);
+        if (SSL_has_pending(ssl_) == 0) return true;  // epoll says when there is more
+        continue;
+      }
+      const int err = SSL_get_error(ssl_, 0);
+      ERR_clear_error();
+      return err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE;
+    }
   }
 
  private:
-  // Once per watcher, when its watch is established or has failed: lets the next
-  // one connect (a bounded number of handshakes at a time, as real clients arrive).
-  void Settle() {
-    if (settled_) {
-      auto fn = std::move(settled_);
-      settled_ = nullptr;
-      fn();
-    }
+  bool Fail(const char* what, std::string* error) {
+    *error = std::string(what) + ": " + std::strerror(errno);
+    ERR_clear_error();
+    return false;
   }
 
-  void OnHeader(beast::error_code ec) {
-    if (ec) return Failed("read header", ec);
-    if (parser_.get().result_int() != 200) {
-      std::fprintf(stderr, "loadgen: watch got HTTP %d\n", parser_.get().result_int());
-      ++state_->watchers_failed;
-      Settle();
-      return;
+  void Consume(std::string_view data, SteadyTime now) {
+    pending_.append(data.data(), data.size());
+    size_t start = 0;
+    for (size_t nl; (nl = pending_.find('\n', start)) != std::string::npos; start = nl + 1) {
+      std::string_view line(pending_.data() + start, nl - start);
+      if (line.empty() || line[0] != '{') continue;  // chunk framing
+      ++tally_->events;
+      std::string_view rt = RenewTimeOf(line);
+      if (rt.empty()) continue;
+      Seen& seen = tally_->by_renew_time[std::string(rt)];
+      ++seen.received;
+      seen.last = std::max(seen.last, now);
     }
-    ++state_->watchers_ready;
-    Settle();
-    beast::get_lowest_layer(stream_).expires_never();
-    on_body_ = [this](uint64_t, std::string_view body, beast::error_code&) -> size_t {
-      const SteadyTime now = SteadyClock::now();
-      pending_.append(body.data(), body.size());
-      size_t start = 0;
-      for (size_t nl; (nl = pending_.find('\n', start)) != std::string::npos; start = nl + 1) {
-        std::string_view line(pending_.data() + start, nl - start);
-        ++tally_->events;
-        std::string_view rt = RenewTimeOf(line);
-        if (rt.empty()) continue;
-        Seen& seen = tally_->by_renew_time[std::string(rt)];
-        ++seen.received;
-        seen.last = std::max(seen.last, now);
-      }
-      pending_.erase(0, start);
-      return body.size();
-    };
-    parser_.on_chunk_body(on_body_);  // Beast keeps a reference: on_body_ outlives the parser
-    http::async_read(stream_, buffer_, parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
-      if (ec && ec != net::error::operation_aborted) self->Failed("stream", ec);
-    });
+    pending_.erase(0, start);
   }
 
-  void Failed(const char* what, beast::error_code ec) {
-    const bool established = !settled_;
-    if (!established && state_->watchers_failed++ < 3) {
-      std::fprintf(stderr, "loadgen: watcher %s: %s\n", what, ec.message().c_str());
-    } else if (established && state_->watchers_lost++ < 3) {
-      std::fprintf(stderr, "loadgen: established watch lost (%s): %s\n", what, ec.message().c_str());
-    }
-    Settle();
-  }
-
-  beast::ssl_stream<beast::tcp_stream> stream_;
+  SSL_CTX* ctx_;
   Target target_;
-  std::shared_ptr<http::request<http::string_body>> req_;
-  FanoutState* state_;
+  std::string request_;
   Tally* tally_;
-  beast::flat_buffer buffer_;
-  std::function<size_t(uint64_t, std::string_view, beast::error_code&)> on_body_;
-  http::response_parser<http::empty_body> parser_;
+  int fd_ = -1;
+  SSL* ssl_ = nullptr;
   std::string pending_;
-  std::function<void()> settled_;
 };
+
+// One reader thread: opens its share of the watches one after the other, then
+// reads whichever is ready until `stop`.
+void RunWatchReader(std::vector<std::unique_ptr<Watcher>>* mine, FanoutState* state,
+                    double setup_s, const std::atomic<bool>* stop) {
+  const int ep = ::epoll_create1(EPOLL_CLOEXEC);
+  for (auto& w : *mine) {
+    std::string error;
+    if (!w->Open(setup_s, &error)) {
+      if (state->watchers_failed++ < 3) std::fprintf(stderr, "loadgen: watcher %s\n", error.c_str());
+      w.reset();
+      continue;
+    }
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = w.get();
+    ::epoll_ctl(ep, EPOLL_CTL_ADD, w->fd(), &ev);
+    ++state->watchers_ready;
+  }
+  std::vector<char> buf(64 * 1024);
+  epoll_event events[256];
+  while (!stop->load(std::memory_order_relaxed)) {
+    const int n = ::epoll_wait(ep, events, 256, 100);
+    for (int i = 0; i < n; ++i) {
+      auto* w = static_cast<Watcher*>(events[i].data.ptr);
+      if (!w->OnReadable(buf.data(), buf.size())) {
+        ::epoll_ctl(ep, EPOLL_CTL_DEL, w->fd(), nullptr);
+        if (state->watchers_lost++ < 3) std::fprintf(stderr, "loadgen: established watch lost\n");
+      }
+    }
+  }
+  ::close(ep);
+}
 
 int RunFanout(const Flags& f) {
   Common c;
@@ -897,42 +957,38 @@ int RunFanout(const Flags& f) {
   // The main context's work (connect pacing, writes) comes and goes; it must
   // keep running until the drain ends.
   auto main_work = net::make_work_guard(ioc);
-  std::vector<std::unique_ptr<net::io_context>> watcher_iocs;
-  std::vector<net::executor_work_guard<net::io_context::executor_type>> watcher_work;
   std::vector<Tally> tallies(watcher_threads);
-  std::vector<std::thread> watcher_pool;
-  for (int i = 0; i < watcher_threads; ++i) {
-    watcher_iocs.push_back(std::make_unique<net::io_context>(1));
-    watcher_work.push_back(net::make_work_guard(*watcher_iocs.back()));
-  }
-  for (int i = 0; i < watcher_threads; ++i) {
-    watcher_pool.emplace_back([&watcher_iocs, i] { watcher_iocs[i]->run(); });
-  }
-  ssl::context ctx(ssl::context::tls_client);
-  ctx.set_verify_mode(ssl::verify_none);
+  SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+  SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, nullptr);
+  ssl::context write_ctx(ssl::context::tls_client);
+  write_ctx.set_verify_mode(ssl::verify_none);
   FanoutState state;
 
   ExpandContext we;
   we.now_us = WallMicros();
   we.fields = &c.keys[0];
-  auto watch_req = Build(watch_t, c.target, we);
-  const int concurrency = std::max(1, static_cast<int>(f.Num("connect-concurrency", 50)));
-  std::vector<std::shared_ptr<Watcher>> ws;
-  std::function<void()> start_next = [&] {
-    if (static_cast<int>(ws.size()) >= watchers) return;
-    const size_t t = ws.size() % watcher_iocs.size();
-    ws.push_back(std::make_shared<Watcher>(*watcher_iocs[t], ctx, c.target, watch_req, &state,
-                                           &tallies[t],
-                                           [&] { net::post(ioc, [&] { start_next(); }); }));
-    net::post(*watcher_iocs[t], [w = ws.back()] { w->Start(); });
-  };
-  for (int i = 0; i < std::min(concurrency, watchers); ++i) start_next();
+  std::string watch_req;
+  {
+    std::ostringstream os;
+    os << *Build(watch_t, c.target, we);
+    watch_req = os.str();
+  }
+  std::vector<std::vector<std::unique_ptr<Watcher>>> shares(watcher_threads);
+  for (int i = 0; i < watchers; ++i) {
+    const int t = i % watcher_threads;
+    shares[t].push_back(std::make_unique<Watcher>(ctx, c.target, watch_req, &tallies[t]));
+  }
+  std::atomic<bool> stop_readers{false};
+  std::vector<std::thread> watcher_pool;
+  for (int i = 0; i < watcher_threads; ++i) {
+    watcher_pool.emplace_back(RunWatchReader, &shares[i], &state, setup_s, &stop_readers);
+  }
 
-  // Wait for every watch to be established (the initial ADDED events flow meanwhile).
+  // Wait for every watch to be established.
   const SteadyTime setup_start = SteadyClock::now();
   while (state.watchers_ready + state.watchers_failed < watchers &&
          std::chrono::duration<double>(SteadyClock::now() - setup_start).count() < setup_s) {
-    ioc.run_for(std::chrono::milliseconds(50));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   const double setup_took = std::chrono::duration<double>(SteadyClock::now() - setup_start).count();
   std::fprintf(stderr, "loadgen: %d watchers ready (%d failed) in %.1f s on %d threads\n",
@@ -943,7 +999,7 @@ int RunFanout(const Flags& f) {
   uint64_t write_status_ok = 0, write_status_bad = 0;
   std::vector<uint32_t> write_latency;
   auto conn = std::make_shared<Connection>(
-      ioc, ctx, c.target, [&](const Connection::Item& item, int status, const std::string& body, SteadyTime done) {
+      ioc, write_ctx, c.target, [&](const Connection::Item& item, int status, const std::string& body, SteadyTime done) {
         if (status >= 200 && status < 300) {
           ++write_status_ok;
         } else if (write_status_bad++ < 3) {
@@ -983,12 +1039,10 @@ int RunFanout(const Flags& f) {
   // The client's own CPU over the writes and the drain: on a machine it shares
   // with the server, reading 1,000 TLS streams competes with writing them.
   const double client_cpu_ms = ProcessCpuMs() - cpu0_ms;
-  for (size_t i = 0; i < ws.size(); ++i) {
-    net::post(*watcher_iocs[i % watcher_iocs.size()], [w = ws[i]] { w->Stop(); });
-  }
-  watcher_work.clear();
-  for (auto& w : watcher_iocs) w->stop();
+  stop_readers = true;
   for (std::thread& t : watcher_pool) t.join();
+  shares.clear();
+  SSL_CTX_free(ctx);
   for (const Tally& tally : tallies) {
     state.events += tally.events;
     for (auto& [rt, w] : state.writes) {

@@ -29,6 +29,10 @@
 #   BENCH_BUILD [/tmp/build-bench]  CMake build directory
 #   BENCH_OUT [/tmp/poolcoord-bench-<date>]  results (results.md, *.json, logs)
 #   BENCH_SKIP_INSTALL / BENCH_SKIP_BUILD [0]
+#   BENCH_WC_STORES [etcd3 memory]  stores of the watch-cache section
+#   BENCH_WC_CACHE [false true]      --watch-cache values of the watch-cache section
+#   BENCH_WC_PERF [0]        1: perf record (flat, 999 Hz) of the server and of the load
+#                            generator during each watch-cache run at BENCH_WATCHERS
 #   BENCH_SERVER_ARGS []     extra flags for every server start (e.g. --watch-cache=false)
 #   BENCH_BASELINE []        another poolcoord-apiserver binary: its renewals run beside
 #                            ours in every closed-loop round (order alternating) and at
@@ -47,6 +51,7 @@ BENCH_DIR=$ROOT/bench
 : "${BENCH_BUILD:=/tmp/build-bench}" "${BENCH_OUT:=/tmp/poolcoord-bench-$(date -u +%Y%m%dT%H%M%SZ)}"
 : "${BENCH_SKIP_INSTALL:=0}" "${BENCH_SKIP_BUILD:=0}" "${BENCH_PROFILE:=0}"
 : "${BENCH_BASELINE:=}" "${BENCH_PEERS:=1}"
+: "${BENCH_WC_STORES:=etcd3 memory}" "${BENCH_WC_CACHE:=false true}" "${BENCH_WC_PERF:=0}"
 export BENCH_LUA_DIR=$BENCH_DIR/wrk BENCH_WRK_THREADS=$BENCH_THREADS
 
 log() { printf '[bench %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
@@ -115,6 +120,8 @@ wait_https() {  # wait_https URL PID NAME
   log "$3 not ready at $1"; return 1
 }
 rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
+# Context switches (voluntary + involuntary) of every thread of a process.
+ctxt_switches() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/ctxt_switches/ {n += $2} END {print n + 0}'; }
 hwm_kib() { awk '/^VmHWM/ {print $2}' "/proc/$1/status"; }
 last_json() { grep '^{' "$1" | tail -1; }
 
@@ -366,8 +373,8 @@ if wants watchcache; then
   WC_ETCD_PID=$!; PIDS+=("$WC_ETCD_PID")
   wait_https "http://127.0.0.1:$WC_ETCD_PORT/health" "$WC_ETCD_PID" etcd
   etcd_metric() { curl -sf "http://127.0.0.1:$WC_ETCD_PORT/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
-  for backend in etcd3 memory; do
-    for cache in false true; do
+  for backend in $BENCH_WC_STORES; do
+    for cache in $BENCH_WC_CACHE; do
       name="wc-$backend-cache-$cache"
       args=("--watch-cache=$cache")
       [ "$backend" = etcd3 ] && args+=(--storage-backend=etcd3 "--etcd-servers=http://127.0.0.1:$WC_ETCD_PORT"
@@ -395,9 +402,17 @@ if wants watchcache; then
           kill -0 "$lg" 2>/dev/null || break
           sleep 0.1
         done
-        cpu0=$(cpu_ms "$SERVER_PID") etcd_cpu0=$(cpu_ms "$WC_ETCD_PID")
+        cpu0=$(cpu_ms "$SERVER_PID") etcd_cpu0=$(cpu_ms "$WC_ETCD_PID") cs0=$(ctxt_switches "$SERVER_PID")
+        perfs=()
+        if [ "$BENCH_WC_PERF" = 1 ] && [ "$watchers" != 1 ]; then
+          perf record -q -F 999 ${BENCH_WC_PERF_ARGS:-} -p "$SERVER_PID" -o "$OUT/$run-server.perf" >/dev/null 2>&1 &
+          perfs+=($!); PIDS+=($!)
+          perf record -q -F 999 -p "$lg" -o "$OUT/$run-loadgen.perf" >/dev/null 2>&1 &
+          perfs+=($!); PIDS+=($!)
+        fi
         sleep 1
         threads=$(awk '/^Threads:/ {print $2}' "/proc/$SERVER_PID/status")
+        rss=$(rss_kib "$SERVER_PID")
         conns=$(ss -Htnp state established "( dport = :$WC_ETCD_PORT )" 2>/dev/null | grep -c "pid=$SERVER_PID," || true)
         etcd_watchers=null etcd_streams=null
         if [ "$backend" = etcd3 ]; then
@@ -420,13 +435,16 @@ if wants watchcache; then
         fi
         wait "$lg" || true
         [ -z "$peer" ] || wait "$peer" || true
+        for p in "${perfs[@]}"; do kill -INT "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+        hwm=$(hwm_kib "$SERVER_PID")
         # CPU from "every watch open" to the end: the writes, their fan-out and the drain.
+        cs=$(( $(ctxt_switches "$SERVER_PID") - cs0 ))
         cpu=$(( $(cpu_ms "$SERVER_PID") - cpu0 )) etcd_cpu=$(( $(cpu_ms "$WC_ETCD_PID") - etcd_cpu0 ))
         [ "$backend" = etcd3 ] || etcd_cpu=null
         python3 - "$OUT/$run.json" "$backend" "$cache" "$threads" "$etcd_watchers" "$etcd_streams" "$conns" \
-          "$cpu" "$etcd_cpu" <<'PY' || true
+          "$cpu" "$etcd_cpu" "$rss" "$hwm" "$(cut -d' ' -f1-3 /proc/loadavg)" "$cs" <<'PY' || true
 import json, sys
-path, backend, cache, threads, watchers, streams, conns, cpu, etcd_cpu = sys.argv[1:]
+path, backend, cache, threads, watchers, streams, conns, cpu, etcd_cpu, rss, hwm, load, cs = sys.argv[1:]
 try:
     j = json.load(open(path))
 except ValueError:
@@ -435,9 +453,11 @@ num = lambda v: None if v in ("", "null") else int(float(v))
 j.update({"backend": backend, "watch_cache": cache == "true", "server_threads": num(threads),
           "etcd_watchers": num(watchers), "etcd_watch_streams": num(streams),
           "etcd_connections": num(conns), "server_cpu_ms_writes": num(cpu),
-          "etcd_cpu_ms_writes": num(etcd_cpu)})
+          "etcd_cpu_ms_writes": num(etcd_cpu), "server_rss_kib_watching": num(rss),
+          "server_hwm_kib": num(hwm), "loadavg_end": load})
 if j.get("writes_ok") and j.get("server_cpu_ms_writes") is not None:
     j["server_cpu_ms_per_write"] = round(j["server_cpu_ms_writes"] / j["writes_ok"], 2)
+    j["server_context_switches_per_write"] = round(int(cs) / j["writes_ok"], 1)
 json.dump(j, open(path, "w"))
 PY
         log "$run: $(cat "$OUT/$run.json")"

@@ -27,6 +27,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "apiservice/pki.h"
 #include "apiservice/tls_server.h"
 
@@ -367,9 +368,11 @@ class PushedLines final : public handlers::StreamSource {
 //   /big     40 chunks of 200 KiB, all ready at once
 //   /forever a chunk every 20 ms until cancelled
 //   /pushed  a line whenever the test calls Push on its source (Fixture::pushed)
+//   /block   "released" once the test notifies Fixture::release (the handler waits)
 struct Fixture {
   Fixture(int io_threads = 2, std::chrono::milliseconds idle = std::chrono::seconds(120),
-          std::chrono::milliseconds read_header = std::chrono::seconds(32)) {
+          std::chrono::milliseconds read_header = std::chrono::seconds(32),
+          int handler_threads = 0) {
     std::string tmpl = (fs::temp_directory_path() / "tls_test.XXXXXX").string();
     dir = mkdtemp(tmpl.data());
     CertSpec ca_spec;
@@ -392,6 +395,7 @@ struct Fixture {
     o.key_file = dir + "/s.key";
     o.client_ca_files = {dir + "/ca.crt"};
     o.io_threads = io_threads;
+    o.handler_threads = handler_threads;
     o.idle_timeout = idle;
     o.read_header_timeout = read_header;
     absl::StatusOr<std::unique_ptr<TlsServer>> s = TlsServer::Start(
@@ -430,6 +434,12 @@ struct Fixture {
         pushed.push_back(source);
       }
       resp.stream = source;
+      return resp;
+    }
+    if (r.path == "/block") {
+      blocked.Notify();
+      release.WaitForNotification();
+      resp.body = "released";
       return resp;
     }
     if (r.path == "/peer") {
@@ -478,6 +488,8 @@ struct Fixture {
   CertKeyPem server_pair;
   std::unique_ptr<TlsServer> server;
   std::atomic<bool> stream_ended{false};
+  absl::Notification blocked;  // a /block handler is waiting
+  absl::Notification release;  // lets it answer
   absl::Mutex pushed_mu;
   std::vector<std::shared_ptr<PushedLines>> pushed ABSL_GUARDED_BY(pushed_mu);
 };
@@ -757,6 +769,75 @@ BOOST_AUTO_TEST_CASE(ClientLeavingAStreamDoesNotHoldShutdown) {
   auto start = Clock::now();
   BOOST_TEST(server->Shutdown(std::chrono::seconds(5)));
   BOOST_TEST((Clock::now() - start < std::chrono::seconds(2)));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// Handlers on a pool of their own (TlsServerOptions::handler_threads, the
+// etcd3 server's setting): one I/O thread, two handler threads.
+struct PoolFixture : Fixture {
+  PoolFixture()
+      : Fixture(/*io_threads=*/1, std::chrono::seconds(120), std::chrono::seconds(32),
+                /*handler_threads=*/2) {}
+  ~PoolFixture() {  // a test that failed early leaves no handler waiting
+    if (!release.HasBeenNotified()) release.Notify();
+  }
+};
+
+BOOST_FIXTURE_TEST_SUITE(HandlerPool, PoolFixture)
+
+// Issue 13 part 4: on etcd3 a handler waits for etcd; on the I/O thread that
+// wait held back every stream of the thread. On the pool the only I/O thread
+// goes on streaming and answering while a handler waits.
+BOOST_AUTO_TEST_CASE(AWaitingHandlerHoldsBackNoStreamAndNoOtherRequest) {
+  Conn stream(server->port());
+  BOOST_REQUIRE(stream.Send(Get("/pushed")));
+  BOOST_REQUIRE(stream.ReadHead().status == 200);
+  std::shared_ptr<PushedLines> source;
+  {
+    absl::MutexLock lock(&pushed_mu);
+    BOOST_REQUIRE(pushed.size() == 1u);
+    source = pushed[0];
+  }
+  Conn waiting(server->port());
+  BOOST_REQUIRE(waiting.Send(Get("/block")));
+  BOOST_REQUIRE(blocked.WaitForNotificationWithTimeout(absl::Seconds(10)));
+
+  source->Push("while-blocked\n");
+  std::string chunk;
+  BOOST_REQUIRE(stream.ReadChunk(&chunk));
+  BOOST_TEST(chunk == "while-blocked\n");
+  Conn other(server->port());
+  BOOST_REQUIRE(other.Send(Get("/echo?during=block")));
+  BOOST_TEST(Lines(other.Read().body)[2] == "during=block");
+
+  release.Notify();
+  HttpResponse answered = waiting.Read();
+  BOOST_TEST(answered.status == 200);
+  BOOST_TEST(answered.body == "released");
+  // The connection goes on as usual: keep-alive, then a stream from the pool.
+  BOOST_REQUIRE(waiting.Send(Get("/stream")));
+  HttpResponse streamed = waiting.Read();
+  BOOST_TEST(streamed.chunked);
+  BOOST_TEST(streamed.body == "chunk-1\nchunk-2\nchunk-3\n");
+  source->Finish();
+  std::string rest;
+  while (stream.ReadChunk(&chunk) && !chunk.empty()) rest += chunk;
+  BOOST_TEST(rest == "");
+}
+
+// Shutdown with a handler still waiting on the pool: after the grace period it
+// still waits for the running handler (as it waited for an I/O thread running
+// one), never for queued work, and reports the shutdown unclean.
+BOOST_AUTO_TEST_CASE(ShutdownWaitsForARunningHandlerThenStops) {
+  Conn waiting(server->port());
+  BOOST_REQUIRE(waiting.Send(Get("/block")));
+  BOOST_REQUIRE(blocked.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  std::future<bool> done =
+      std::async(std::launch::async, [this] { return server->Shutdown(std::chrono::milliseconds(100)); });
+  BOOST_TEST((done.wait_for(std::chrono::milliseconds(500)) == std::future_status::timeout));
+  release.Notify();
+  BOOST_TEST(!done.get());  // not clean: a request was still running at the deadline
 }
 
 BOOST_AUTO_TEST_SUITE_END()
