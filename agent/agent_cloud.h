@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -72,10 +73,11 @@ class AgentCloud {
   // The PoolLease of the agent's pool, as the elector's lock. Owned by the
   // implementation; lives as long as it does.
   virtual election::LeaseLock* PoolLeaseLock() = 0;
-  // The pool's current delegation challenge as the last PoolLease answer gave
-  // it (status.challenges[0]; issue 15): the leader's renewals bring it. ""
-  // when the server issues none.
-  virtual std::string PoolChallenge() { return ""; }
+  // The pool's recent delegation challenges as the last PoolLease answer (read
+  // or write) gave them, newest first: status.challenges' values (issue 15);
+  // the first is the current one, which the leader relays. Empty when the
+  // server issues none.
+  virtual std::vector<std::string> PoolChallenges() { return {}; }
 
  protected:
   void ReportRequest(bool answered) {

@@ -8,11 +8,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
+#include "cloud/errors.h"
 
 namespace poolcoord::agent {
 namespace {
 
 constexpr int64_t kNever = INT64_MAX;
+constexpr int64_t kProofWayUs = 1'000'000;
 
 // At most one line per key and minute: a flood of bad datagrams must not turn
 // into a flood of log lines (the counters have every one).
@@ -81,7 +83,12 @@ absl::StatusOr<std::unique_ptr<AgentCore>> AgentCore::New(
     config.jitter_seed = o.jitter_seed;
     AgentCore* self = core.get();
     config.callbacks.on_started_leading = [self] {
-      self->planner_.StartLeading();
+      // The acquiring write's answer carries the challenge to relay: set it
+      // before the heartbeats say "leader", so the first one relays it.
+      const int64_t now = self->clock_->MonotonicMicros();
+      self->planner_.StartLeading(now);
+      self->term_challenges_.clear();
+      self->ObserveChallenges(now);
       self->stats_.elections_won.fetch_add(1);
       absl::MutexLock lock(&self->mu_);
       self->leading_ = true;
@@ -184,6 +191,11 @@ AgentStatus AgentCore::status() const {
 bool AgentCore::leading() const {
   absl::MutexLock lock(&mu_);
   return leading_;
+}
+
+std::map<std::string, int64_t> AgentCore::proof_refusals() const {
+  absl::MutexLock lock(&mu_);
+  return proof_refusals_;
 }
 
 std::shared_ptr<const VerifiedHeartbeat> AgentCore::LatestOf(const std::string& node) const {
@@ -301,6 +313,9 @@ void AgentCore::SendRound(int64_t now) {
     hb.cloud_reachable = seen_;
     hb.leader = leading_;
     hb.challenge = leading_ ? server_challenge_ : peers_.LeaderChallenge();
+    sent_challenge_ = hb.challenge;
+    sent_challenge_source_ = leading_ ? "self" : peers_.LeaderChallengeSource();
+    sent_challenge_since_us_ = leading_ ? now : peers_.LeaderChallengeSince();
     identity_generation = identity_generation_;
     if (++sequence_ == 0) sequence_ = 1;  // 2^64 rounds: never, but never 0 either
     hb.sequence = sequence_;
@@ -361,13 +376,45 @@ int64_t AgentCore::LanStep() {
     started_ = true;
     next_round_us_ = now;
   }
-  bool flags_changed;
+  bool flags_changed, leading, cut_off;
+  std::string challenge, source;
+  int64_t since;
   {
     absl::MutexLock lock(&mu_);
     flags_changed = seen_ != sent_seen_ || leading_ != sent_leading_;
+    leading = leading_;
+    cut_off = !seen_;
+    challenge = leading_ ? server_challenge_ : peers_.LeaderChallenge();
+    source = leading_ ? "self" : peers_.LeaderChallengeSource();
+    since = peers_.LeaderChallengeSince();
   }
-  if (now >= next_round_us_ || flags_changed) {
+  // A round early for a challenge (the file comment): the leader relays a new
+  // one at once; a cut-off member signs a new leader's at once, or one that
+  // replaces a challenge it held so long that its next round would carry a
+  // challenge near or past the server's max-age.
+  bool early = false;
+  if (challenge != sent_challenge_ && !challenge.empty()) {
+    if (leading) {
+      early = true;
+    } else if (cut_off) {
+      const int64_t held_long_us =
+          std::max<int64_t>(0, int64_t{options_.proof_max_age_seconds} * 1'000'000 -
+                                   options_.freshness.bound_us());
+      early = sent_challenge_.empty() || source != sent_challenge_source_ ||
+              since == INT64_MIN || sent_challenge_since_us_ == INT64_MIN ||
+              since - sent_challenge_since_us_ >= held_long_us;
+    }
+  }
+  if (early && !flags_changed && now < next_round_us_) {
+    const int64_t earliest = last_round_us_ == INT64_MIN
+                                 ? now
+                                 : last_round_us_ + options_.min_round_gap_us;
+    if (now < earliest) return std::min(next_round_us_, earliest);
+    stats_.challenge_rounds.fetch_add(1, std::memory_order_relaxed);
+  }
+  if (now >= next_round_us_ || flags_changed || early) {
     SendRound(now);
+    last_round_us_ = now;
     next_round_us_ = now + options_.freshness.heartbeat_interval_us;
   }
   return next_round_us_;
@@ -430,9 +477,53 @@ void AgentCore::Campaign(int64_t now) {
   }
   if (now >= next_elector_us_) {
     next_elector_us_ = elector_->Step();
-    // The renewal's answer carries the pool's current challenge (issue 15).
-    if (planner_.leading()) set_server_challenge(cloud_->PoolChallenge());
+    // The answer carries the pool's recent challenges (issue 15).
+    ObserveChallenges(clock_->MonotonicMicros());
   }
+}
+
+void AgentCore::ObserveChallenges(int64_t now) {
+  std::vector<std::string> listed = cloud_->PoolChallenges();
+  std::map<std::string, int64_t> first_sight;
+  for (const std::string& c : listed) {
+    auto it = challenge_first_sight_.find(c);
+    first_sight[c] = it == challenge_first_sight_.end() ? now : it->second;
+  }
+  challenge_first_sight_ = std::move(first_sight);
+  if (planner_.leading()) {
+    // The answer to this leader's own renewal (or its read just before it):
+    // the server's current challenge, which this term relays.
+    if (!listed.empty()) term_challenges_.insert(listed.front());
+    for (auto it = term_challenges_.begin(); it != term_challenges_.end();) {
+      it = challenge_first_sight_.count(*it) != 0 ? std::next(it) : term_challenges_.erase(it);
+    }
+    set_server_challenge(listed.empty() ? "" : listed.front());
+  }
+  listed_challenges_ = std::move(listed);
+}
+
+std::optional<std::set<std::string>> AgentCore::UsableChallenges(int64_t now) const {
+  if (listed_challenges_.empty()) return std::nullopt;
+  // The newest listed challenge not renewed for 2 x max-age while this agent
+  // reads the PoolLease: the server has stopped issuing
+  // (--delegation-proof=off, the list left from before) and judges no proof.
+  const int64_t max_age_full_us = int64_t{options_.proof_max_age_seconds} * 1'000'000;
+  if (auto newest = challenge_first_sight_.find(listed_challenges_.front());
+      max_age_full_us > 0 && newest != challenge_first_sight_.end() &&
+      now - newest->second > 2 * max_age_full_us) {
+    return std::nullopt;
+  }
+  // Less a second for the write's way to the server (it judges the age when
+  // the write arrives, and first saw the challenge no later than we did).
+  const int64_t max_age_us = int64_t{options_.proof_max_age_seconds} * 1'000'000 - kProofWayUs;
+  std::set<std::string> usable;
+  for (const std::string& c : term_challenges_) {
+    auto it = challenge_first_sight_.find(c);
+    if (it == challenge_first_sight_.end()) continue;
+    if (options_.proof_max_age_seconds > 0 && now - it->second > max_age_us) continue;
+    usable.insert(c);
+  }
+  return usable;
 }
 
 void AgentCore::Execute(const DelegationAction& a) {
@@ -462,6 +553,15 @@ void AgentCore::Execute(const DelegationAction& a) {
       auto rv = cloud_->WriteDelegatedLease(w);
       outcome = OutcomeFromStatus(rv.status());
       if (rv.ok()) version = *rv;
+      if (outcome == DelegationOutcome::kProofRefused) {
+        // The cause's message starts with the rule: "<rule>: ...".
+        std::string rule = "unknown";
+        for (const cloud::StatusCause& c : cloud::CausesOf(rv.status())) {
+          if (c.field == "spec.proof") rule = c.message.substr(0, c.message.find(':'));
+        }
+        absl::MutexLock lock(&mu_);
+        ++proof_refusals_[rule];
+      }
       if (!rv.ok()) {
         LogLimited(absl::StrCat("agent-write-", DelegationOutcomeName(outcome)), 'W',
                    absl::StrCat("DelegatedLease ", a.node, ": ", rv.status().message()));
@@ -495,7 +595,9 @@ void AgentCore::Delegate(int64_t now) {
   while (planner_.leading()) {
     if (pending_.empty()) {
       absl::MutexLock lock(&mu_);
-      auto actions = planner_.Plan(peers_, *pool_, clock_->MonotonicMicros());
+      const int64_t plan_now = clock_->MonotonicMicros();
+      const std::optional<std::set<std::string>> usable = UsableChallenges(plan_now);
+      auto actions = planner_.Plan(peers_, *pool_, plan_now, usable ? &*usable : nullptr);
       pending_.assign(std::make_move_iterator(actions.begin()), std::make_move_iterator(actions.end()));
     }
     if (pending_.empty()) return;

@@ -14,6 +14,15 @@
 //   is answered the same way. The first round waits for the first cloud probe
 //   (at most request_timeout), so a restarted agent's first heartbeat already
 //   says the right thing: it rejoins within one interval.
+//   Challenges (issue 15, docs/verifiable-delegation.md "After a failover or
+//   a restart"): a leader sends a round at once when the challenge it relays
+//   changes (it took the PoolLease, or a renewal's answer brought a new one);
+//   a member cut off from the cloud sends one at once when its leader's
+//   challenge comes from a new leader, or replaces one it held for
+//   proof_max_age - freshness bound or longer (a failover, a server that was
+//   down): its next proof then reaches the leader within the LAN's delay
+//   instead of up to one interval later. Either is deferred to
+//   min_round_gap_us after the previous round, never dropped.
 // - the cloud side: CloudStep() when due. It reads the node's own Lease every
 //   probe period (cloud_reachability.h), campaigns for the PoolLease with the
 //   client-go LeaderElector only while the cloud sees the node, cancels the
@@ -21,7 +30,11 @@
 //   DelegationPlanner's decisions (delegation_planner.h), within a time budget
 //   per step so the elector's renewals are never starved. After the server
 //   refuses a write with 403 it steps down and does not campaign again for
-//   step_down_backoff.
+//   step_down_backoff. It keeps the pool's recent challenges from every
+//   PoolLease answer (read or written, leading or not) with its own monotonic
+//   time of first sight, and as leader sends a member's heartbeat as a proof
+//   only when its challenge is one the server would take (UsableChallenges);
+//   otherwise the heartbeat is withheld and the member's next one is tried.
 // Without an AgentCloud (nullptr), only the LAN side runs (benchmarks).
 //
 // Thread-safety: OnDatagram/LanStep from one thread; CloudStep/Shutdown from
@@ -35,7 +48,9 @@
 #include <map>
 #include <set>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -101,6 +116,9 @@ struct AgentOptions {
   // leaseDurationSeconds may not exceed it (422 otherwise).
   int32_t proof_max_age_seconds = 15;
   int64_t delegation_budget_us = 500'000;
+  // The earliest a round follows the previous one when it is sent early for
+  // a challenge (see the file comment).
+  int64_t min_round_gap_us = 1'000'000;
   int64_t step_down_backoff_us = 15'000'000;
   // All zero: random (one per AgentCore, i.e. per agent start).
   BootId boot_id{};
@@ -119,6 +137,7 @@ struct AgentOptions {
 
 struct AgentStats {
   std::atomic<int64_t> rounds{0};               // heartbeats signed
+  std::atomic<int64_t> challenge_rounds{0};     // of those, sent early for a challenge
   std::atomic<int64_t> datagrams_sent{0};
   std::atomic<int64_t> send_errors{0};
   std::atomic<int64_t> certificates_sent{0};
@@ -163,7 +182,8 @@ class AgentCore {
   void SetIdentity(std::shared_ptr<const NodeIdentity> identity);
   // Issue 15: the challenge the server issued (read from the PoolLease by the
   // leader); relayed in the leader's heartbeats. The cloud side sets it from
-  // AgentCloud::PoolChallenge() after each elector step while leading.
+  // AgentCloud::PoolChallenges() (the first) after each elector step while
+  // leading, and when it takes the PoolLease, before its heartbeats say "leader".
   void set_server_challenge(std::string challenge);
   // The challenge this node's next heartbeat carries: the server's, when it
   // leads; else the one its leader relayed last.
@@ -189,10 +209,25 @@ class AgentCore {
   const AgentStats& stats() const { return stats_; }
   const VerifierStats& verifier_stats() const { return verifier_.stats(); }
   const DelegationStats& delegation_stats() const { return planner_.stats(); }
+  // The server's refusals of this agent's proofs, by the rule its 403 names
+  // ("stale_challenge", "replay", ...; docs/verifiable-delegation.md).
+  std::map<std::string, int64_t> proof_refusals() const;
   const BootId& boot_id() const { return boot_id_; }
   const AgentOptions& options() const { return options_; }
   // The latest verified heartbeat of a member (tests, the simulator's checks).
   std::shared_ptr<const VerifiedHeartbeat> LatestOf(const std::string& node) const;
+
+  // Cloud side only. The challenges a proof may carry now for this
+  // leader to send it: each listed in the last PoolLease answer, current in
+  // an answer to this term's own PoolLease writes (so a member's heartbeat
+  // still carrying the previous leader's challenge, stale by the takeover, is
+  // not sent), and first seen by this agent no more than proof_max_age - 1 s ago
+  // (its age on the server is at least that). nullopt while the server lists
+  // none, or its newest went unrenewed for 2 x proof_max_age (it issues none:
+  // no filter). The server's check
+  // (election/delegation_proof.h) stays the judge; this only keeps an honest
+  // leader from sending what it would refuse.
+  std::optional<std::set<std::string>> UsableChallenges(int64_t now_mono_us) const;
 
  private:
   AgentCore(std::shared_ptr<const NodeIdentity> identity, std::shared_ptr<const CertificateAuthority> ca,
@@ -208,6 +243,8 @@ class AgentCore {
   void OnCloudRequest(bool answered);
   bool SignatureNeeded(const Heartbeat& heartbeat) const;
   void UpdateWatched();
+  // After each elector step: the challenges of the PoolLease answer.
+  void ObserveChallenges(int64_t now_mono_us);
 
   const AgentOptions options_;
   const base::Clock* const clock_;
@@ -229,6 +266,7 @@ class AgentCore {
   std::map<std::string, int64_t> heard_ ABSL_GUARDED_BY(mu_);  // node -> arrival (monotonic µs)
   std::set<std::string> watched_ ABSL_GUARDED_BY(mu_);          // DelegationPlanner::Watched()
   int identity_generation_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, int64_t> proof_refusals_ ABSL_GUARDED_BY(mu_);  // rule -> count
 
   // LAN side only.
   HeartbeatVerifier verifier_;
@@ -238,6 +276,11 @@ class AgentCore {
   uint64_t sequence_ = 0;
   int64_t next_round_us_ = 0;
   bool sent_seen_ = false, sent_leading_ = false;
+  int64_t last_round_us_ = INT64_MIN;
+  // The challenge the last round carried, who relayed it ("self" when
+  // leading) and since when the member had it.
+  std::string sent_challenge_, sent_challenge_source_;
+  int64_t sent_challenge_since_us_ = INT64_MIN;
   int sent_identity_generation_ = -1;
   int push_rounds_left_ = 0;
   std::map<std::string, int64_t> last_request_to_;   // node -> monotonic µs
@@ -251,6 +294,9 @@ class AgentCore {
   int64_t next_probe_us_ = 0;
   int64_t next_elector_us_ = 0;
   int64_t campaign_after_us_ = INT64_MIN;
+  std::vector<std::string> listed_challenges_;           // the last answer's, newest first
+  std::map<std::string, int64_t> challenge_first_sight_;  // value -> monotonic µs
+  std::set<std::string> term_challenges_;                // current in this term's answers
 };
 
 }  // namespace poolcoord::agent

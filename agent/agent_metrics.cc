@@ -78,6 +78,21 @@ std::string AgentMetrics::Render() {
   Mirror(refused.WithLabels({"forbidden"}), d.refused_forbidden.load());
   Mirror(refused.WithLabels({"invalid"}), d.refused_invalid.load());
   Mirror(refused.WithLabels({"proof"}), d.refused_proof.load());
+  auto& proof_rules = r.AddCounter(
+      "poolcoord_agent_proofs_refused_total",
+      "Delegation proofs the server refused, by the rule its 403 names (a subset of "
+      "poolcoord_agent_delegations_refused_total{reason=\"proof\"}).",
+      {"rule"});
+  for (const auto& [rule, n] : core_->proof_refusals()) Mirror(proof_rules.WithLabels({rule}), n);
+  Mirror(counter("poolcoord_agent_proofs_withheld_total",
+                 "Members' heartbeats the leader did not send as proofs because the server would "
+                 "refuse them (received before its term, or a challenge no longer usable); the "
+                 "member's next heartbeat is sent instead."),
+         d.withheld.load());
+  Mirror(counter("poolcoord_agent_challenge_rounds_total",
+                 "Heartbeat rounds sent early for a delegation challenge (a leader relaying a new "
+                 "one, a cut-off member signing a new leader's)."),
+         a.challenge_rounds.load());
   Mirror(counter("poolcoord_agent_delegation_errors_total",
                  "DelegatedLease requests without an answer (transport, timeout, 5xx, 429)."),
          d.errors.load());

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "agent/agent_cloud.h"
 #include "cloud/errors.h"
 
 namespace poolcoord::agent {
@@ -61,10 +62,11 @@ std::set<std::string> DelegationPlanner::Watched() const {
   return out;
 }
 
-void DelegationPlanner::StartLeading() {
+void DelegationPlanner::StartLeading(int64_t now_mono_us) {
   StopLeading();
   leading_ = true;
   ++term_;
+  term_start_us_ = now_mono_us;
 }
 
 void DelegationPlanner::StopLeading() {
@@ -74,7 +76,8 @@ void DelegationPlanner::StopLeading() {
 }
 
 std::vector<DelegationAction> DelegationPlanner::Plan(const PeerTable& peers, const PoolView& pool,
-                                                      int64_t now_mono_us) {
+                                                      int64_t now_mono_us,
+                                                      const std::set<std::string>* usable_challenges) {
   std::vector<DelegationAction> actions;
   if (!leading_) return actions;
   // Members that left the pool are forgotten (their objects are not ours to
@@ -107,6 +110,15 @@ std::vector<DelegationAction> DelegationPlanner::Plan(const PeerTable& peers, co
     a.term = term_;
     if (!hb.cloud_reachable) {
       if (m.written) continue;
+      // A proof the server would refuse is not sent: the member's next
+      // heartbeat is (issue 15; see the header).
+      if (ev->arrival_mono_us < term_start_us_ ||
+          (usable_challenges != nullptr &&
+           (!SendsProof(*ev) || usable_challenges->count(hb.challenge) == 0))) {
+        m.writes = options_.max_writes_per_evidence;
+        stats_.withheld.fetch_add(1);
+        continue;
+      }
       if (m.object == Member::Object::kUnknown) {
         a.kind = DelegationAction::Kind::kRead;
       } else {

@@ -17,6 +17,14 @@
 //   DelegatedLease is live about as long as its evidence is fresh.
 // - Stop when the evidence stops: a stale or missing heartbeat writes nothing,
 //   and the last DelegatedLease runs out on its own on the server's clock.
+// - Withhold (issue 15) a heartbeat the server would refuse as a proof, and
+//   wait for the member's next one: one that arrived before this term began
+//   (the previous leader may have written it already: a replay; or it carries
+//   the previous leader's challenge, stale by the takeover), or, when the
+//   caller passes the usable challenges to Plan (the server issues them:
+//   AgentCore::UsableChallenges), one whose challenge is not among them or
+//   that carries none (a member that has not heard one yet: "missing").
+//   Counted in stats().withheld.
 // - Delete M's DelegatedLease when M's fresh heartbeat says "reachable" and this
 //   term wrote one (one from an earlier term no longer belongs to the current
 //   leader, so the forwarder ignores it already; the server collects it).
@@ -113,6 +121,7 @@ struct DelegationStats {
   std::atomic<int64_t> refused_proof{0};  // 403 on spec.proof: the member skipped
   std::atomic<int64_t> errors{0};    // unavailable
   std::atomic<int64_t> skipped_stale{0};
+  std::atomic<int64_t> withheld{0};  // heartbeats not sent: the server would refuse the proof
   std::atomic<int64_t> step_downs{0};
   std::atomic<int64_t> delegated{0};  // gauge: members whose DelegatedLease this term wrote last
 };
@@ -121,17 +130,22 @@ class DelegationPlanner {
  public:
   explicit DelegationPlanner(DelegationOptions options = {}) : options_(options) {}
 
-  // A new term begins (OnStartedLeading): everything learnt before is dropped.
-  void StartLeading();
+  // A new term begins (OnStartedLeading) at monotonic `now_mono_us`:
+  // everything learnt before is dropped, and heartbeats that arrived before
+  // it are not written.
+  void StartLeading(int64_t now_mono_us = INT64_MIN);
   // Leadership ended (OnStoppedLeading, or a step-down): nothing more is planned;
   // answers still in flight are ignored.
   void StopLeading();
   bool leading() const { return leading_; }
 
   // The requests due at `now_mono_us`. Marks each one in flight until its
-  // OnResult.
+  // OnResult. `usable_challenges`: the challenges a proof may carry now; a
+  // heartbeat carrying another, or none, is withheld. Null: no filter (the
+  // server issues no challenges).
   std::vector<DelegationAction> Plan(const PeerTable& peers, const PoolView& pool,
-                                     int64_t now_mono_us);
+                                     int64_t now_mono_us,
+                                     const std::set<std::string>* usable_challenges = nullptr);
   // The answer to an action Plan returned; `resource_version` of the object
   // after a successful read or write. Returns true when the leader must step
   // down (the planner has stopped already).
@@ -166,6 +180,7 @@ class DelegationPlanner {
   DelegationOptions options_;
   bool leading_ = false;
   uint64_t term_ = 0;
+  int64_t term_start_us_ = INT64_MIN;
   std::map<std::string, Member> members_;
   DelegationStats stats_;
 };

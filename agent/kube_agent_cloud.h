@@ -42,7 +42,7 @@ class KubeAgentCloud : public AgentCloud {
   absl::Status DeleteDelegatedLease(const std::string& node,
                                     const std::string& resource_version) override;
   election::LeaseLock* PoolLeaseLock() override { return lock_.get(); }
-  std::string PoolChallenge() override { return pool_lease_lock_.CurrentChallenge(); }
+  std::vector<std::string> PoolChallenges() override { return pool_lease_lock_.Challenges(); }
 
   // Whether `status` (of a request) means kube-apiserver answered.
   static bool Answered(const absl::Status& status);

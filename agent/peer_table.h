@@ -15,7 +15,11 @@
 //
 // The challenge (issue 15): the challenge a member puts in its own heartbeat is
 // the one in the most recently arrived verified heartbeat flagged `leader`
-// (the leader relays the server's current challenge in its heartbeats).
+// (the leader relays the server's current challenge in its heartbeats). The
+// table also keeps who relayed it (node and boot id) and since when (the
+// arrival of the first heartbeat carrying it), so a member can tell a new
+// leader's challenge, or one that replaces a challenge held too long, from the
+// routine replacement (AgentCore heartbeats at once for those).
 //
 // Thread-safety: none; the owner serializes access.
 #pragma once
@@ -64,20 +68,32 @@ class PeerTable {
 
   // The challenge of the most recent leader-flagged heartbeat ("" if none).
   const std::string& LeaderChallenge() const { return leader_challenge_; }
+  // Who relayed it: "<node>/<boot id hex>" of that heartbeat ("" if none).
+  const std::string& LeaderChallengeSource() const { return leader_challenge_source_; }
+  // Monotonic µs of the first arrival of a leader heartbeat carrying it
+  // (INT64_MIN if none).
+  int64_t LeaderChallengeSince() const { return leader_challenge_since_us_; }
   const FreshnessOptions& options() const { return options_; }
 
  private:
   FreshnessOptions options_;
   std::map<std::string, std::shared_ptr<const VerifiedHeartbeat>> latest_;
   std::string leader_challenge_;
+  std::string leader_challenge_source_;
   int64_t leader_challenge_arrival_us_ = INT64_MIN;
+  int64_t leader_challenge_since_us_ = INT64_MIN;
 };
 
 inline void PeerTable::Record(std::shared_ptr<const VerifiedHeartbeat> heartbeat, bool newest) {
   if (!newest || heartbeat == nullptr) return;
   const Heartbeat& hb = heartbeat->heartbeat();
   if (hb.leader && heartbeat->arrival_mono_us >= leader_challenge_arrival_us_) {
-    leader_challenge_ = hb.challenge;
+    std::string source = hb.node + "/" + BootIdHex(hb.boot_id);
+    if (hb.challenge != leader_challenge_ || source != leader_challenge_source_) {
+      leader_challenge_ = hb.challenge;
+      leader_challenge_source_ = std::move(source);
+      leader_challenge_since_us_ = heartbeat->arrival_mono_us;
+    }
     leader_challenge_arrival_us_ = heartbeat->arrival_mono_us;
   }
   latest_[hb.node] = std::move(heartbeat);

@@ -56,6 +56,13 @@ std::string ResourceLeaseLock::CurrentChallenge() const {
   return last_.status.challenges.empty() ? "" : last_.status.challenges.front().value;
 }
 
+std::vector<std::string> ResourceLeaseLock::Challenges() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> out;
+  for (const auto& c : last_.status.challenges) out.push_back(c.value);
+  return out;
+}
+
 std::string ResourceLeaseLock::Describe() const { return absl::StrCat(describe_, "/", name_); }
 
 absl::StatusOr<VersionedRecord> ResourceLeaseLock::Get() {

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "cloud/clientset.h"
@@ -43,6 +44,8 @@ class ResourceLeaseLock : public LeaseLock {
   // it. "" when there is none (a server without verifiable delegation, a
   // coordination.k8s.io Lease).
   std::string CurrentChallenge() const;
+  // Every challenge of status.challenges of that object, newest first.
+  std::vector<std::string> Challenges() const;
 
  private:
   cloud::LeaseInterface* const leases_;

@@ -148,12 +148,15 @@ class AgentLock : public election::LeaseLock {
                                      const std::string& v) override;
   std::string Identity() const override { return identity_; }
   std::string Describe() const override { return "poolleases/" + pool_; }
-  // The pool's current delegation challenge in the PoolLease last read or
-  // written (issue 15), as election::ResourceLeaseLock::CurrentChallenge.
-  std::string CurrentChallenge() const {
+  // The pool's recent delegation challenges in the PoolLease last read or
+  // written (issue 15), as election::ResourceLeaseLock::Challenges.
+  std::vector<std::string> Challenges() const {
+    std::vector<std::string> out;
     auto lease = cloud::DecodeLease(last_object_json_);
-    return lease.ok() && !lease->status.challenges.empty() ? lease->status.challenges.front().value
-                                                           : "";
+    if (lease.ok()) {
+      for (const auto& c : lease->status.challenges) out.push_back(c.value);
+    }
+    return out;
   }
 
  private:
@@ -192,7 +195,7 @@ class SimCloud : public agent::AgentCloud {
   absl::StatusOr<std::string> WriteDelegatedLease(const agent::DelegatedLeaseWrite& w) override;
   absl::Status DeleteDelegatedLease(const std::string& node, const std::string& rv) override;
   election::LeaseLock* PoolLeaseLock() override { return this_lock(); }
-  std::string PoolChallenge() override { return lock_->CurrentChallenge(); }
+  std::vector<std::string> PoolChallenges() override { return lock_->Challenges(); }
   void Report(bool answered) { ReportRequest(answered); }
 
  private:
@@ -1215,6 +1218,25 @@ int RunFleet(const Options& o, cloud::RestClient* client, CloudModel* cloud_mode
   int lying_pools = 0;
   int64_t forged = 0, forged_accepted = 0, forged_refused_proof = 0;
   for (auto& p : f.pools) lying_pools += p->lying ? 1 : 0;
+  // The honest planners' proofs the server refused, by rule (a forging
+  // leader's own writes are counted apart), and the heartbeats they withheld
+  // because the server would refuse them (issue 15: after a failover, ...).
+  std::map<std::string, int64_t> honest_refused;
+  int64_t honest_refused_total = 0, withheld = 0, challenge_rounds = 0;
+  for (auto& a : f.agents) {
+    if (a->core == nullptr) continue;
+    for (const auto& [rule, n] : a->core->proof_refusals()) {
+      honest_refused[rule] += n;
+      honest_refused_total += n;
+    }
+    withheld += a->core->delegation_stats().withheld.load();
+    challenge_rounds += a->core->stats().challenge_rounds.load();
+  }
+  std::string honest_rules;
+  for (const auto& [rule, n] : honest_refused) {
+    absl::StrAppend(&honest_rules, honest_rules.empty() ? " (" : ", ", rule, " ", n);
+  }
+  if (!honest_rules.empty()) honest_rules += ")";
   for (auto& a : f.agents) {
     if (a->forger == nullptr) continue;
     forged += a->forger->stats().attempts.load();
@@ -1257,6 +1279,9 @@ int RunFleet(const Options& o, cloud::RestClient* client, CloudModel* cloud_mode
   std::printf("%-52s %lld accepted, %lld refused (fenced), %lld proofs refused, %lld step-downs\n",
               "DelegatedLease writes", ll(f.dl_writes.load()), ll(f.dl_refused.load()),
               ll(f.dl_proof_refused.load()), ll(step_downs));
+  std::printf("%-52s %lld refused%s, %lld withheld, %lld early rounds\n",
+              "honest proofs (refused by rule / withheld by the leader)", ll(honest_refused_total),
+              honest_rules.c_str(), ll(withheld), ll(challenge_rounds));
   std::printf("%-52s %d pools; forged writes %lld: %lld accepted, %lld refused on proof, %lld other\n",
               "lying leaders (forge liveness)", lying_pools, ll(forged), ll(forged_accepted),
               ll(forged_refused_proof), ll(forged - forged_accepted - forged_refused_proof));
@@ -1332,7 +1357,8 @@ int RunFleet(const Options& o, cloud::RestClient* client, CloudModel* cloud_mode
         "\"max_overlap_s\":%.3f,\"never_led\":%d,\"kills\":%lld,\"failovers\":%zu,"
         "\"failover_p50_s\":%.3f,\"failover_max_s\":%.3f,\"dead\":%d,\"cut_off\":%d,\"pools_cut\":%d,"
         "\"scheduler_lag_p99_ms\":%.1f,\"dl_proof_refused\":%lld,\"lying_pools\":%d,"
-        "\"forged_writes\":%lld,\"forged_accepted\":%lld,\"forged_refused_proof\":%lld,\"ok\":%s}\n",
+        "\"forged_writes\":%lld,\"forged_accepted\":%lld,\"forged_refused_proof\":%lld,"
+        "\"honest_proof_refused\":%lld,\"proofs_withheld\":%lld,\"ok\":%s}\n",
         total, o.pools, o.duration_s, ll(total_requests), ll(f.request_errors.load()), p50, p99, p999,
         ll(f.dl_writes.load()), ll(f.dl_refused.load()), ll(cloud_model->server_lease_writes()),
         ll(cloud_model->renewals_not_counted()), f.max_alive_age / 1e6, ll(false_evictions), graces, ll(f.false_liveness),
@@ -1343,7 +1369,8 @@ int RunFleet(const Options& o, cloud::RestClient* client, CloudModel* cloud_mode
         ll(f.belief_overlaps.load()), f.max_overlap.load() / 1e6, never_led, ll(f.kills.load()),
         fo.size(), pct(fo, 50), fo.empty() ? 0.0 : fo.back() / 1e6, dead, partitioned, pool_cut,
         f.tick_lag.Percentile(99) / 1e3, ll(f.dl_proof_refused.load()), lying_pools, ll(forged),
-        ll(forged_accepted), ll(forged_refused_proof), ok ? "true" : "false");
+        ll(forged_accepted), ll(forged_refused_proof), ll(honest_refused_total), ll(withheld),
+        ok ? "true" : "false");
   }
   return ok ? 0 : 1;
 }

@@ -18,9 +18,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/escaping.h"
 #include "agent/agent_core.h"
 #include "base/clock.h"
 #include "cloud/errors.h"
+#include "election/delegation_proof.h"
+#include "store/object.h"
 #include "tests/agent/agent_testing.h"
 
 namespace poolcoord::agent::testing::world {
@@ -76,38 +79,88 @@ struct Cloud {
   std::map<std::string, pa::NodeLeaseObservation> node_leases;
   std::set<std::string> cut;  // nodes that cannot reach the cloud
   std::vector<pa::DelegatedLeaseWrite> writes;
+  std::map<std::string, std::vector<int64_t>> write_times;  // accepted writes, monotonic µs
+  // The longest time between two accepted writes of `node`'s DelegatedLease
+  // from `from` on (µs; `from` counts as a write).
+  int64_t LongestGap(const std::string& node, int64_t from) const {
+    int64_t last = from, gap = 0;
+    auto it = write_times.find(node);
+    if (it == write_times.end()) return INT64_MAX;
+    for (int64_t t : it->second) {
+      if (t < from) continue;
+      gap = std::max(gap, t - last);
+      last = t;
+    }
+    return gap;
+  }
   int deletes = 0;
   bool forbid_writes = false;
   std::string NewVersion() { return std::to_string(next_version++); }
 
-  // The server's side of issue 15, modelled: a challenge issued with the
-  // holder's PoolLease writes once the current one is 5 s old (the latest 4
-  // kept), and --delegation-proof: "off", "optional" or "required".
+  // The server's side of issue 15: the real challenges and proof check
+  // (election::DelegationProofs, as the lease rules call it) over this
+  // PoolLease's status.challenges: a challenge issued with the holder's
+  // PoolLease writes once the current one is 5 s old, and --delegation-proof
+  // "off", "optional" or "required".
   const pb::Clock* clock = nullptr;
   bool issue_challenges = false;
   std::string proof_mode = "off";
   int64_t max_age_us = 15'000'000;
-  struct Challenge {
-    std::string value;
-    int64_t issued_mono_us = 0;
-  };
-  std::deque<Challenge> challenges;  // newest first
-  int next_challenge = 1;
-  std::map<std::string, std::pair<pa::BootId, uint64_t>> accepted;  // node -> last proof
+  int issued = 0;  // challenges issued
+  // The server is down (restarting): PoolLease and DelegatedLease requests
+  // get 503 from kube-apiserver's aggregator (an answer: the link works).
+  bool server_down = false;
+  poolcoord::store::Object pool_lease_object;  // its status.challenges
+  std::unique_ptr<pe::DelegationProofs> proofs;
+  std::map<std::string, poolcoord::store::AcceptedProof> accepted;  // DelegatedLease status.proof
   std::map<std::string, int> proof_refusals;                       // rule -> count
   std::set<std::string> refuse_proofs_of;  // nodes whose every proof is refused ("test")
 
+  pe::DelegationProofs& Proofs() {
+    if (proofs == nullptr) {
+      pe::DelegationProofOptions o;
+      o.mode = proof_mode == "required"   ? pe::ProofMode::kRequired
+               : proof_mode == "optional" ? pe::ProofMode::kOptional
+                                          : pe::ProofMode::kOff;
+      o.max_age = absl::Microseconds(max_age_us);
+      proofs = std::make_unique<pe::DelegationProofs>(clock, o, nullptr);
+      BOOST_REQUIRE(proofs->SetClientCaPem(TestPki::Get().ca_pair().cert_pem).ok());
+      pool_lease_object.metadata.name = "hangzhou";
+    }
+    return *proofs;
+  }
   void MaybeIssue() {
     if (!issue_challenges || clock == nullptr) return;
-    const int64_t now = clock->MonotonicMicros();
-    if (!challenges.empty() && now - challenges.front().issued_mono_us < 5'000'000) return;
-    challenges.push_front({absl::StrCat("challenge-", next_challenge++), now});
-    while (challenges.size() > 4) challenges.pop_back();
+    if (Proofs().MaybeIssueChallenge(pool_lease_object)) ++issued;
   }
-  std::string CurrentChallenge() const { return challenges.empty() ? "" : challenges.front().value; }
+  std::vector<std::string> Challenges() {
+    std::vector<std::string> out;
+    for (const auto& c : poolcoord::store::DelegationOf(pool_lease_object).challenges) {
+      out.push_back(c.value);
+    }
+    return out;
+  }
+  std::string CurrentChallenge() {
+    auto list = Challenges();
+    return list.empty() ? "" : list.front();
+  }
+  // The server process restarts: what it kept in memory is gone (its first
+  // sights of challenges, its certificate cache). With the memory store the
+  // objects go too (keep_objects false): the PoolLease, its challenges, the
+  // DelegatedLeases and their last accepted proofs; with etcd3 they stay.
+  void RestartServer(bool keep_objects) {
+    proofs.reset();
+    if (!keep_objects) {
+      pool_lease = {};
+      pool_lease_version.clear();
+      pool_lease_object = {};
+      delegated.clear();
+      accepted.clear();
+    }
+    Proofs();
+  }
 
-  // The proof check of a DelegatedLease write (the rules of
-  // election/delegation_proof.h that the agent's side can get wrong).
+  // A DelegatedLease write's proof check, as the lease rules make it.
   absl::Status CheckProof(const pa::DelegatedLeaseWrite& w) {
     if (proof_mode == "off") return absl::OkStatus();
     auto refuse = [&](const std::string& rule) {
@@ -118,31 +171,29 @@ struct Cloud {
     };
     const bool has_proof = w.evidence != nullptr && pa::SendsProof(*w.evidence);
     if (!has_proof) return proof_mode == "required" ? refuse("missing") : absl::OkStatus();
-    if (w.lease_duration_seconds * int64_t{1'000'000} > max_age_us) {
-      return poolcoord::cloud::ApiError(422, "Invalid", "leaseDurationSeconds above max-age");
-    }
-    const auto& sh = w.evidence->signed_heartbeat;
-    const pa::Heartbeat& hb = sh.heartbeat;
-    const auto& cert = *w.evidence->certificate;
-    if (cert.fingerprint() != hb.certificate_fingerprint) return refuse("certificate_mismatch");
-    if (cert.node() != w.node) return refuse("wrong_identity");
-    if (hb.node != w.node) return refuse("wrong_node");
-    if (!cert.VerifySignature(sh.signed_bytes, sh.signature)) return refuse("bad_signature");
-    if (hb.cloud_reachable) return refuse("reachable");
     if (refuse_proofs_of.count(w.node) != 0) return refuse("test");
-    const Challenge* found = nullptr;
-    for (const auto& c : challenges) {
-      if (c.value == hb.challenge) found = &c;
+    const auto& sh = w.evidence->signed_heartbeat;
+    auto datagram = pa::EncodeHeartbeatDatagram(sh.signed_bytes, sh.signature);
+    BOOST_REQUIRE(datagram.ok());
+    poolcoord::store::DelegationProof proof{absl::Base64Escape(*datagram),
+                                            absl::Base64Escape(w.evidence->certificate->der())};
+    std::optional<poolcoord::store::AcceptedProof> last;
+    if (auto it = accepted.find(w.node); it != accepted.end()) last = it->second;
+    auto verdict = Proofs().Verify(proof, w.node, "hangzhou", pool_lease_object, last,
+                                   w.lease_duration_seconds);
+    if (verdict.ok()) {
+      accepted[w.node] = *verdict;
+      return absl::OkStatus();
     }
-    if (found == nullptr) return refuse("unknown_challenge");
-    if (clock->MonotonicMicros() - found->issued_mono_us > max_age_us) return refuse("stale_challenge");
-    auto last = accepted.find(w.node);
-    if (last != accepted.end() && last->second.first == hb.boot_id &&
-        hb.sequence <= last->second.second) {
-      return refuse("replay");
+    if (verdict.status().code() != absl::StatusCode::kPermissionDenied) {
+      return poolcoord::cloud::ApiError(422, "Invalid", std::string(verdict.status().message()));
     }
-    accepted[w.node] = {hb.boot_id, hb.sequence};
-    return absl::OkStatus();
+    // "... delegation proof refused (<rule>): ...": the rule, as the cause names it.
+    const std::string message(verdict.status().message());
+    const size_t open = message.find("refused (");
+    const size_t close = message.find(')', open);
+    BOOST_REQUIRE(open != std::string::npos && close != std::string::npos);
+    return refuse(message.substr(open + 9, close - open - 9));
   }
   int Refusals() const {
     int n = 0;
@@ -160,6 +211,12 @@ class FakeCloud : public pa::AgentCloud, public pe::LeaseLock {
     ReportRequest(ok);
     return ok ? absl::OkStatus() : absl::UnavailableError("no route to the cloud");
   }
+  // A request to poolcoord's API through the aggregator.
+  absl::Status ReachServer() {
+    if (auto s = Reach(); !s.ok()) return s;
+    if (cloud_->server_down) return absl::UnavailableError("503: poolcoord is restarting");
+    return absl::OkStatus();
+  }
   absl::StatusOr<pa::NodeLeaseObservation> ReadNodeLease(const std::string& node) override {
     if (auto s = Reach(); !s.ok()) return s;
     auto it = cloud_->node_leases.find(node);
@@ -167,13 +224,13 @@ class FakeCloud : public pa::AgentCloud, public pe::LeaseLock {
     return it->second;
   }
   absl::StatusOr<std::string> ReadDelegatedLease(const std::string& node) override {
-    if (auto s = Reach(); !s.ok()) return s;
+    if (auto s = ReachServer(); !s.ok()) return s;
     auto it = cloud_->delegated.find(node);
     if (it == cloud_->delegated.end()) return absl::NotFoundError("none");
     return it->second.rv;
   }
   absl::StatusOr<std::string> WriteDelegatedLease(const pa::DelegatedLeaseWrite& w) override {
-    if (auto s = Reach(); !s.ok()) return s;
+    if (auto s = ReachServer(); !s.ok()) return s;
     if (cloud_->forbid_writes || cloud_->pool_lease.holder_identity != node_ ||
         w.delegate != node_) {
       return absl::PermissionDeniedError("not the pool's leader");
@@ -193,10 +250,11 @@ class FakeCloud : public pa::AgentCloud, public pe::LeaseLock {
     dl.delegate = w.delegate;
     dl.duration = w.lease_duration_seconds;
     cloud_->writes.push_back(w);
+    cloud_->write_times[w.node].push_back(cloud_->clock->MonotonicMicros());
     return dl.rv;
   }
   absl::Status DeleteDelegatedLease(const std::string& node, const std::string& rv) override {
-    if (auto s = Reach(); !s.ok()) return s;
+    if (auto s = ReachServer(); !s.ok()) return s;
     auto it = cloud_->delegated.find(node);
     if (it == cloud_->delegated.end()) return absl::NotFoundError("gone");
     if (!rv.empty() && it->second.rv != rv) return absl::AbortedError("stale");
@@ -205,16 +263,16 @@ class FakeCloud : public pa::AgentCloud, public pe::LeaseLock {
     return absl::OkStatus();
   }
   pe::LeaseLock* PoolLeaseLock() override { return this; }
-  std::string PoolChallenge() override { return cloud_->CurrentChallenge(); }
+  std::vector<std::string> PoolChallenges() override { return cloud_->Challenges(); }
 
   // LeaseLock over the one PoolLease.
   absl::StatusOr<pe::VersionedRecord> Get() override {
-    if (auto s = Reach(); !s.ok()) return s;
+    if (auto s = ReachServer(); !s.ok()) return s;
     if (cloud_->pool_lease_version.empty()) return absl::NotFoundError("no PoolLease");
     return pe::VersionedRecord{cloud_->pool_lease, cloud_->pool_lease_version};
   }
   absl::StatusOr<std::string> Create(const pe::LeaderElectionRecord& record) override {
-    if (auto s = Reach(); !s.ok()) return s;
+    if (auto s = ReachServer(); !s.ok()) return s;
     if (!cloud_->pool_lease_version.empty()) return absl::AlreadyExistsError("exists");
     cloud_->pool_lease = record;
     cloud_->pool_lease_version = cloud_->NewVersion();
@@ -223,7 +281,7 @@ class FakeCloud : public pa::AgentCloud, public pe::LeaseLock {
   }
   absl::StatusOr<std::string> Update(const pe::LeaderElectionRecord& record,
                                      const std::string& version) override {
-    if (auto s = Reach(); !s.ok()) return s;
+    if (auto s = ReachServer(); !s.ok()) return s;
     if (version != cloud_->pool_lease_version) return absl::AbortedError("conflict");
     cloud_->pool_lease = record;
     cloud_->pool_lease_version = cloud_->NewVersion();

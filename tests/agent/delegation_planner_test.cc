@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -342,4 +343,67 @@ BOOST_AUTO_TEST_CASE(OutcomeMapping) {
   BOOST_TEST((pa::OutcomeFromStatus(absl::UnavailableError("")) == Outcome::kUnavailable));
   BOOST_TEST((pa::OutcomeFromStatus(absl::DeadlineExceededError("")) == Outcome::kUnavailable));
   BOOST_TEST((pa::OutcomeFromStatus(absl::ResourceExhaustedError("")) == Outcome::kUnavailable));
+}
+
+// Issue 15 (verifiable delegation), the failover input: when a successor takes
+// the PoolLease, the heartbeats it holds arrived before its term (the previous
+// leader may have sent them already: a replay) and carry the previous leader's
+// challenge (stale by the takeover). They are withheld, never sent to be
+// refused, and so is any heartbeat whose challenge is not usable now; the
+// member's next heartbeat is planned as usual.
+BOOST_AUTO_TEST_CASE(AProofTheServerWouldRefuseIsWithheld) {
+  World w;
+  const int64_t real_now = std::chrono::duration_cast<std::chrono::microseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+  auto cert = pa::NodeCertificate::Verify(pa::testing::TestPki::Get().Identity("hz-2").certificate_der(),
+                                          *pa::testing::TestPki::Get().ca(), real_now);
+  BOOST_REQUIRE(cert.certificate != nullptr);
+  auto hear = [&](const std::string& challenge) {
+    auto v = std::const_pointer_cast<pa::VerifiedHeartbeat>(w.Hear("hz-2", false));
+    v->signed_heartbeat.heartbeat.challenge = challenge;
+    v->certificate = cert.certificate;
+    return v;
+  };
+  const std::set<std::string> usable = {"new"};
+  auto plan = [&] { return w.planner.Plan(w.peers, w.pool, w.clock.MonotonicMicros(), &usable); };
+
+  hear("new");  // heard before the term began
+  w.clock.Advance(seconds(1));
+  w.planner.StartLeading(w.clock.MonotonicMicros());
+  BOOST_TEST(plan().empty());
+  BOOST_TEST(w.planner.stats().withheld.load() == 1);
+  BOOST_TEST(plan().empty());  // counted once per heartbeat
+  BOOST_TEST(w.planner.stats().withheld.load() == 1);
+
+  w.clock.Advance(seconds(1));
+  hear("old");  // in the term, but the previous leader's challenge
+  BOOST_TEST(plan().empty());
+  BOOST_TEST(w.planner.stats().withheld.load() == 2);
+
+  w.clock.Advance(seconds(1));
+  hear("new");
+  auto actions = plan();
+  BOOST_REQUIRE_EQUAL(actions.size(), 1u);
+  BOOST_TEST((actions[0].kind == Kind::kRead));
+  w.Answer(actions[0], Outcome::kNotFound);
+  actions = plan();
+  BOOST_REQUIRE_EQUAL(actions.size(), 1u);
+  BOOST_TEST((actions[0].kind == Kind::kCreate));
+  BOOST_TEST(actions[0].evidence->heartbeat().challenge == "new");
+  BOOST_TEST(w.planner.stats().withheld.load() == 2);
+
+  w.Answer(actions[0], Outcome::kOk, "rv1");
+  // No challenge at all (a member that has not heard one yet): "missing".
+  w.clock.Advance(seconds(1));
+  hear("");
+  BOOST_TEST(plan().empty());
+  BOOST_TEST(w.planner.stats().withheld.load() == 3);
+
+  // Without challenges from the server (no filter), a heartbeat goes as before.
+  w.clock.Advance(seconds(1));
+  hear("old");
+  actions = w.planner.Plan(w.peers, w.pool, w.clock.MonotonicMicros(), nullptr);
+  BOOST_REQUIRE_EQUAL(actions.size(), 1u);
+  BOOST_TEST((actions[0].kind == Kind::kUpdate));
 }

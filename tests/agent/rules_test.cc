@@ -98,16 +98,30 @@ BOOST_AUTO_TEST_CASE(LeaderChallengeIsRelayed) {
   pe::FakeClock clock;
   pa::PeerTable peers;
   BOOST_TEST(peers.LeaderChallenge() == "");
+  BOOST_TEST(peers.LeaderChallengeSource() == "");
+  BOOST_TEST(peers.LeaderChallengeSince() == INT64_MIN);
   peers.Record(Hb(clock, "hz-2", 1, true, /*leader=*/true, "c1"), true);
   BOOST_TEST(peers.LeaderChallenge() == "c1");
+  const int64_t first = clock.MonotonicMicros();
+  BOOST_TEST(peers.LeaderChallengeSince() == first);
+  const std::string hz2 = peers.LeaderChallengeSource();
+  BOOST_TEST(hz2.rfind("hz-2/", 0) == 0);
+  // The same challenge again: held since its first arrival.
+  clock.Advance(seconds(1));
+  peers.Record(Hb(clock, "hz-2", 2, true, true, "c1"), true);
+  BOOST_TEST(peers.LeaderChallengeSince() == first);
   // A member's heartbeat (not leader) does not set it, even with a challenge.
   clock.Advance(seconds(1));
   peers.Record(Hb(clock, "hz-3", 1, false, false, "bogus"), true);
   BOOST_TEST(peers.LeaderChallenge() == "c1");
-  // A new leader's challenge replaces it.
+  // A new leader's challenge replaces it, and names its relayer (a member
+  // heartbeats at once for a new leader's challenge: AgentCore).
   clock.Advance(seconds(1));
   peers.Record(Hb(clock, "hz-3", 2, true, true, "c2"), true);
   BOOST_TEST(peers.LeaderChallenge() == "c2");
+  BOOST_TEST(peers.LeaderChallengeSince() == clock.MonotonicMicros());
+  BOOST_TEST(peers.LeaderChallengeSource() != hz2);
+  BOOST_TEST(peers.LeaderChallengeSource().rfind("hz-3/", 0) == 0);
 }
 
 BOOST_AUTO_TEST_CASE(RetainDropsFormerMembers) {

@@ -15,7 +15,9 @@ Three pools, side by side, judged by the real node lifecycle controller:
   alpha  honest agents: a cut-off member is delegated with proofs (status.proof
          recorded), stays Ready across a leader failover and a restart of the
          replica the aggregator talks to, its Lease never a grace period without
-         a renewal;
+         a renewal, and no honest proof is refused on the way (every alpha
+         agent's poolcoord_agent_proofs_refused_total stays 0: the successor
+         withholds heartbeats over the dead leader's challenge);
   gamma  no agents: the test is the leader (the node certificates of
          the pool) and writes proofs of its own making to each replica directly:
          a proof one replica accepted is a replay on the other, a new one is
@@ -48,6 +50,29 @@ GV = "coordination.pool/v1alpha1"
 BASE = f"/apis/{GV}"
 REFUSALS = ("replay", "stale_challenge", "unknown_challenge", "reachable", "wrong_identity",
             "certificate_mismatch", "wrong_node", "bad_signature", "no_challenge", "missing")
+
+
+def honest_counts(agent):
+    """An honest agent's own account of its proofs (agent/agent_metrics.cc): the
+    server's refusals by rule, the heartbeats it withheld as proofs the server
+    would refuse, and its early heartbeat rounds for a challenge."""
+    out = {}
+    for key, value in agent.metrics().items():
+        if key.startswith("poolcoord_agent_proofs_refused_total{"):
+            rule = key.split('rule="', 1)[1].split('"', 1)[0]
+            out[f"refused {rule}"] = out.get(f"refused {rule}", 0) + value
+        elif key == 'poolcoord_agent_delegations_refused_total{reason="proof"}':
+            out["proof refusals"] = value
+        elif key in ("poolcoord_agent_proofs_withheld_total", "poolcoord_agent_challenge_rounds_total",
+                     "poolcoord_agent_delegations_written_total"):
+            out[key.split("poolcoord_agent_", 1)[1].rsplit("_total", 1)[0]] = value
+    return out
+
+
+def add_counts(total, counts):
+    for k, v in counts.items():
+        total[k] = total.get(k, 0) + v
+    return total
 
 
 def proof_count(pc, replica, result):
@@ -163,7 +188,9 @@ class Env:
         r["first_proof"] = first
         r["proven_at"] = time.time()
         time.sleep(15)
-        # The leader's agent dies; a successor delegates with proofs.
+        # The leader's agent dies; a successor delegates with proofs. Its
+        # counters go with it: read them first.
+        r["old_leader_counts"] = honest_counts(self.agents[leader])
         r["killed"] = time.time()
         self.agents[leader].kill()
         r["new"] = self.nw.wait("a new alpha leader",
@@ -189,6 +216,12 @@ class Env:
         r["reproven"] = time.time()
         time.sleep(15)
         r["until"] = time.time()
+        # Every alpha agent's account: the killed leader's up to its death, the
+        # others' (the restarted old leader's since its restart) until now.
+        counts = dict(r["old_leader_counts"])
+        for n in ALPHA:
+            add_counts(counts, honest_counts(self.agents[n]))
+        r["honest_counts"] = counts
         self.restore(m)
 
     # --- the replicas, with proofs of the test's own making
@@ -343,6 +376,14 @@ def honest_delegation_survives_failover_and_restart(env):
     renewals = [t for t, _ in env.lw.renewals(m, r["cut"] - GRACE) if t <= r["until"]]
     gaps = [b - a for a, b in zip(renewals, renewals[1:])]
     assert gaps and max(gaps) < GRACE, f"{m}'s Lease gaps {gaps}"
+    counts = r["honest_counts"]
+    refused = {k: int(v) for k, v in counts.items() if k.startswith("refused ") and v}
+    # Issue 15: an honest leader sends no proof the server refuses, across the
+    # failover (the members still signing the dead leader's challenge) and the
+    # restart (challenges aged while the replica was down).
+    assert not refused and not counts.get("proof refusals"), \
+        f"honest proofs refused across the failover and the restart: {refused or counts}"
+    assert counts.get("delegations_written", 0) > 0, counts
     around_failover = [b - a for a, b in zip(renewals, renewals[1:]) if r["killed"] - 5 <= b <= r["rewritten"] + 10]
     around_restart = [b - a for a, b in zip(renewals, renewals[1:]) if r["restart"] - 5 <= b <= r["reproven"] + 10]
     print(f"  {m} cut off, delegated with proofs (first {proof['sequence']} after "
@@ -350,7 +391,9 @@ def honest_delegation_survives_failover_and_restart(env):
           f"{r['rewritten'] - r['killed']:.1f} s; replica 0 restarted in {r['restarted'] - r['restart']:.1f} s, "
           f"proven again {r['reproven'] - r['restarted']:.1f} s later; Ready throughout "
           f"{r['until'] - r['cut']:.0f} s, longest Lease gap {max(gaps):.1f} s (failover "
-          f"{max(around_failover or [0]):.1f} s, restart {max(around_restart or [0]):.1f} s; grace {GRACE:.0f} s)",
+          f"{max(around_failover or [0]):.1f} s, restart {max(around_restart or [0]):.1f} s; grace {GRACE:.0f} s); "
+          f"honest proofs: {int(counts.get('delegations_written', 0))} written, 0 refused, "
+          f"{int(counts.get('proofs_withheld', 0))} withheld, {int(counts.get('challenge_rounds', 0))} early rounds",
           flush=True)
 
 
