@@ -3,7 +3,29 @@
 #include <string>
 #include <vector>
 
+#include "store/object.h"
+
 namespace poolcoord::apiservice {
+namespace {
+
+// Label values come only from fixed sets, so a client cannot mint series: a
+// verb kube-apiserver does not report becomes "other" (its metrics' CleanVerb),
+// and a resource that is not ours "" (anyone, unauthenticated too, may ask for
+// /apis/x/v1/<anything>).
+std::string_view BoundedVerb(std::string_view verb) {
+  for (std::string_view known : {"APPLY", "CONNECT", "CREATE", "DELETE", "DELETECOLLECTION", "GET",
+                                 "LIST", "PATCH", "POST", "PROXY", "PUT", "UPDATE", "WATCH",
+                                 "WATCHLIST"}) {
+    if (verb == known) return known;
+  }
+  return "other";
+}
+
+std::string_view BoundedResource(std::string_view resource) {
+  return store::InfoForPlural(resource) != nullptr ? resource : std::string_view();
+}
+
+}  // namespace
 
 const std::array<double, 23>& Metrics::DurationBuckets() {
   static const std::array<double, 23> kBuckets = {0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8,
@@ -40,14 +62,20 @@ void Metrics::ObserveRequest(std::string_view verb, std::string_view resource, i
                              double seconds, bool long_running) {
   char code_text[8];
   const int n = std::snprintf(code_text, sizeof(code_text), "%d", code);
+  verb = BoundedVerb(verb);
+  resource = BoundedResource(resource);
   requests_.WithLabels({verb, resource, std::string_view(code_text, n > 0 ? n : 0)}).Inc();
   if (long_running) return;
   durations_.WithLabels({verb, resource}).Observe(seconds < 0 ? 0 : seconds);
 }
 
-void Metrics::WatcherStarted(std::string_view resource) { watchers_.WithLabels({resource}).Add(1); }
+void Metrics::WatcherStarted(std::string_view resource) {
+  watchers_.WithLabels({BoundedResource(resource)}).Add(1);
+}
 
-void Metrics::WatcherEnded(std::string_view resource) { watchers_.WithLabels({resource}).Add(-1); }
+void Metrics::WatcherEnded(std::string_view resource) {
+  watchers_.WithLabels({BoundedResource(resource)}).Add(-1);
+}
 
 void Metrics::InflightChanged(bool mutating, int delta) {
   (mutating ? inflight_mutating_ : inflight_read_only_).Add(delta);

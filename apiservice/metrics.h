@@ -6,7 +6,9 @@
 //   apiserver_registered_watchers{resource}                    gauge
 //   apiserver_current_inflight_requests{request_kind}          gauge (readOnly|mutating)
 // `verb` is kube's reported verb: GET, LIST, WATCH, POST, PUT, PATCH, APPLY,
-// DELETE for resource requests, the HTTP method otherwise.
+// DELETE for resource requests, the HTTP method otherwise, and "other" for a
+// method kube-apiserver does not report; `resource` is one of ours or "" (the
+// number of series stays bounded whatever clients send).
 //
 // Thread-safe; the hot path takes no global lock (the registry's series are
 // sharded and atomic).

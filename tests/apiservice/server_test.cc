@@ -219,6 +219,32 @@ BOOST_AUTO_TEST_CASE(HistogramBucketsAreCumulative) {
   BOOST_TEST(text.find("# TYPE apiserver_request_duration_seconds histogram") != std::string::npos);
 }
 
+// A newcomer's probe (3,000 unauthenticated GETs of /apis/x/v1/r<random> and
+// methods VERB1..3) grew /metrics from 80 KB to 7 MB: labels came from the
+// request. They now come from fixed sets.
+BOOST_AUTO_TEST_CASE(LabelsComeFromFixedSets) {
+  base::MetricsRegistry registry;
+  Metrics m(&registry);
+  const size_t empty = registry.Render().size();
+  m.ObserveRequest("GET", "poolleases", 200, 0.001, false);
+  const size_t one = registry.Render().size();
+  for (int i = 0; i < 200; ++i) {
+    m.ObserveRequest("GET", "r" + std::to_string(i), 401, 0.001, false);
+    m.ObserveRequest("VERB" + std::to_string(i), "poolleases", 405, 0.001, false);
+    m.WatcherStarted("w" + std::to_string(i));
+  }
+  const std::string text = registry.Render();
+  BOOST_TEST(text.find("resource=\"r1\"") == std::string::npos);
+  BOOST_TEST(text.find("VERB") == std::string::npos);
+  BOOST_TEST(text.find("apiserver_request_total{code=\"401\",resource=\"\",verb=\"GET\"} 200") !=
+             std::string::npos);
+  BOOST_TEST(text.find("apiserver_request_total{code=\"405\",resource=\"poolleases\",verb=\"other\"} 200") !=
+             std::string::npos);
+  BOOST_TEST(text.find("apiserver_registered_watchers{resource=\"\"} 200") != std::string::npos);
+  // Three new label sets in all, whatever the number of distinct requests.
+  BOOST_TEST(text.size() < one + 4 * (one - empty));
+}
+
 BOOST_AUTO_TEST_CASE(ConcurrentCountingLosesNothing) {
   base::MetricsRegistry registry;
   Metrics m(&registry);
