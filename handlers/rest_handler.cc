@@ -304,7 +304,10 @@ std::string EncodeOne(const Object& o) { return store::EncodeObject(o); }
 enum class Format { kJson, kTable, kPartial };
 
 absl::StatusOr<Format> NegotiateFormat(const Request& request, bool list) {
-  if (WantsTable(request)) return Format::kTable;
+  if (WantsTable(request)) {
+    if (absl::Status s = ValidateTableOptions(request); !s.ok()) return s;
+    return Format::kTable;
+  }
   if (WantsPartialObjectMetadata(request, list)) return Format::kPartial;
   if (AcceptsJson(request.Header("accept"))) return Format::kJson;
   return store::NotAcceptableError(absl::StrCat(
@@ -784,8 +787,9 @@ Response ServeResource(const RestContext& ctx, const ResourcePath& path, Request
   const GenericStore kind(registry::ForKind(path.kind), ctx.store, ctx.clock, ctx.rules);
   const std::string& m = request.method;
   if (!path.subresource.empty() && path.subresource != "status") {
-    return ErrorResponse(store::NotFoundError(
-        absl::StrCat(kind.strategy().Info().plural, "/", path.subresource), path.name));
+    // As kube-apiserver answers for a custom resource's unknown subresource
+    // (NotFound of the resource and name, the subresource not named).
+    return ErrorResponse(store::NotFoundError(kind.strategy().Info().plural, path.name));
   }
   if (path.name.empty()) {
     if (m == "GET") {

@@ -3,7 +3,9 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "base/quote.h"
 #include "handlers/discovery.h"
+#include "store/api_error.h"
 #include "handlers/registry/registry.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
@@ -130,6 +132,16 @@ void WriteAgeCell(store::JsonWriter& w, std::optional<int64_t> since_us, int64_t
     return;
   }
   Str(w, HumanDuration(now_us - *since_us));
+}
+
+absl::Status ValidateTableOptions(const Request& request) {
+  const std::string_view include = request.Query("includeObject");
+  if (include.empty() || include == "None" || include == "Metadata" || include == "Object") {
+    return absl::OkStatus();
+  }
+  return store::BadRequestError(absl::StrCat(
+      "Unable to convert to Table as requested: includeObject: Invalid value: ",
+      base::GoQuote(include), ": must be 'Metadata', 'Object', 'None', or empty"));
 }
 
 bool WantsTable(const Request& request) {

@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "base/human_duration.h"
 #include "handlers/http_types.h"
 #include "store/object.h"
@@ -33,6 +34,11 @@ namespace poolcoord::handlers {
 // range. kubectl get sends Table first with plain JSON as the fallback. The
 // answer is always meta.k8s.io/v1, which every kubectl since 1.15 reads.
 bool WantsTable(const Request& request);
+
+// The TableOptions of a Table request: includeObject must be "", None,
+// Metadata or Object, else BadRequest with kube-apiserver's message ("Unable
+// to convert to Table as requested: includeObject: Invalid value: ...").
+absl::Status ValidateTableOptions(const Request& request);
 
 // True when the Accept header prefers PartialObjectMetadata (list == false: get
 // and watch) or PartialObjectMetadataList (list == true) in meta.k8s.io/v1 over

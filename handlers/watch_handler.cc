@@ -239,6 +239,7 @@ Response ServeWatch(store::Store* store, Kind kind, const ListOptions& options,
                     const Request& request, int64_t now_us) {
   Format format = Format::kJson;
   if (WantsTable(request)) {
+    if (absl::Status s = ValidateTableOptions(request); !s.ok()) return ErrorResponse(s);
     format = Format::kTable;
   } else if (WantsPartialObjectMetadata(request, /*list=*/false)) {
     format = Format::kPartial;

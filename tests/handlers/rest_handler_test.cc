@@ -223,6 +223,35 @@ BOOST_AUTO_TEST_CASE(dry_run_and_bad_input) {
   BOOST_TEST(Call("PUT", kBase, Lease("x")).status == 405);
 }
 
+// A newcomer's probe: GET .../s/foo answered 404 "poolleases/foo... \"s\" not
+// found" (as if the object were missing, under a made-up resource), and
+// includeObject=bogus was ignored. Both now answer as kube-apiserver does.
+BOOST_AUTO_TEST_CASE(unknown_subresource_and_bad_table_options) {
+  BOOST_REQUIRE(Call("POST", kBase, Lease("s")).status == 201);
+  Response sub = Call("GET", std::string(kBase) + "/s/foo");
+  BOOST_TEST(sub.status == 404);
+  BOOST_TEST(std::string(Json(sub)["message"].GetString()) ==
+             "poolleases.coordination.pool \"s\" not found");
+  BOOST_TEST(std::string(Json(sub)["details"]["kind"].GetString()) == "poolleases");
+  const std::string table = "application/json;as=Table;v=v1;g=meta.k8s.io";
+  for (const std::string target : {std::string(kBase) + "?includeObject=bogus",
+                                   std::string(kBase) + "/s?includeObject=bogus",
+                                   std::string(kBase) + "?watch=1&includeObject=bogus"}) {
+    Response r = Call("GET", target, "", "", table);
+    BOOST_TEST_CONTEXT(target) {
+      BOOST_TEST(r.status == 400);
+      BOOST_TEST(std::string(Json(r)["message"].GetString()) ==
+                 "Unable to convert to Table as requested: includeObject: Invalid value: "
+                 "\"bogus\": must be 'Metadata', 'Object', 'None', or empty");
+    }
+  }
+  for (const char* ok : {"", "None", "Metadata", "Object"}) {
+    BOOST_TEST(Call("GET", std::string(kBase) + "?includeObject=" + ok, "", "", table).status == 200);
+  }
+  // Without a Table, includeObject means nothing (kube-apiserver ignores it too).
+  BOOST_TEST(Call("GET", std::string(kBase) + "?includeObject=bogus").status == 200);
+}
+
 // A newcomer's bad-input pass: each of these DELETEs used to delete the object.
 BOOST_AUTO_TEST_CASE(malformed_delete_options_are_refused_and_delete_nothing) {
   struct Case {
