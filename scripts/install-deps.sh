@@ -51,9 +51,10 @@ missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-# Always refresh the package lists first: a new machine's lists may be empty or old.
-$SUDO apt-get update -qq
+# Only when something is missing, and then the package lists first (a new
+# machine's may be empty or old): a later start needs neither root nor network.
 if [ ${#missing[@]} -gt 0 ]; then
+  $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 if ! command -v kubectl >/dev/null; then
