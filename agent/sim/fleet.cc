@@ -914,48 +914,6 @@ int RunTermSelfTest(const Options& o) {
   return failed == 0 ? 0 : 1;
 }
 
-std::string ClusterCaPath(const Options& o) {
-  return (std::filesystem::path(o.work_dir) / "cluster-ca.crt").string();
-}
-
-namespace {
-std::string ClusterCaKeyPath(const Options& o) {
-  return (std::filesystem::path(o.work_dir) / "cluster-ca.key").string();
-}
-absl::StatusOr<std::string> ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError("cannot read " + path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-}  // namespace
-
-absl::Status WriteClusterCa(const Options& o) {
-  if (std::filesystem::exists(ClusterCaPath(o)) && std::filesystem::exists(ClusterCaKeyPath(o))) {
-    return absl::OkStatus();
-  }
-  agent::MintOptions ca_options;
-  ca_options.key_type = agent::KeyType::kRsa;
-  auto ca = agent::MintCertificateAuthority("poolcoord-sim-cluster-ca", ca_options);
-  if (!ca.ok()) return ca.status();
-  std::ofstream crt(ClusterCaPath(o)), key(ClusterCaKeyPath(o));
-  crt << ca->cert_pem;
-  key << ca->key_pem;
-  if (!crt || !key) return absl::InternalError("cannot write the cluster CA into " + o.work_dir);
-  return absl::OkStatus();
-}
-
-absl::StatusOr<agent::MintedKeyPair> ReadClusterCa(const Options& o) {
-  if (absl::Status s = WriteClusterCa(o); !s.ok()) return s;
-  auto crt = ReadAll(ClusterCaPath(o));
-  if (!crt.ok()) return crt.status();
-  auto key = ReadAll(ClusterCaKeyPath(o));
-  if (!key.ok()) return key.status();
-  agent::MintedKeyPair pair;
-  pair.cert_pem = *crt;
-  pair.key_pem = *key;
-  return pair;
-}
-
 int RunFleet(const Options& o, cloud::RestClient* client, CloudModel* cloud_model) {
   Fleet f(o, client);
   f.cloud_model = cloud_model;

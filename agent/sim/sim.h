@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "agent/minted_pki.h"
 #include "base/clock.h"
 #include "cloud/errors.h"
 #include "cloud/rest_client.h"
@@ -73,6 +74,8 @@ inline constexpr char kAdminUser[] = "poolcoord-sim-admin";
 // --client-ca-file, so it can check the agents' delegation proofs (issue 15).
 std::string ClusterCaPath(const Options& o);
 absl::Status WriteClusterCa(const Options& o);
+// The cluster CA's certificate and key, minted first when missing.
+absl::StatusOr<agent::MintedKeyPair> ReadClusterCa(const Options& o);
 
 // Writes tokens.csv, membership.yaml, cloud.kubeconfig (the modelled cloud
 // at o.cloud_port) and the cluster CA for `pools` into o.work_dir.
