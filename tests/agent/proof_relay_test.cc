@@ -353,6 +353,30 @@ RestartResult RestartUnderDelegation(double down_s, bool keep_objects) {
   return r;
 }
 
+// Restarts under delegation, down `from` to `to` s in 1 s steps: no honest
+// proof refused, one leader, delegation resumed with a new challenge, and the
+// gap beyond the downtime within the leader's renewal poll (2.4 s), the
+// member's next round (5 s) and a step.
+void ExpectRestartsRefuseNoHonestProof(double from, double to, bool keep_objects,
+                                       const char* what) {
+  int64_t worst = 0, withheld = 0, refused = 0;
+  for (double down = from; down <= to; down += 1) {
+    RestartResult r = RestartUnderDelegation(down, keep_objects);
+    BOOST_TEST(r.refusals == 0, down << " s down: proofs refused: " << r.text);
+    BOOST_TEST(r.one_leader);
+    BOOST_TEST(r.delegated);
+    BOOST_TEST(r.new_challenge);
+    BOOST_TEST(r.excess_gap_us <= 2'400'000 + 5 * kS + kFirstProofAfterTakeover,
+               down << " s down: gap beyond the downtime " << r.excess_gap_us / 1e6 << " s");
+    worst = std::max(worst, r.excess_gap_us);
+    withheld += r.withheld;
+    refused += r.refusals;
+  }
+  BOOST_TEST_MESSAGE(what << " restarts (" << from << "-" << to << " s down): " << refused
+                     << " refused, " << withheld << " withheld, longest gap beyond the downtime "
+                     << worst / 1e6 << " s");
+}
+
 // A server restart with the memory store: the PoolLease, its challenges and
 // the DelegatedLeases are gone. The leader's renewal re-creates the PoolLease
 // (a new challenge); heartbeats the member signed before it heard the new one
@@ -360,23 +384,7 @@ RestartResult RestartUnderDelegation(double down_s, bool keep_objects) {
 // withheld, not sent. Downtimes of 1 to 6 s put the restart at every point of
 // the member's and the leader's 5 s rounds.
 BOOST_AUTO_TEST_CASE(AServerRestartWithTheMemoryStoreRefusesNoHonestProof) {
-  int64_t worst = 0, withheld = 0, refused = 0;
-  for (double down = 1; down <= 6; down += 1) {
-    RestartResult r = RestartUnderDelegation(down, /*keep_objects=*/false);
-    BOOST_TEST(r.refusals == 0, down << " s down: proofs refused: " << r.text);
-    BOOST_TEST(r.one_leader);
-    BOOST_TEST(r.delegated);
-    BOOST_TEST(r.new_challenge);
-    // Back within the leader's renewal poll (2.4 s) after the server is up and
-    // the member's next round (5 s), + a step.
-    BOOST_TEST(r.excess_gap_us <= 2'400'000 + 5 * kS + kFirstProofAfterTakeover,
-               down << " s down: gap beyond the downtime " << r.excess_gap_us / 1e6 << " s");
-    worst = std::max(worst, r.excess_gap_us);
-    withheld += r.withheld;
-    refused += r.refusals;
-  }
-  BOOST_TEST_MESSAGE("memory-store restarts (1-6 s down): " << refused << " refused, " << withheld
-                     << " withheld, longest gap beyond the downtime " << worst / 1e6 << " s");
+  ExpectRestartsRefuseNoHonestProof(1, 6, /*keep_objects=*/false, "memory-store");
 }
 
 // A restart with etcd3: the challenges and the last accepted proofs stay in
@@ -386,21 +394,7 @@ BOOST_AUTO_TEST_CASE(AServerRestartWithTheMemoryStoreRefusesNoHonestProof) {
 // or more, signs it at once. No honest proof is refused (stale_challenge, or
 // a replay of what was accepted before the restart).
 BOOST_AUTO_TEST_CASE(AServerRestartWithEtcdRefusesNoHonestProof) {
-  int64_t worst = 0, withheld = 0, refused = 0;
-  for (double down = 6; down <= 11; down += 1) {
-    RestartResult r = RestartUnderDelegation(down, /*keep_objects=*/true);
-    BOOST_TEST(r.refusals == 0, down << " s down: proofs refused: " << r.text);
-    BOOST_TEST(r.one_leader);
-    BOOST_TEST(r.delegated);
-    BOOST_TEST(r.new_challenge);
-    BOOST_TEST(r.excess_gap_us <= 2'400'000 + 5 * kS + kFirstProofAfterTakeover,
-               down << " s down: gap beyond the downtime " << r.excess_gap_us / 1e6 << " s");
-    worst = std::max(worst, r.excess_gap_us);
-    withheld += r.withheld;
-    refused += r.refusals;
-  }
-  BOOST_TEST_MESSAGE("etcd3 restarts (6-11 s down): " << refused << " refused, " << withheld
-                     << " withheld, longest gap beyond the downtime " << worst / 1e6 << " s");
+  ExpectRestartsRefuseNoHonestProof(6, 11, /*keep_objects=*/true, "etcd3");
 }
 
 // A server switched to --delegation-proof=off keeps the challenges it listed
