@@ -219,16 +219,18 @@ absl::Status LeaseRules::AdmitDelegatedLeaseWrite(const base::UserInfo& user,
   if (!master) {
     const auto writer_pool = membership_->PoolOf(writer);
     const std::string holder = pool_lease ? HolderOf(*pool_lease) : "";
-    const std::string leader_hint =
-        holder.empty() ? std::string("the pool has no leader now")
-                       : absl::StrCat("its current holder is ", base::GoQuote(holder));
+    // Only a refusal reads it: a renewal should not pay for quoting.
+    auto leader_hint = [&holder] {
+      return holder.empty() ? std::string("the pool has no leader now")
+                            : absl::StrCat("its current holder is ", base::GoQuote(holder));
+    };
     if (writer_pool != pool) {
       return store::ForbiddenError(absl::StrCat(
           "node ", base::GoQuote(writer), " belongs to ",
           writer_pool ? absl::StrCat("pool ", base::GoQuote(*writer_pool)) : std::string("no pool"),
           ", not to pool ", base::GoQuote(*pool), " of node ", base::GoQuote(name),
           "; only the leader of pool ", base::GoQuote(*pool), " may write its DelegatedLeases (",
-          leader_hint, ")"));
+          leader_hint(), ")"));
     }
     if (!pool_lease) {
       return store::ForbiddenError(absl::StrCat(
@@ -281,7 +283,7 @@ absl::Status LeaseRules::AdmitDelegatedLeaseWrite(const base::UserInfo& user,
   Stamp(*clock_, proposed);
   proposed.status.leader_term = term;
   proposed.status.expired = false;
-  proposed.metadata.labels[kPoolLabel] = *pool;
+  proposed.metadata.labels.Set(kPoolLabel, *pool);  // unchanged on a renewal: no copy
   // Write-only (as a Secret's stringData): checked above, never stored.
   store::ClearDelegationProof(proposed);
   return absl::OkStatus();

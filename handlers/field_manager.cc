@@ -34,11 +34,15 @@ bool SameMetadata(const store::ObjectMeta& a, const store::ObjectMeta& b) {
 }
 
 bool ServerWritten(const store::ManagedFieldsEntry& e) {
-  return (e.operation == "Update" || e.operation == "Apply") && e.fields_type == "FieldsV1" &&
-         !e.api_version.empty();
+  return (e.operation() == "Update" || e.operation() == "Apply") && e.fields_type() == "FieldsV1" &&
+         !e.api_version().empty();
 }
 
+// OwnerHint's bits beside the SpecField ones.
 constexpr uint32_t kHintValid = 1u << 31;
+constexpr uint32_t kHintInvalid = 1u << 30;     // cached: not in the form we write
+constexpr uint32_t kHintUpdateMain = 1u << 29;  // an Update of ours on the main resource
+constexpr uint32_t kHintSpecFields = (1u << 29) - 1;
 
 // The LeaseSpec fields by wire name, as store::SpecField bits.
 struct SpecFieldName {
@@ -75,19 +79,30 @@ uint32_t ChangedSpecFields(const store::LeaseSpec& a, const store::LeaseSpec& b,
 }
 
 // Which spec fields an entry owns as members (SpecField bits) with kHintValid
-// set; 0 when its fieldsV1 is not in the form this server writes. Cached in the
-// entry (store::ManagedFieldsEntry::owner_hint): taken from the live object's
-// equal entry, else read once from fieldsV1.
-uint32_t OwnerHint(store::ManagedFieldsEntry& e, const store::ManagedFieldsEntry& live) {
-  if (e.owner_hint != 0) return e.owner_hint;
-  if (live.owner_hint != 0) return e.owner_hint = live.owner_hint;
+// set, and kHintUpdateMain for an Update entry of our apiVersion without a
+// subresource; 0 when the entry is not one the server writes (ServerWritten) or
+// its fieldsV1 is not in the form it writes. A function of the entry's text, so
+// cached beside its shared record (store::ManagedFieldsEntry::owner_hint): worked
+// out once for every object whose entry has the same text.
+uint32_t OwnerHint(const store::ManagedFieldsEntry& e) {
+  if (const uint32_t hint = e.owner_hint(); hint != 0) return hint == kHintInvalid ? 0 : hint;
+  if (!ServerWritten(e)) {
+    e.set_owner_hint(kHintInvalid);
+    return 0;
+  }
   uint32_t mask = kHintValid;
-  const bool ok = ssa::FieldsV1ChildMembers(e.fields_v1, "spec", [&](std::string_view field) {
+  if (e.operation() == "Update" && e.subresource().empty() &&
+      e.api_version() == store::kGroupVersion) {
+    mask |= kHintUpdateMain;
+  }
+  const bool ok = ssa::FieldsV1ChildMembers(e.fields_v1(), "spec", [&](std::string_view field) {
     for (const SpecFieldName& f : kSpecFieldNames) {
       if (field == f.name) mask |= f.bit;
     }
   });
-  return e.owner_hint = ok ? mask : 0;
+  // Not valid: kept as kHintInvalid, so that it is not read again either.
+  e.set_owner_hint(ok ? mask : kHintInvalid);
+  return ok ? mask : 0;
 }
 
 // The renewal fast path. True when it settled the entries: the update changed
@@ -105,13 +120,11 @@ bool TryRecordSpecUpdate(const store::Object& live, store::Object& next,
   if (removed) return false;
   auto& entries = next.metadata.managed_fields;
   store::ManagedFieldsEntry* own = nullptr;
-  for (size_t k = 0; k < entries.size(); ++k) {
-    store::ManagedFieldsEntry& e = entries[k];
-    if (!ServerWritten(e)) return false;
-    const bool mine = e.operation == "Update" && e.manager == r.manager &&
-                      e.subresource.empty() && e.api_version == store::kGroupVersion;
-    const uint32_t hint = OwnerHint(e, live.metadata.managed_fields[k]);
-    if (hint == 0 || (hint & changed) != (mine ? changed : 0)) return false;
+  for (store::ManagedFieldsEntry& e : entries) {
+    const uint32_t hint = OwnerHint(e);
+    if (hint == 0) return false;
+    const bool mine = (hint & kHintUpdateMain) != 0 && e.manager() == r.manager;
+    if ((hint & kHintSpecFields & changed) != (mine ? changed : 0)) return false;
     if (mine) own = &e;
   }
   if (own == nullptr) return false;

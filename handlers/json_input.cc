@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -38,6 +39,19 @@ int EscapedUnit(std::string_view json, size_t i) {
 }
 
 bool NeedsWork(std::string_view json) {
+  // Nearly every body is ASCII without a backslash: say so eight bytes at a
+  // time (a renewal's body cost ~440 instructions byte by byte).
+  uint64_t high = 0;
+  size_t k = 0;
+  for (; k + 8 <= json.size(); k += 8) {
+    uint64_t word;
+    std::memcpy(&word, json.data() + k, 8);
+    high |= word;
+  }
+  for (; k < json.size(); ++k) high |= static_cast<unsigned char>(json[k]);
+  if ((high & 0x8080808080808080ULL) == 0 && json.find('\\') == std::string_view::npos) {
+    return false;
+  }
   for (size_t i = 0; i < json.size(); ++i) {
     const auto c = static_cast<unsigned char>(json[i]);
     if (c >= 0x80) return true;

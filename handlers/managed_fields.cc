@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/quote.h"
+#include "base/string_view.h"
 
 namespace poolcoord::handlers::ssa {
 namespace {
@@ -169,30 +170,31 @@ bool Manager::SameIdentity(const Manager& other) const {
 
 // ---------------------------------------------------------------- encode, decode
 
-absl::StatusOr<Managers> DecodeManagers(const std::vector<store::ManagedFieldsEntry>& entries) {
+absl::StatusOr<Managers> DecodeManagers(const store::ManagedFields& entries) {
   Managers out;
   out.reserve(entries.size());
   for (size_t i = 0; i < entries.size(); ++i) {
     const store::ManagedFieldsEntry& e = entries[i];
     Manager m;
-    if (e.operation == kApply) {
+    if (e.operation() == kApply) {
       m.operation = Operation::kApply;
-    } else if (e.operation != kUpdate) {
+    } else if (e.operation() != kUpdate) {
       return absl::InvalidArgumentError("operation must be `Apply` or `Update`");
     }
-    if (e.api_version.empty()) return absl::InvalidArgumentError("apiVersion must not be empty");
-    if (e.fields_type != kFieldsV1) {
+    if (e.api_version().empty()) return absl::InvalidArgumentError("apiVersion must not be empty");
+    if (e.fields_type() != kFieldsV1) {
       return absl::InvalidArgumentError(
-          e.fields_type.empty()
+          e.fields_type().empty()
               ? absl::StrCat("missing fieldsType in managed fields entry ", i)
-              : absl::StrCat("invalid fieldsType \"", e.fields_type, "\" in managed fields entry ", i));
+              : absl::StrCat("invalid fieldsType \"", base::Av(e.fields_type()),
+                             "\" in managed fields entry ", i));
     }
-    m.name = e.manager;
-    m.api_version = e.api_version.str();
-    m.subresource = e.subresource;
+    m.name = e.manager();
+    m.api_version = e.api_version();
+    m.subresource = e.subresource();
     m.time = e.time;
-    if (!e.fields_v1.empty()) {
-      auto set = FieldSet::FromJson(e.fields_v1);
+    if (!e.fields_v1().empty()) {
+      auto set = FieldSet::FromJson(e.fields_v1());
       if (!set.ok()) {
         return absl::InvalidArgumentError(
             absl::StrCat("error decoding fieldsV1 of managed fields entry ", i, ": ",
@@ -212,14 +214,14 @@ absl::StatusOr<Managers> DecodeManagers(const std::vector<store::ManagedFieldsEn
   return out;
 }
 
-void SortEntries(std::vector<store::ManagedFieldsEntry>& entries) {
+void SortEntries(store::ManagedFields& entries) {
   auto less = [](const store::ManagedFieldsEntry& p, const store::ManagedFieldsEntry& q) {
-    if (p.operation != q.operation) return p.operation < q.operation;
+    if (p.operation() != q.operation()) return p.operation() < q.operation();
     const int64_t pt = p.time.value_or(0), qt = q.time.value_or(0);
     if (pt != qt) return pt < qt;
-    if (p.manager != q.manager) return p.manager < q.manager;
-    if (p.api_version != q.api_version) return p.api_version < q.api_version;
-    return p.subresource < q.subresource;
+    if (p.manager() != q.manager()) return p.manager() < q.manager();
+    if (p.api_version() != q.api_version()) return p.api_version() < q.api_version();
+    return p.subresource() < q.subresource();
   };
   // A handful of entries, nearly always in order already (a renewal moves one):
   // a stable insertion sort, without the buffer std::stable_sort allocates.
@@ -230,20 +232,15 @@ void SortEntries(std::vector<store::ManagedFieldsEntry>& entries) {
   }
 }
 
-std::vector<store::ManagedFieldsEntry> EncodeManagers(const Managers& managers) {
-  std::vector<store::ManagedFieldsEntry> out;
+store::ManagedFields EncodeManagers(const Managers& managers) {
+  store::ManagedFields out;
   out.reserve(managers.size());
   for (const Manager& m : managers) {
     if (m.fields.Empty()) continue;
-    store::ManagedFieldsEntry e;
-    e.manager = m.name;
-    e.operation = OperationName(m.operation);
-    e.api_version = store::MapKey(m.api_version);
-    e.fields_type = kFieldsV1;
-    e.fields_v1 = m.fields.ToJson();
-    e.subresource = m.subresource;
-    e.time = m.time;
-    out.push_back(std::move(e));
+    const std::string fields_v1 = m.fields.ToJson();
+    out.emplace_back(store::ManagedFieldsText{m.name, OperationName(m.operation), m.api_version,
+                                              kFieldsV1, fields_v1, m.subresource},
+                     m.time);
   }
   SortEntries(out);
   return out;
@@ -348,8 +345,8 @@ void CapUpdateManagers(Managers& managers, size_t max) {
   managers = std::move(kept);
 }
 
-Managers BaseManagers(const std::vector<store::ManagedFieldsEntry>* live,
-                      const std::vector<store::ManagedFieldsEntry>& sent, bool subresource) {
+Managers BaseManagers(const store::ManagedFields* live,
+                      const store::ManagedFields& sent, bool subresource) {
   auto from_live = [&]() -> Managers {
     if (live == nullptr) return {};
     auto decoded = DecodeManagers(*live);
@@ -365,6 +362,7 @@ Managers BaseManagers(const std::vector<store::ManagedFieldsEntry>* live,
 
 std::string ManagerFromUserAgent(std::string_view user_agent) {
   const std::string_view prefix = user_agent.substr(0, user_agent.find('/'));
+  if (prefix.empty()) return "unknown";  // no User-Agent (or one starting with '/')
   // The common case, printable ASCII: the prefix itself.
   if (!prefix.empty() && prefix.size() <= kFieldManagerMaxLength &&
       std::all_of(prefix.begin(), prefix.end(), [](char c) { return c >= 0x20 && c < 0x7F; })) {

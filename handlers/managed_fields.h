@@ -59,12 +59,12 @@ using Managers = std::vector<Manager>;
 // Apply or Update, its apiVersion is empty, its fieldsType is not "FieldsV1" or
 // its fieldsV1 does not parse (kube-apiserver then falls back to the live
 // object's entries, or to none).
-absl::StatusOr<Managers> DecodeManagers(const std::vector<store::ManagedFieldsEntry>& entries);
+absl::StatusOr<Managers> DecodeManagers(const store::ManagedFields& entries);
 
 // Writes entries sorted as kube-apiserver sorts them: Apply before Update, then
 // by time (seconds; none counts as 0), manager, apiVersion, subresource.
-std::vector<store::ManagedFieldsEntry> EncodeManagers(const Managers& managers);
-void SortEntries(std::vector<store::ManagedFieldsEntry>& entries);
+store::ManagedFields EncodeManagers(const Managers& managers);
+void SortEntries(store::ManagedFields& entries);
 
 // What an operation's ownership leaves out: the server-set metadata, and status
 // (main resource) or everything but status (the status subresource).
@@ -84,8 +84,8 @@ void CapUpdateManagers(Managers& managers, size_t max = kMaxUpdateManagers);
 // (decodeLiveOrNew): a subresource write, or a request that sends no entries or
 // invalid ones, keeps the live object's (invalid live entries count as none); a
 // request whose only entry is empty ([{}]) resets them; otherwise the request's.
-Managers BaseManagers(const std::vector<store::ManagedFieldsEntry>* live,
-                      const std::vector<store::ManagedFieldsEntry>& sent,
+Managers BaseManagers(const store::ManagedFields* live,
+                      const store::ManagedFields& sent,
                       bool subresource);
 
 // The manager kube-apiserver records when a request names none: the User-Agent

@@ -537,6 +537,17 @@ Response Apply(const GenericStore& kind, const ResourcePath& path, Request& requ
   return WriteResponse(result->created ? 201 : 200, *result, warnings);
 }
 
+// Whether a merge patch sets spec.proof. Precheck only prepares what the
+// rules would compute anyway, and today the one thing it prepares is the check
+// of a DelegatedLease's spec.proof (strategy.h): a renewal without a proof skips
+// applying its patch twice (~1,500 instructions).
+bool SetsSpecProof(const rapidjson::Value& patch) {
+  auto spec = patch.FindMember("spec");
+  if (spec == patch.MemberEnd() || !spec->value.IsObject()) return false;
+  auto proof = spec->value.FindMember("proof");
+  return proof != spec->value.MemberEnd() && !proof->value.IsNull();
+}
+
 Response Patch(const GenericStore& kind, const ResourcePath& path, Request& request) {
   std::string_view ct = request.Header("content-type");
   const bool json_patch = MediaTypeIs(ct, kJsonPatch);
@@ -569,7 +580,8 @@ Response Patch(const GenericStore& kind, const ResourcePath& path, Request& requ
   const std::vector<std::string> duplicates =
       StrictFindings(parsed->duplicates, {}, json_patch ? "json patch " : "");
   std::vector<std::string> warnings;
-  if (merge_patch && subresource == registry::Subresource::kMain && duplicates.empty()) {
+  if (merge_patch && subresource == registry::Subresource::kMain && duplicates.empty() &&
+      SetsSpecProof(patch)) {
     // The spec fields the patch sets, for the strategy's Precheck (a renewal
     // with its delegation proof: the signature checked off the store's lock).
     Object fields;

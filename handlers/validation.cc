@@ -92,8 +92,9 @@ std::string GoStringSlice(const std::vector<std::string>& values) {
   return out;
 }
 
-void ValidateLabels(const std::map<std::string, std::string>& labels,
-                    std::vector<store::FieldCause>& causes) {
+// Both read the object's StringMap in place: a copy into a std::map cost a
+// renewal ~1,800 instructions of allocations.
+void ValidateLabels(const store::StringMap& labels, std::vector<store::FieldCause>& causes) {
   constexpr char kField[] = "metadata.labels";
   for (const auto& [key, value] : labels) {
     for (const auto& msg : IsQualifiedName(key)) {
@@ -105,13 +106,20 @@ void ValidateLabels(const std::map<std::string, std::string>& labels,
   }
 }
 
-void ValidateAnnotations(const std::map<std::string, std::string>& annotations,
+void ValidateAnnotations(const store::StringMap& annotations,
                          std::vector<store::FieldCause>& causes) {
   constexpr char kField[] = "metadata.annotations";
   size_t total = 0;
+  std::string lowered;
   for (const auto& [key, value] : annotations) {
     // Annotation keys are qualified names regardless of case.
-    for (const auto& msg : IsQualifiedName(absl::AsciiStrToLower(key))) {
+    std::string_view name = key;
+    if (std::any_of(name.begin(), name.end(), absl::ascii_isupper)) {
+      lowered.assign(name);
+      absl::AsciiStrToLower(&lowered);
+      name = lowered;
+    }
+    for (const auto& msg : IsQualifiedName(name)) {
       causes.push_back(store::FieldInvalid(kField, base::GoQuote(key), msg));
     }
     total += key.size() + value.size();

@@ -9,6 +9,11 @@
 #include <ostream>
 #include <stdexcept>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/hash/hash.h"
+#include "absl/synchronization/mutex.h"
+
 namespace poolcoord::store {
 namespace {
 constexpr ResourceInfo kPoolLeaseInfo{
@@ -65,12 +70,10 @@ bool RegisterResource(const ResourceInfo* info) {
 
 namespace {
 // Keys on every DelegatedLease (election/lease_rules.h kPoolLabel,
-// kDelegateAnnotation), and the apiVersion of every managedFields entry:
-// 100,000 DelegatedLeases share one copy of each.
+// kDelegateAnnotation): 100,000 DelegatedLeases share one copy of each.
 constexpr std::string_view kInternedKeys[] = {
     "coordination.pool/pool",
     "openyurt.io/delegate-heartbeat",
-    "coordination.pool/v1alpha1",
 };
 
 bool KeyLess(const StringMap::value_type& item, std::string_view key) { return item.first < key; }
@@ -95,24 +98,131 @@ MapKey::MapKey(std::string_view s) : data_(""), size_(0), owned_(false) {
 
 std::ostream& operator<<(std::ostream& os, const MapKey& key) { return os << key.view(); }
 
+// ---------------------------------------------------------------- StringMap
+
+namespace internal {
+namespace {
+
+using Items = std::vector<StringMap::value_type>;
+
+// Maps larger than this stay with their objects (a kubectl
+// last-applied-configuration annotation is large and differs per object).
+constexpr size_t kMaxInternedItems = 8;
+constexpr size_t kMaxInternedBytes = 512;
+
+size_t HashItems(const Items& items) {
+  size_t h = items.size();
+  for (const auto& [k, v] : items) {
+    h = absl::HashOf(h, k.view(), std::string_view(v));
+  }
+  return h;
+}
+
+struct ItemsKey {
+  const Items* items;
+  size_t hash;
+};
+struct RepHash {
+  using is_transparent = void;
+  size_t operator()(const StringMapRep* r) const { return r->hash; }
+  size_t operator()(const ItemsKey& k) const { return k.hash; }
+};
+struct RepEq {
+  using is_transparent = void;
+  bool operator()(const StringMapRep* a, const StringMapRep* b) const { return a == b; }
+  bool operator()(const ItemsKey& k, const StringMapRep* r) const {
+    return k.hash == r->hash && *k.items == r->items;
+  }
+  bool operator()(const StringMapRep* r, const ItemsKey& k) const { return (*this)(k, r); }
+};
+
+// Every interned item set. An interned rep's count goes from 1 to 0 only under
+// mu, and a lookup takes its reference under mu, so a rep found here is never
+// one being freed.
+struct RepTable {
+  absl::Mutex mu;
+  absl::flat_hash_set<const StringMapRep*, RepHash, RepEq> reps ABSL_GUARDED_BY(mu);
+};
+
+RepTable& TheRepTable() {
+  static RepTable* const table = new RepTable();  // never destroyed: maps may outlive statics
+  return *table;
+}
+
+}  // namespace
+
+void intrusive_ptr_add_ref(const StringMapRep* r) {
+  r->refs.fetch_add(1, std::memory_order_relaxed);
+}
+
+void intrusive_ptr_release(const StringMapRep* r) {
+  if (!r->interned) {
+    if (r->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete r;
+    return;
+  }
+  uint32_t n = r->refs.load(std::memory_order_relaxed);
+  while (n > 1) {
+    if (r->refs.compare_exchange_weak(n, n - 1, std::memory_order_release,
+                                      std::memory_order_relaxed)) {
+      return;
+    }
+  }
+  RepTable& t = TheRepTable();
+  {
+    absl::MutexLock lock(&t.mu);
+    if (r->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    t.reps.erase(r);
+  }
+  delete r;
+}
+
+}  // namespace internal
+
+namespace {
+// What an empty map's iterators point into, const or not: nothing can be
+// changed through them, so it is never changed.
+std::vector<StringMap::value_type>& EmptyItems() {
+  static auto* const empty = new std::vector<StringMap::value_type>();
+  return *empty;
+}
+}  // namespace
+
+StringMap::StringMap(const StringMap& other) {
+  if (other.rep_ == nullptr) return;
+  if (!other.rep_->leaked) {
+    rep_ = other.rep_;
+    return;
+  }
+  rep_.reset(new internal::StringMapRep());
+  rep_->items = other.rep_->items;
+}
+
+StringMap& StringMap::operator=(const StringMap& other) {
+  if (this != &other) *this = StringMap(other);
+  return *this;
+}
+
 StringMap::StringMap(std::initializer_list<value_type> init) { *this = init; }
 
 StringMap::StringMap(const std::map<std::string, std::string>& m) {
-  items_.reserve(m.size());
-  for (const auto& [k, v] : m) items_.emplace_back(MapKey(k), v);
+  if (m.empty()) return;
+  rep_.reset(new internal::StringMapRep());
+  rep_->items.reserve(m.size());
+  for (const auto& [k, v] : m) rep_->items.emplace_back(MapKey(k), v);
 }
 
 StringMap& StringMap::operator=(std::initializer_list<value_type> init) {
   // std::map's initializer list keeps the first of equal keys.
-  items_.clear();
-  items_.reserve(init.size());
-  for (const auto& item : init) insert(item);
+  rep_.reset();
+  if (init.size() == 0) return *this;
+  Mutable().reserve(init.size());
+  for (const auto& item : init) Insert(item);
   return *this;
 }
 
 StringMap::operator std::map<std::string, std::string>() const {
   std::map<std::string, std::string> out;
-  for (const auto& [k, v] : items_) out.emplace_hint(out.end(), k.str(), v);
+  for (const auto& [k, v] : items()) out.emplace_hint(out.end(), k.str(), v);
   return out;
 }
 
@@ -122,61 +232,152 @@ StringMap StringMap::FromUnsorted(std::vector<value_type> items) {
   std::stable_sort(items.begin(), items.end(),
                    [](const value_type& a, const value_type& b) { return a.first < b.first; });
   StringMap out;
-  out.items_.reserve(items.size());
+  if (items.empty()) return out;
+  std::vector<value_type>& kept = out.Mutable();
+  kept.reserve(items.size());
   for (size_t i = 0; i < items.size(); ++i) {
     if (i + 1 < items.size() && items[i + 1].first == items[i].first) continue;
-    out.items_.push_back(std::move(items[i]));
+    kept.push_back(std::move(items[i]));
   }
-  if (out.items_.capacity() != out.items_.size()) out.items_.shrink_to_fit();
+  if (kept.capacity() != kept.size()) kept.shrink_to_fit();
+  out.Intern();
   return out;
 }
 
+const std::vector<StringMap::value_type>& StringMap::items() const {
+  return rep_ ? rep_->items : EmptyItems();
+}
+
+std::vector<StringMap::value_type>& StringMap::Mutable() {
+  if (rep_ == nullptr) {
+    rep_.reset(new internal::StringMapRep());
+  } else if (rep_->interned || rep_->refs.load(std::memory_order_acquire) != 1) {
+    auto* own = new internal::StringMapRep();
+    own->items = rep_->items;
+    rep_.reset(own);
+  }
+  return rep_->items;
+}
+
+std::vector<StringMap::value_type>& StringMap::Leaked() {
+  if (rep_ == nullptr) return EmptyItems();  // nothing to change through these iterators
+  std::vector<value_type>& items = Mutable();
+  rep_->leaked = true;
+  return items;
+}
+
+bool StringMap::Insert(value_type item) {
+  if (contains(item.first)) return false;
+  std::vector<value_type>& items = Mutable();
+  items.insert(std::lower_bound(items.begin(), items.end(), item.first, KeyLess), std::move(item));
+  return true;
+}
+
+void StringMap::Intern() {
+  if (rep_ == nullptr || rep_->interned || rep_->items.size() > internal::kMaxInternedItems) return;
+  size_t bytes = 0;
+  for (const auto& [k, v] : rep_->items) bytes += k.size() + v.size();
+  if (bytes > internal::kMaxInternedBytes) return;
+  const size_t hash = internal::HashItems(rep_->items);
+  // Interned in place when nothing else holds or can reach these items.
+  const bool own = rep_->refs.load(std::memory_order_acquire) == 1 && !rep_->leaked;
+  internal::RepTable& t = internal::TheRepTable();
+  boost::intrusive_ptr<internal::StringMapRep> shared;
+  {
+    absl::MutexLock lock(&t.mu);
+    auto it = t.reps.find(internal::ItemsKey{&rep_->items, hash});
+    if (it != t.reps.end()) {
+      auto* found = const_cast<internal::StringMapRep*>(*it);
+      found->refs.fetch_add(1, std::memory_order_relaxed);
+      shared.reset(found, /*add_ref=*/false);
+    } else {
+      internal::StringMapRep* r = rep_.get();
+      if (!own) {
+        r = new internal::StringMapRep();
+        r->items = rep_->items;
+        r->refs.store(1, std::memory_order_relaxed);
+        shared.reset(r, /*add_ref=*/false);
+      }
+      r->hash = hash;
+      r->interned = true;
+      t.reps.insert(r);
+    }
+  }
+  if (shared) rep_ = std::move(shared);
+}
+
+const std::string* StringMap::SharedJson() const {
+  if (rep_ == nullptr || !rep_->interned) return nullptr;
+  if (const std::string* json = rep_->json.load(std::memory_order_acquire)) return json;
+  auto* text = new std::string("{");
+  for (const auto& [k, v] : rep_->items) {
+    if (text->size() > 1) text->push_back(',');
+    internal::AppendJsonString(text, k.view());
+    text->push_back(':');
+    internal::AppendJsonString(text, v);
+  }
+  text->push_back('}');
+  const std::string* expected = nullptr;
+  if (!rep_->json.compare_exchange_strong(expected, text, std::memory_order_acq_rel)) {
+    delete text;  // another thread made it first
+    return expected;
+  }
+  return text;
+}
+
 StringMap::iterator StringMap::lower_bound(std::string_view key) {
-  return std::lower_bound(items_.begin(), items_.end(), key, KeyLess);
+  auto& items = Leaked();
+  return std::lower_bound(items.begin(), items.end(), key, KeyLess);
 }
 StringMap::const_iterator StringMap::lower_bound(std::string_view key) const {
-  return std::lower_bound(items_.begin(), items_.end(), key, KeyLess);
+  return std::lower_bound(items().begin(), items().end(), key, KeyLess);
 }
 StringMap::iterator StringMap::upper_bound(std::string_view key) {
-  return std::upper_bound(items_.begin(), items_.end(), key, LessKey);
+  auto& items = Leaked();
+  return std::upper_bound(items.begin(), items.end(), key, LessKey);
 }
 StringMap::const_iterator StringMap::upper_bound(std::string_view key) const {
-  return std::upper_bound(items_.begin(), items_.end(), key, LessKey);
+  return std::upper_bound(items().begin(), items().end(), key, LessKey);
 }
 
 StringMap::iterator StringMap::find(std::string_view key) {
-  auto it = lower_bound(key);
-  return it != items_.end() && it->first == key ? it : items_.end();
+  auto& items = Leaked();
+  auto it = std::lower_bound(items.begin(), items.end(), key, KeyLess);
+  return it != items.end() && it->first == key ? it : items.end();
 }
 StringMap::const_iterator StringMap::find(std::string_view key) const {
   auto it = lower_bound(key);
-  return it != items_.end() && it->first == key ? it : items_.end();
+  return it != items().end() && it->first == key ? it : items().end();
+}
+
+bool StringMap::contains(std::string_view key) const {
+  const auto& items = this->items();
+  auto it = std::lower_bound(items.begin(), items.end(), key, KeyLess);
+  return it != items.end() && it->first == key;
 }
 
 std::string& StringMap::at(std::string_view key) {
-  auto it = find(key);
-  if (it == items_.end()) throw std::out_of_range("StringMap::at");
-  return it->second;
+  if (!contains(key)) throw std::out_of_range("StringMap::at");
+  return find(key)->second;
 }
 const std::string& StringMap::at(std::string_view key) const {
   auto it = find(key);
-  if (it == items_.end()) throw std::out_of_range("StringMap::at");
+  if (it == items().end()) throw std::out_of_range("StringMap::at");
   return it->second;
 }
 
 std::string& StringMap::operator[](std::string_view key) { return try_emplace(key).first->second; }
 
 std::pair<StringMap::iterator, bool> StringMap::insert(value_type item) {
-  auto it = lower_bound(item.first);
-  if (it != items_.end() && it->first == item.first) return {it, false};
-  return {items_.insert(it, std::move(item)), true};
+  const std::string key = item.first.str();
+  const bool inserted = Insert(std::move(item));
+  return {find(key), inserted};
 }
 
 std::pair<StringMap::iterator, bool> StringMap::try_emplace(std::string_view key,
                                                             std::string value) {
-  auto it = lower_bound(key);
-  if (it != items_.end() && it->first == key) return {it, false};
-  return {items_.insert(it, value_type(MapKey(key), std::move(value))), true};
+  const bool inserted = Insert(value_type(MapKey(key), std::move(value)));
+  return {find(key), inserted};
 }
 
 std::pair<StringMap::iterator, bool> StringMap::insert_or_assign(std::string_view key,
@@ -187,10 +388,30 @@ std::pair<StringMap::iterator, bool> StringMap::insert_or_assign(std::string_vie
 }
 
 StringMap::size_type StringMap::erase(std::string_view key) {
-  auto it = find(key);
-  if (it == items_.end()) return 0;
-  items_.erase(it);
+  if (!contains(key)) return 0;
+  std::vector<value_type>& items = Mutable();
+  items.erase(std::lower_bound(items.begin(), items.end(), key, KeyLess));
+  if (items.empty()) rep_.reset();
   return 1;
+}
+
+StringMap::iterator StringMap::erase(const_iterator pos) {
+  const auto index = pos - items().begin();  // pos may point into a shared copy
+  std::vector<value_type>& items = Leaked();
+  return items.erase(items.begin() + index);
+}
+
+void StringMap::Set(std::string_view key, std::string_view value) {
+  const StringMap& self = *this;  // reading must not copy
+  if (auto it = self.find(key); it != self.end() && it->second == value) return;
+  std::vector<value_type>& items = Mutable();
+  auto it = std::lower_bound(items.begin(), items.end(), key, KeyLess);
+  if (it != items.end() && it->first == key) {
+    it->second.assign(value);
+  } else {
+    items.insert(it, value_type(MapKey(key), std::string(value)));
+  }
+  Intern();
 }
 
 // ---------------------------------------------------------------- delegation fields

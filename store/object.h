@@ -6,6 +6,7 @@
 // they are integers: microseconds or seconds since the Unix epoch.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -20,6 +21,8 @@
 
 #include <boost/intrusive_ptr.hpp>
 #include <boost/smart_ptr/intrusive_ref_counter.hpp>
+
+#include "store/managed_fields_entry.h"
 
 namespace poolcoord::store {
 
@@ -147,17 +150,44 @@ class MapKey {
   bool owned_;
 };
 
+namespace internal {
+// The items of a StringMap, shared copy on write (StringMap's, nowhere else).
+struct StringMapRep {
+  StringMapRep() = default;
+  StringMapRep(const StringMapRep&) = delete;
+  StringMapRep& operator=(const StringMapRep&) = delete;
+  ~StringMapRep() { delete json.load(std::memory_order_relaxed); }
+
+  std::vector<std::pair<MapKey, std::string>> items;  // sorted by key, keys unique
+  size_t hash = 0;                                   // when interned
+  mutable std::atomic<uint32_t> refs{0};
+  // When interned: the items as a JSON object, made the first time one is needed.
+  mutable std::atomic<const std::string*> json{nullptr};
+  bool interned = false;  // in the table of shared item sets: never changed in place
+  bool leaked = false;    // a mutable reference or iterator went out: copies take their own
+};
+void intrusive_ptr_add_ref(const StringMapRep* r);
+void intrusive_ptr_release(const StringMapRep* r);
+}  // namespace internal
+
 // A map of strings (labels, annotations) kept as one sorted vector of
-// (MapKey, std::string) pairs. An object carries one or two entries, for which
-// std::map spent a 96-byte tree node and a heap copy of the key each, on top of
-// a 48-byte header (issue 6: ~400 B per stored DelegatedLease, now ~180).
+// (MapKey, std::string) pairs behind one pointer, shared copy on write. An
+// object carries one or two entries, for which std::map spent a 96-byte tree
+// node and a heap copy of the key each, on top of a 48-byte header (issue 6);
+// and the objects of a kind mostly carry the same ones (every DelegatedLease
+// the delegate annotation, those of a pool the same pool label): a map built by
+// FromUnsorted (the codec) or changed by Set is interned when small, so equal
+// maps share one copy across objects, and a copy of an object (every write
+// makes one) takes a reference instead of allocating (issue 13).
 // The interface is the part of std::map that callers use: key-ordered iteration
 // over pairs (`for (const auto& [k, v] : m)`, `it->second`), find/count/at,
 // operator[], insert/emplace, erase, ==; keys read as std::string_view. Unlike
-// std::map, inserting or erasing invalidates iterators, and a key must not be
-// changed through an iterator. Callers that take a
-// `const std::map<std::string, std::string>&` get a copy through the implicit
-// conversion.
+// std::map, inserting or erasing invalidates iterators and references, and a
+// key must not be changed through an iterator. A non-const accessor that hands
+// out a mutable iterator or reference first gives the map its own copy (and
+// later copies of the map copy the items too); reading through a const map
+// never copies. Callers that take a `const std::map<std::string, std::string>&`
+// get a copy through the implicit conversion. Thread-compatible, as std::map.
 class StringMap {
  public:
   using key_type = MapKey;
@@ -168,24 +198,29 @@ class StringMap {
   using const_iterator = std::vector<value_type>::const_iterator;
 
   StringMap() = default;
+  StringMap(const StringMap& other);
+  StringMap(StringMap&& other) noexcept = default;
+  StringMap& operator=(const StringMap& other);
+  StringMap& operator=(StringMap&& other) noexcept = default;
   StringMap(std::initializer_list<value_type> init);
   StringMap(const std::map<std::string, std::string>& m);  // NOLINT: implicit on purpose
   StringMap& operator=(std::initializer_list<value_type> init);
   operator std::map<std::string, std::string>() const;  // NOLINT: implicit on purpose
 
   // Takes pairs in any order; for equal keys the last one wins (as repeated
-  // `m[k] = v` would). Capacity is exactly the number of distinct keys.
+  // `m[k] = v` would). Capacity is exactly the number of distinct keys. Interned
+  // (shared with equal maps) when small.
   static StringMap FromUnsorted(std::vector<value_type> items);
 
-  iterator begin() { return items_.begin(); }
-  iterator end() { return items_.end(); }
-  const_iterator begin() const { return items_.begin(); }
-  const_iterator end() const { return items_.end(); }
-  const_iterator cbegin() const { return items_.cbegin(); }
-  const_iterator cend() const { return items_.cend(); }
-  bool empty() const { return items_.empty(); }
-  size_type size() const { return items_.size(); }
-  void clear() { items_.clear(); }
+  const_iterator begin() const { return items().begin(); }
+  const_iterator end() const { return items().end(); }
+  const_iterator cbegin() const { return items().cbegin(); }
+  const_iterator cend() const { return items().cend(); }
+  iterator begin() { return Leaked().begin(); }
+  iterator end() { return Leaked().end(); }
+  bool empty() const { return items().empty(); }
+  size_type size() const { return items().size(); }
+  void clear() { rep_.reset(); }
 
   iterator lower_bound(std::string_view key);
   const_iterator lower_bound(std::string_view key) const;
@@ -193,8 +228,8 @@ class StringMap {
   const_iterator upper_bound(std::string_view key) const;
   iterator find(std::string_view key);
   const_iterator find(std::string_view key) const;
-  size_type count(std::string_view key) const { return find(key) == end() ? 0 : 1; }
-  bool contains(std::string_view key) const { return find(key) != end(); }
+  size_type count(std::string_view key) const { return contains(key) ? 1 : 0; }
+  bool contains(std::string_view key) const;
   // std::out_of_range when absent, as std::map::at.
   std::string& at(std::string_view key);
   const std::string& at(std::string_view key) const;
@@ -203,7 +238,7 @@ class StringMap {
   std::pair<iterator, bool> insert(value_type item);
   template <typename It>
   void insert(It first, It last) {
-    for (; first != last; ++first) insert(value_type(MapKey(first->first), first->second));
+    for (; first != last; ++first) Insert(value_type(MapKey(first->first), first->second));
   }
   template <typename K, typename V>
   std::pair<iterator, bool> emplace(K&& key, V&& value) {
@@ -212,36 +247,38 @@ class StringMap {
   std::pair<iterator, bool> try_emplace(std::string_view key, std::string value = {});
   std::pair<iterator, bool> insert_or_assign(std::string_view key, std::string value);
   size_type erase(std::string_view key);
-  iterator erase(const_iterator pos) { return items_.erase(pos); }
+  iterator erase(const_iterator pos);
 
-  friend bool operator==(const StringMap&, const StringMap&) = default;
+  // m[key] = value without handing out a reference: nothing changes (and no
+  // copy is made) when the map already holds that value; a changed map is
+  // interned when small, as FromUnsorted's.
+  void Set(std::string_view key, std::string_view value);
+
+  // The map as a JSON object ({"key":"value",...}, strings escaped as RapidJSON's
+  // writer escapes them), kept with an interned map's shared items so that every
+  // response and watch event of the objects sharing them copies it instead of
+  // escaping it again; nullptr for a map that is not interned.
+  const std::string* SharedJson() const;
+
+  // True when both share one copy of their items (for tests).
+  bool SharesItemsWith(const StringMap& other) const { return rep_ != nullptr && rep_ == other.rep_; }
+
+  friend bool operator==(const StringMap& a, const StringMap& b) {
+    return a.rep_ == b.rep_ || a.items() == b.items();
+  }
 
  private:
-  std::vector<value_type> items_;  // sorted by key, keys unique
-};
+  const std::vector<value_type>& items() const;
+  // The items to change: this map's own copy (made when shared or interned).
+  std::vector<value_type>& Mutable();
+  // Mutable(), marked as handed out; an empty map's static empty items.
+  std::vector<value_type>& Leaked();
+  // Inserts without marking the items handed out; false when the key was there.
+  bool Insert(value_type item);
+  // Shares the items with an equal interned map, or interns them (when small).
+  void Intern();
 
-// One metav1.ManagedFieldsEntry of metadata.managedFields (server-side apply's
-// record of who owns which fields). The store keeps entries as written; the field
-// manager (handlers/managed_fields.h) is what checks and interprets them: entries
-// the server writes have operation "Apply" or "Update", fields_type "FieldsV1" and
-// a fieldsV1 set it produced.
-struct ManagedFieldsEntry {
-  std::string manager;
-  std::string operation;        // "Apply" or "Update"
-  MapKey api_version;           // "coordination.pool/v1alpha1" is one shared copy
-  std::string fields_type;      // "FieldsV1"
-  std::string fields_v1;        // the set as compact JSON text; empty when absent
-  std::string subresource;      // "" for the main resource, "status"
-  std::optional<int64_t> time;  // metav1.Time: seconds since the epoch
-  // Not part of the entry: a summary of fields_v1 the field manager caches here
-  // so that a lease renewal need not read fields_v1 again (0: none). Whoever sets
-  // fields_v1 leaves it 0; it is never stored, sent, or compared.
-  uint32_t owner_hint = 0;
-  friend bool operator==(const ManagedFieldsEntry& a, const ManagedFieldsEntry& b) {
-    return a.manager == b.manager && a.operation == b.operation &&
-           a.api_version == b.api_version && a.fields_type == b.fields_type &&
-           a.fields_v1 == b.fields_v1 && a.subresource == b.subresource && a.time == b.time;
-  }
+  boost::intrusive_ptr<internal::StringMapRep> rep_;  // nullptr: empty
 };
 
 // metav1.ObjectMeta, the fields we keep. owner_references is kept verbatim as a JSON
@@ -259,7 +296,7 @@ struct ObjectMeta {
   StringMap annotations;
   std::vector<std::string> finalizers;
   std::string owner_references_json;
-  std::vector<ManagedFieldsEntry> managed_fields;
+  ManagedFields managed_fields;  // store/managed_fields_entry.h
 };
 
 // coordination.k8s.io/v1 LeaseSpec plus the DelegatedLease fields.
@@ -284,7 +321,7 @@ struct LeaderTerm {
 // std::optional<LeaderTerm> in LeaderTerm's own 40 bytes: the engaged flag sits
 // in LeaderTerm's tail padding, which a derived class may use (Itanium C++ ABI,
 // LeaderTerm not being POD), where std::optional adds 8 bytes. Those 8 bytes hold
-// Object::delegation within Object's 576-byte malloc chunk (issue 6). Reads and
+// Object::delegation within Object's malloc chunk (issue 6). Reads and
 // assigns as the std::optional it replaces.
 class OptionalLeaderTerm {
  public:
@@ -391,7 +428,9 @@ struct LeaseStatus {
 };
 
 // Every stored object is one make_shared block of Object plus its control
-// block; the field order keeps it at 576 bytes of malloc chunk (issue 6).
+// block; the field order keeps it at 544 bytes of malloc chunk (issue 6: 576;
+// issue 13: labels and annotations a shared pointer each, the first
+// managedFields entry inside).
 struct Object {
   ObjectMeta metadata;
   LeaseSpec spec;

@@ -43,9 +43,16 @@ void KeyStr(JsonWriter& w, std::string_view key, std::string_view value) {
   Str(w, value);
 }
 
+void AppendRawValue(JsonWriter& w, std::string_view json, rapidjson::Type type);
+
 void WriteStringMap(JsonWriter& w, std::string_view key, const StringMap& m) {
   if (m.empty()) return;
   Str(w, key);
+  // Shared maps (a pool's label, the delegate annotation) carry their JSON.
+  if (const std::string* json = m.SharedJson()) {
+    AppendRawValue(w, *json, rapidjson::kObjectType);
+    return;
+  }
   w.StartObject();
   for (const auto& [k, v] : m) KeyStr(w, k, v);
   w.EndObject();
@@ -381,7 +388,7 @@ class Decoder {
   // encoding/json words it), meaning by the field manager. fieldsV1 is kept as
   // compact JSON text (JSON null: absent).
   absl::Status DecodeManagedFields(const rapidjson::Value& v,
-                                   std::vector<ManagedFieldsEntry>* out) {
+                                   ManagedFields* out) {
     out->clear();
     constexpr char kStruct[] = "ManagedFieldsEntry";
     const FieldPos list_pos{"ObjectMeta", "metadata.managedFields"};
@@ -395,25 +402,24 @@ class Decoder {
         continue;
       }
       if (!e.IsObject()) return TypeError(JsonKind(e), list_pos, "v1.ManagedFieldsEntry");
-      ManagedFieldsEntry entry;
+      std::string manager, operation, api_version, fields_type, fields_v1, subresource;
+      std::optional<int64_t> time;
       const std::string prefix = absl::StrCat("metadata.managedFields[", i, "]");
       for (const auto& m : e.GetObject()) {
         std::string_view key = Key(m.name);
         const FieldPos pos{kStruct, absl::StrCat("metadata.managedFields.", base::Av(key))};
         if (key == "manager") {
-          CODEC_RETURN_IF_ERROR(String(m.value, pos, &entry.manager));
+          CODEC_RETURN_IF_ERROR(String(m.value, pos, &manager));
         } else if (key == "operation") {
-          CODEC_RETURN_IF_ERROR(String(m.value, pos, &entry.operation));
+          CODEC_RETURN_IF_ERROR(String(m.value, pos, &operation));
         } else if (key == "apiVersion") {
-          std::string api_version;
           CODEC_RETURN_IF_ERROR(String(m.value, pos, &api_version));
-          entry.api_version = MapKey(api_version);
         } else if (key == "fieldsType") {
-          CODEC_RETURN_IF_ERROR(String(m.value, pos, &entry.fields_type));
+          CODEC_RETURN_IF_ERROR(String(m.value, pos, &fields_type));
         } else if (key == "subresource") {
-          CODEC_RETURN_IF_ERROR(String(m.value, pos, &entry.subresource));
+          CODEC_RETURN_IF_ERROR(String(m.value, pos, &subresource));
         } else if (key == "time") {
-          CODEC_RETURN_IF_ERROR(TimeField(m.value, {kStruct, prefix + ".time"}, false, &entry.time));
+          CODEC_RETURN_IF_ERROR(TimeField(m.value, {kStruct, prefix + ".time"}, false, &time));
         } else if (key == "fieldsV1") {
           // Any JSON, as v1.FieldsV1 keeps raw bytes; a set that is not an object
           // is refused later by the field manager, as kube-apiserver does.
@@ -421,12 +427,14 @@ class Decoder {
           rapidjson::StringBuffer buf;
           JsonWriter w(buf);
           m.value.Accept(w);
-          entry.fields_v1.assign(buf.GetString(), buf.GetSize());
+          fields_v1.assign(buf.GetString(), buf.GetSize());
         } else {
           Unknown(prefix, key);
         }
       }
-      out->push_back(std::move(entry));
+      out->emplace_back(ManagedFieldsText{manager, operation, api_version, fields_type, fields_v1,
+                                          subresource},
+                        time);
     }
     return absl::OkStatus();
   }
@@ -707,35 +715,6 @@ absl::Status ParseJson(std::string_view body, rapidjson::Document& doc) {
 
 namespace {
 
-// A JSON string as RapidJSON's writer escapes it (\" \\ \b \f \n \r \t, other
-// controls as \u00XX); other bytes verbatim (stored strings are valid UTF-8).
-void AppendJsonString(std::string* out, std::string_view s) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  out->push_back('"');
-  size_t run = 0;
-  for (size_t i = 0; i < s.size(); ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c != '"' && c != '\\') continue;
-    out->append(s.data() + run, i - run);
-    run = i + 1;
-    switch (c) {
-      case '"': out->append("\\\""); break;
-      case '\\': out->append("\\\\"); break;
-      case '\b': out->append("\\b"); break;
-      case '\f': out->append("\\f"); break;
-      case '\n': out->append("\\n"); break;
-      case '\r': out->append("\\r"); break;
-      case '\t': out->append("\\t"); break;
-      default:
-        out->append("\\u00");
-        out->push_back(kHex[c >> 4]);
-        out->push_back(kHex[c & 0xF]);
-    }
-  }
-  out->append(s.data() + run, s.size() - run);
-  out->push_back('"');
-}
-
 // The writer's output stream. RapidJSON keeps it protected; a pointer to the
 // member, taken in a derived class, reads it from any writer.
 struct StreamOf : JsonWriter {
@@ -750,11 +729,25 @@ void AppendRawValue(JsonWriter& w, std::string_view json, rapidjson::Type type) 
   std::memcpy(os->Push(json.size()), json.data(), json.size());
 }
 
+// An entry's time (seconds) as RFC 3339. A write's entries and the next writes of
+// the same objects mostly fall in the same second: each thread formats a second
+// once.
+void AppendEntryTime(int64_t seconds, std::string* out) {
+  thread_local int64_t last = std::numeric_limits<int64_t>::min();
+  thread_local std::string text;
+  if (seconds != last) {
+    text.clear();
+    base::AppendTime(seconds, &text);
+    last = seconds;
+  }
+  out->append(text);
+}
+
 // metadata.managedFields, written as one piece of text: every response and watch
 // event carries it, and RapidJSON's writer would escape-check it byte by byte.
-// Keys in alphabetical order, as kube-apiserver serializes a custom resource;
-// empty strings and an absent time are omitted (omitempty).
-void WriteManagedFields(JsonWriter& w, const std::vector<ManagedFieldsEntry>& entries) {
+// Each entry's members but its time are written once, when its shared record is
+// made (store/managed_fields_entry.h); the time, when set, comes last.
+void WriteManagedFields(JsonWriter& w, const ManagedFields& entries) {
   if (entries.empty()) return;
   thread_local std::string text;
   text.clear();
@@ -762,58 +755,12 @@ void WriteManagedFields(JsonWriter& w, const std::vector<ManagedFieldsEntry>& en
   for (size_t i = 0; i < entries.size(); ++i) {
     const ManagedFieldsEntry& e = entries[i];
     if (i) text.push_back(',');
-    text.push_back('{');
-    bool first = true;
-    auto key = [&](std::string_view k) {
-      if (!first) text.push_back(',');
-      text.push_back('"');
-      text.append(k);
-      text.append("\":", 2);
-      first = false;
-    };
-    if (!e.api_version.empty()) {
-      key("apiVersion");
-      if (e.api_version == kGroupVersion) {
-        text.append("\"coordination.pool/v1alpha1\"", sizeof(kGroupVersion) + 1);
-      } else {
-        AppendJsonString(&text, e.api_version);
-      }
-    }
-    if (!e.fields_type.empty()) {
-      key("fieldsType");
-      if (e.fields_type == "FieldsV1") {
-        text.append("\"FieldsV1\"", 10);
-      } else {
-        AppendJsonString(&text, e.fields_type);
-      }
-    }
-    if (!e.fields_v1.empty()) {
-      // Produced by our own writer (decode below, or the field manager): valid JSON.
-      key("fieldsV1");
-      text.append(e.fields_v1);
-    }
-    if (!e.manager.empty()) {
-      key("manager");
-      AppendJsonString(&text, e.manager);
-    }
-    if (!e.operation.empty()) {
-      key("operation");
-      if (e.operation == "Update" || e.operation == "Apply") {
-        text.push_back('"');
-        text.append(e.operation);
-        text.push_back('"');
-      } else {
-        AppendJsonString(&text, e.operation);
-      }
-    }
-    if (!e.subresource.empty()) {
-      key("subresource");
-      AppendJsonString(&text, e.subresource);
-    }
+    const std::string_view head = e.json_head();
+    text.append(head);
     if (e.time) {
-      key("time");
-      text.push_back('"');
-      base::AppendTime(*e.time, &text);
+      if (head.size() > 1) text.push_back(',');
+      text.append("\"time\":\"", 8);
+      AppendEntryTime(*e.time, &text);
       text.push_back('"');
     }
     text.push_back('}');

@@ -27,7 +27,8 @@ case "$TARGET" in
           election/admission_rules.cc election/lease_rules.cc election/delegation_proof.cc
           election/heartbeat.cc election/node_certificate.cc election/membership.cc
           store/api_error.cc store/memory_store.cc store/object_set.cc store/object_codec.cc
-          store/object.cc base/microtime.cc base/metrics.cc base/quote.cc)
+          store/object.cc store/managed_fields_entry.cc base/microtime.cc base/metrics.cc
+          base/quote.cc)
     FLAGS=("${RAPIDJSON[@]}")  # ASan only: UBSan trips over RapidJSON's stack here
     LIBS=(-lyaml-cpp)
     MAX_LEN=65536 DICT=admission.dict CORPUS=corpus ;;
@@ -40,7 +41,8 @@ case "$TARGET" in
   proof)
     SRCS=(tests/fuzz/proof_fuzz.cc election/delegation_proof.cc election/heartbeat.cc
           election/minted_pki.cc election/node_certificate.cc store/api_error.cc store/object.cc
-          store/object_codec.cc base/metrics.cc base/microtime.cc base/quote.cc)
+          store/managed_fields_entry.cc store/object_codec.cc base/metrics.cc base/microtime.cc
+          base/quote.cc)
     FLAGS=("${UBSAN[@]}" -fno-sanitize=pointer-overflow "${RAPIDJSON[@]}")
     LIBS=()
     MAX_LEN=16384 DICT=proof.dict CORPUS=proof_corpus ;;

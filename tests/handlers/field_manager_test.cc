@@ -45,7 +45,7 @@ FieldManagerRequest As(std::string manager, int64_t now, std::string subresource
 
 const store::ManagedFieldsEntry* EntryOf(const Object& o, std::string_view manager) {
   for (const auto& e : o.metadata.managed_fields) {
-    if (e.manager == manager) return &e;
+    if (e.manager() == manager) return &e;
   }
   return nullptr;
 }
@@ -63,13 +63,13 @@ BOOST_AUTO_TEST_CASE(CreateRecordsEveryFieldTheClientSet) {
   Object o = Created();
   BOOST_REQUIRE(o.metadata.managed_fields.size() == 1u);
   const auto& e = o.metadata.managed_fields[0];
-  BOOST_TEST(e.manager == "poolcoord-agent");
-  BOOST_TEST(e.operation == "Update");
-  BOOST_TEST(e.api_version == "coordination.pool/v1alpha1");
-  BOOST_TEST(e.fields_type == "FieldsV1");
+  BOOST_TEST(e.manager() == "poolcoord-agent");
+  BOOST_TEST(e.operation() == "Update");
+  BOOST_TEST(e.api_version() == "coordination.pool/v1alpha1");
+  BOOST_TEST(e.fields_type() == "FieldsV1");
   BOOST_TEST(*e.time == kT0);
-  BOOST_TEST(e.subresource.empty());
-  BOOST_TEST(e.fields_v1 ==
+  BOOST_TEST(e.subresource().empty());
+  BOOST_TEST(e.fields_v1() ==
              R"({"f:metadata":{"f:annotations":{".":{},"f:openyurt.io/delegate-heartbeat":{}}},)"
              R"("f:spec":{".":{},"f:delegate":{},"f:holderIdentity":{},"f:leaseDurationSeconds":{},)"
              R"("f:poolName":{},"f:renewTime":{}}})");
@@ -82,20 +82,16 @@ BOOST_AUTO_TEST_CASE(RenewalOnlyMovesTheTime) {
   RecordUpdate(&live, next, As("poolcoord-agent", kT0 + 5));
   BOOST_REQUIRE(next.metadata.managed_fields.size() == 1u);
   BOOST_TEST(*next.metadata.managed_fields[0].time == kT0 + 5);
-  BOOST_TEST(next.metadata.managed_fields[0].fields_v1 == live.metadata.managed_fields[0].fields_v1);
+  BOOST_TEST(next.metadata.managed_fields[0].fields_v1() == live.metadata.managed_fields[0].fields_v1());
   // What the entry owns is cached beside it (never compared or sent): the next
   // renewal of the stored object reads no fieldsV1, and answers the same.
-  BOOST_TEST(next.metadata.managed_fields[0].owner_hint != 0u);
-  BOOST_TEST((next.metadata.managed_fields[0] == [&] {
-    auto e = next.metadata.managed_fields[0];
-    e.owner_hint = 0;
-    return e;
-  }()));
+  BOOST_TEST(next.metadata.managed_fields[0].owner_hint() != 0u);
+  BOOST_TEST(next.metadata.managed_fields[0].SameText(live.metadata.managed_fields[0]));
   Object again = next;
   again.spec.renew_time_us = *next.spec.renew_time_us + 5000000;
   RecordUpdate(&next, again, As("poolcoord-agent", kT0 + 10));
   BOOST_TEST(*again.metadata.managed_fields[0].time == kT0 + 10);
-  BOOST_TEST(again.metadata.managed_fields[0].fields_v1 == live.metadata.managed_fields[0].fields_v1);
+  BOOST_TEST(again.metadata.managed_fields[0].fields_v1() == live.metadata.managed_fields[0].fields_v1());
   BOOST_TEST(store::EncodeObject(again).find("owner") == std::string::npos);
   // Nothing changed: nothing moves.
   Object same = live;
@@ -149,8 +145,8 @@ BOOST_AUTO_TEST_CASE(TakingAFieldMovesItsOwnership) {
   Object next = live;
   next.spec.renew_time_us = *live.spec.renew_time_us + 1;
   RecordUpdate(&live, next, As("forwarder", kT0 + 1));
-  BOOST_TEST(EntryOf(next, "forwarder")->fields_v1 == R"({"f:spec":{"f:renewTime":{}}})");
-  BOOST_TEST(EntryOf(next, "poolcoord-agent")->fields_v1.find("renewTime") == std::string::npos);
+  BOOST_TEST(EntryOf(next, "forwarder")->fields_v1() == R"({"f:spec":{"f:renewTime":{}}})");
+  BOOST_TEST(EntryOf(next, "poolcoord-agent")->fields_v1().find("renewTime") == std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(SentEntriesWinAndAnEmptyOneResets) {
@@ -160,7 +156,7 @@ BOOST_AUTO_TEST_CASE(SentEntriesWinAndAnEmptyOneResets) {
   RecordUpdate(&live, next, As("x", kT0 + 1));
   BOOST_TEST(next.metadata.managed_fields.empty());
   Object edited = live;
-  edited.metadata.managed_fields[0].manager = "renamed";
+  edited.metadata.managed_fields[0].set_manager("renamed");
   RecordUpdate(&live, edited, As("x", kT0 + 1));
   BOOST_TEST(EntryOf(edited, "renamed") != nullptr);
   BOOST_TEST(EntryOf(edited, "poolcoord-agent") == nullptr);
@@ -173,8 +169,8 @@ BOOST_AUTO_TEST_CASE(StatusWritesOwnOnlyStatus) {
   RecordUpdate(&live, next, As("forwarder", kT0 + 1, "status"));
   const auto* e = EntryOf(next, "forwarder");
   BOOST_REQUIRE(e);
-  BOOST_TEST(e->subresource == "status");
-  BOOST_TEST(e->fields_v1 == R"({"f:status":{".":{},"f:lastForwardTime":{}}})");
+  BOOST_TEST(e->subresource() == "status");
+  BOOST_TEST(e->fields_v1() == R"({"f:status":{".":{},"f:lastForwardTime":{}}})");
 }
 
 BOOST_AUTO_TEST_CASE(ManagersFromRequests) {
@@ -230,8 +226,8 @@ BOOST_AUTO_TEST_CASE(ApplyCreatesThenConflicts) {
   const Object& o = *created->object;
   BOOST_TEST(*o.spec.lease_duration_seconds == 40);
   BOOST_REQUIRE(o.metadata.managed_fields.size() == 1u);
-  BOOST_TEST(o.metadata.managed_fields[0].operation == "Apply");
-  BOOST_TEST(o.metadata.managed_fields[0].fields_v1 ==
+  BOOST_TEST(o.metadata.managed_fields[0].operation() == "Apply");
+  BOOST_TEST(o.metadata.managed_fields[0].fields_v1() ==
              R"({"f:spec":{"f:holderIdentity":{},"f:leaseDurationSeconds":{}}})");
 
   auto again = ApplyConfiguration(&o, config, As("m1", kT0 + 1), false);

@@ -310,7 +310,7 @@ BOOST_AUTO_TEST_CASE(skip_if_unchanged_checks_but_writes_nothing) {
   auto managed = Widget("a", "x");
   managed->metadata.labels = {{"k", "v"}};
   managed->metadata.managed_fields.emplace_back();
-  managed->metadata.managed_fields.back().manager = "m";
+  managed->metadata.managed_fields.back().set_manager("m");
   auto m = Put(with_rules, managed, reg::Subresource::kMain, skip);
   BOOST_REQUIRE(m.ok());
   BOOST_TEST(m->object->metadata.resource_version > l->object->metadata.resource_version);
@@ -325,12 +325,12 @@ BOOST_AUTO_TEST_CASE(status_update_keeps_the_managed_fields_it_was_given) {
   auto next = Widget("a", "changed");
   next->status.expired = true;
   next->metadata.managed_fields.emplace_back();
-  next->metadata.managed_fields.back().manager = "status-writer";
-  next->metadata.managed_fields.back().subresource = "status";
+  next->metadata.managed_fields.back().set_manager("status-writer");
+  next->metadata.managed_fields.back().set_subresource("status");
   auto r = Put(with_rules, next, reg::Subresource::kStatus);
   BOOST_REQUIRE(r.ok());
   BOOST_REQUIRE(r->object->metadata.managed_fields.size() == 1u);
-  BOOST_TEST(r->object->metadata.managed_fields[0].manager == "status-writer");
+  BOOST_TEST(r->object->metadata.managed_fields[0].manager() == "status-writer");
   BOOST_TEST(r->object->spec.holder_identity.value() == "x");
 }
 

@@ -48,6 +48,21 @@ BOOST_AUTO_TEST_CASE(LoneSurrogateEscapes) {
   BOOST_TEST(out == R"({"a":"\uFFFD"})");
 }
 
+// The scan skips clean ASCII eight bytes at a time: whatever needs work is found
+// at any offset, in the words and in the tail after them.
+BOOST_AUTO_TEST_CASE(FoundAtEveryOffset) {
+  for (size_t pad = 0; pad < 20; ++pad) {
+    const std::string head = "{\"" + std::string(pad, 'a') + "\":\"";
+    std::string out;
+    BOOST_TEST(!SanitizeJsonText(head + "plain\"}", &out));
+    BOOST_TEST(SanitizeJsonText(head + "\xFF\"}", &out), pad);
+    BOOST_TEST(out == head + kFFFD + "\"}");
+    BOOST_TEST(SanitizeJsonText(head + "\\ud800\"}", &out), pad);
+    BOOST_TEST(out == head + "\\uFFFD\"}");
+    BOOST_TEST(!SanitizeJsonText(head + "\xC3\xA9\"}", &out), pad);  // valid UTF-8 stays
+  }
+}
+
 BOOST_AUTO_TEST_CASE(BodiesNeverKeepInvalidUtf8) {
   auto body = ParseJsonBody("{\"metadata\":{\"annotations\":{\"x\":\"a\xFF\xFE" "b\"}},"
                             "\"spec\":{\"holderIdentity\":\"h\xFFi\",\"a\":\"\\ud800\"}}");
