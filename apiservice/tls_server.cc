@@ -787,12 +787,9 @@ class Session : public std::enable_shared_from_this<Session> {
     stream_res_.reset();
     if (ec || state_ == State::kClosing) return EndStream(/*clean=*/false);
     StartBackgroundRead();
-    // A streaming connection keeps its record buffer between chunks (until
-    // EndStream): each watch event otherwise allocated and freed OpenSSL's
-    // 17 KiB write buffer, a large malloc that also consolidates the heap's
-    // fast bins (issue 13 part 4). Set after the background read started, so
-    // an idle watch still holds no read buffer.
-    if (SSL* ssl = stream_.native_handle()) SSL_clear_mode(ssl, SSL_MODE_RELEASE_BUFFERS);
+    // OpenSSL's write buffer is still released after each chunk: keeping it
+    // while streaming cost ~6.5 KiB resident per watch (+6-7 MiB at 1,000) for
+    // ~1% of the server's CPU in perf (issue 13 part 4), so it is not kept.
     PumpStream();
   }
 
@@ -903,8 +900,6 @@ class Session : public std::enable_shared_from_this<Session> {
   void EndStream(bool clean) {
     StopWaiting();
     CancelStreamTimer();
-    // Freed again after the next record (the final chunk), as on every other connection.
-    if (SSL* ssl = stream_.native_handle()) SSL_set_mode(ssl, SSL_MODE_RELEASE_BUFFERS);
     stream_wake_ = nullptr;
     // Released when this handler returns: the write below holds the session.
     std::shared_ptr<Session> self = std::move(self_while_streaming_);
