@@ -92,26 +92,26 @@ void WriteVerbsAndNames(JsonWriter& w, const store::ResourceInfo& info) {
   w.EndArray();
 }
 
+// A GroupVersionForDiscovery: {"groupVersion", "version"}.
+void WriteGroupVersion(JsonWriter& w) {
+  w.StartObject();
+  w.Key("groupVersion");
+  w.String(store::kGroupVersion);
+  w.Key("version");
+  w.String(store::kVersion);
+  w.EndObject();
+}
+
 // The group object shared by APIGroupList.groups[] and APIGroup.
 void WriteGroupFields(JsonWriter& w) {
   w.Key("name");
   w.String(store::kGroup);
   w.Key("versions");
   w.StartArray();
-  w.StartObject();
-  w.Key("groupVersion");
-  w.String(store::kGroupVersion);
-  w.Key("version");
-  w.String(store::kVersion);
-  w.EndObject();
+  WriteGroupVersion(w);
   w.EndArray();
   w.Key("preferredVersion");
-  w.StartObject();
-  w.Key("groupVersion");
-  w.String(store::kGroupVersion);
-  w.Key("version");
-  w.String(store::kVersion);
-  w.EndObject();
+  WriteGroupVersion(w);
 }
 
 std::string RenderApiGroupList() {
