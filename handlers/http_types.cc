@@ -39,6 +39,13 @@ bool Request::HasQuery(std::string_view key) const {
   return false;
 }
 
+bool Request::QueryBool(std::string_view key) const {
+  for (const auto& [k, v] : query) {
+    if (k == key) return v != "0" && !absl::EqualsIgnoreCase(v, "false");
+  }
+  return false;
+}
+
 std::string PercentDecode(std::string_view text, bool plus_is_space) {
   std::string out;
   out.reserve(text.size());

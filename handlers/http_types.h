@@ -33,6 +33,11 @@ struct Request {
   // First query value for `key`, or "".
   std::string_view Query(std::string_view key) const;
   bool HasQuery(std::string_view key) const;
+  // A boolean query parameter as kube-apiserver converts one
+  // (apimachinery's Convert_Slice_string_To_bool): absent is false; "0" and
+  // "false" in any case are false; any other value, "" included, is true
+  // (so "?watch" and "?watch=yes" watch). Never an error.
+  bool QueryBool(std::string_view key) const;
 };
 
 // A response body produced as it becomes ready (watch), driven by the transport on

@@ -20,18 +20,6 @@ bool ParseInt(std::string_view text, int64_t* out) {
   return ec == std::errc() && ptr == text.data() + text.size();
 }
 
-bool ParseBool(std::string_view text, bool* out) {
-  if (text == "true" || text == "1" || text == "True" || text == "TRUE") {
-    *out = true;
-    return true;
-  }
-  if (text.empty() || text == "false" || text == "0" || text == "False" || text == "FALSE") {
-    *out = false;
-    return true;
-  }
-  return false;
-}
-
 absl::Status InvalidListOptions(std::vector<store::FieldCause> causes) {
   // kube-apiserver reports these against the kind "ListOptions" with group meta.k8s.io.
   store::ApiErrorInfo info;
@@ -83,21 +71,12 @@ absl::StatusOr<ListOptions> ParseListOptions(const Request& request, store::Kind
   if (!fields.ok()) return fields.status();
   out.field_selector = *std::move(fields);
 
-  struct BoolParam {
-    const char* name;
-    bool* target;
-  };
-  bool send_initial_events = false;
-  for (const BoolParam& p : {BoolParam{"watch", &out.watch},
-                             BoolParam{"allowWatchBookmarks", &out.allow_watch_bookmarks},
-                             BoolParam{"sendInitialEvents", &send_initial_events}}) {
-    if (!ParseBool(request.Query(p.name), p.target)) {
-      return store::BadRequestError(
-          absl::StrCat("invalid value for ", p.name, ": \"", std::string(request.Query(p.name)), "\""));
-    }
+  out.watch = request.QueryBool("watch");
+  out.allow_watch_bookmarks = request.QueryBool("allowWatchBookmarks");
+  // A pointer in metav1.ListOptions: set when present, whatever its value.
+  if (request.HasQuery("sendInitialEvents")) {
+    out.send_initial_events = request.QueryBool("sendInitialEvents");
   }
-  // A pointer in metav1.ListOptions: "sendInitialEvents=" is present (and false).
-  if (request.HasQuery("sendInitialEvents")) out.send_initial_events = send_initial_events;
   if (request.HasQuery("timeoutSeconds") && !request.Query("timeoutSeconds").empty()) {
     int64_t t = 0;
     if (!ParseInt(request.Query("timeoutSeconds"), &t) || t < 0) {

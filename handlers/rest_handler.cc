@@ -477,13 +477,7 @@ absl::Status ValidatePatchOptions(const Request& request, bool apply) {
   return absl::OkStatus();
 }
 
-// ?force= as kube-apiserver converts a query boolean: "false" (any case) and "0"
-// are false, anything else true.
-bool ForceApply(const Request& request) {
-  if (!request.HasQuery("force")) return false;
-  const std::string v = absl::AsciiStrToLower(std::string(request.Query("force")));
-  return v != "false" && v != "0";
-}
+
 
 // Server-side apply: the configuration merged onto the object (or creating it),
 // fields owned per manager, conflicts as 409 unless forced (handlers/apply.h).
@@ -516,7 +510,7 @@ Response Apply(const GenericStore& kind, const ResourcePath& path, Request& requ
   body->doc.RemoveMember(subresource == registry::Subresource::kStatus ? "spec" : "status");
   std::vector<std::string> warnings;
   if (validation == FieldValidation::kWarn) warnings = std::move(duplicates);
-  const bool force = ForceApply(request);
+  const bool force = request.QueryBool("force");
   registry::UpdateOptions options;
   options.create_if_missing = true;
   options.skip_if_unchanged = true;
@@ -815,7 +809,7 @@ Response ServeResource(const RestContext& ctx, const ResourcePath& path, Request
     return MethodNotAllowed(request);
   }
   if (m == "GET") {
-    if (request.Query("watch") == "true" || request.Query("watch") == "1") {
+    if (request.QueryBool("watch")) {
       // A watch on one named object, as kube-apiserver serves GET .../<name>?watch=true.
       auto opts = ParseListOptions(request, path.kind);
       if (!opts.ok()) return ErrorResponse(opts.status());

@@ -53,13 +53,43 @@ BOOST_AUTO_TEST_CASE(rejects_forbidden_combinations_with_422) {
 
 BOOST_AUTO_TEST_CASE(rejects_bad_numbers_and_selectors_with_400) {
   for (const char* q : {"limit=x", "limit=-1", "timeoutSeconds=soon", "resourceVersion=abc",
-                        "watch=maybe", "fieldSelector=status.phase%3DRunning", "labelSelector=a+in+(b"}) {
+                        "fieldSelector=status.phase%3DRunning", "labelSelector=a+in+(b"}) {
     auto o = ParseListOptions(WithQuery(q), store::Kind::kDelegatedLease);
     BOOST_TEST_CONTEXT(q) {
       BOOST_REQUIRE(!o.ok());
       BOOST_TEST(Code(o.status()) == 400);
     }
   }
+}
+
+// Query booleans as kube-apiserver converts them (Convert_Slice_string_To_bool):
+// "watch=maybe" was a 400 here and a watch there.
+BOOST_AUTO_TEST_CASE(query_booleans_convert_as_kube_apiserver_does) {
+  struct Case {
+    const char* query;
+    bool watch;
+  };
+  for (const Case& c : {Case{"", false}, Case{"watch=true", true}, Case{"watch=1", true},
+                        Case{"watch=maybe", true}, Case{"watch=", true}, Case{"watch=yes", true},
+                        Case{"watch=false", false}, Case{"watch=FALSE", false},
+                        Case{"watch=False", false}, Case{"watch=0", false},
+                        Case{"watch=0&watch=1", false}}) {
+    auto o = ParseListOptions(WithQuery(c.query), store::Kind::kDelegatedLease);
+    BOOST_TEST_CONTEXT(c.query) {
+      BOOST_REQUIRE(o.ok());
+      BOOST_TEST(o->watch == c.watch);
+    }
+  }
+  auto bookmarks = ParseListOptions(WithQuery("allowWatchBookmarks=on"), store::Kind::kPoolLease);
+  BOOST_REQUIRE(bookmarks.ok());
+  BOOST_TEST(bookmarks->allow_watch_bookmarks);
+  auto initial = ParseListOptions(WithQuery("watch=1&sendInitialEvents=false&resourceVersionMatch=NotOlderThan"),
+                                  store::Kind::kPoolLease);
+  BOOST_REQUIRE(initial.ok());
+  BOOST_TEST((initial->send_initial_events == std::optional<bool>(false)));
+  auto absent = ParseListOptions(WithQuery("watch=1"), store::Kind::kPoolLease);
+  BOOST_REQUIRE(absent.ok());
+  BOOST_TEST(!absent->send_initial_events.has_value());
 }
 
 BOOST_AUTO_TEST_CASE(pool_name_field_selector_only_on_delegated_leases) {
