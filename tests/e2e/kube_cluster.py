@@ -149,6 +149,33 @@ def helm_template(*args, release="poolcoord", namespace="pool-system", check=Tru
     return p.stdout
 
 
+def run_scenarios(scenarios, errors, timeout=900):
+    """Runs each (name, fn) of `scenarios` in its own thread and waits for all
+    (each at most `timeout` s). An exception is not raised but appended to
+    `errors` as "name: Type: message", for the test's cases to judge."""
+    def guard(name, fn):
+        try:
+            fn()
+        except Exception as e:  # judged by the cases
+            errors.append(f"{name}: {type(e).__name__}: {e}")
+    threads = [threading.Thread(target=guard, args=s, daemon=True) for s in scenarios]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)
+
+
+def stop_parts(env, *names):
+    """Stops env's attributes `names`, in that order, skipping those never made:
+    each has stop(), or is a dict of such (kubelets by node)."""
+    for name in names:
+        part = getattr(env, name, None)
+        if part is None:
+            continue
+        for p in (part.values() if isinstance(part, dict) else [part]):
+            p.stop()
+
+
 class Pki:
     """The cluster's certificates, made with the openssl CLI in `directory`."""
 

@@ -45,7 +45,8 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from etcd_fixture import issue_cert, make_ca  # noqa: E402
 from kube_cluster import (DELEGATE, POOL_LABEL, ChartInstall, KubeCluster, Kubelet, LeaseWatch,  # noqa: E402
-                          NodeWatch, Process, Skip, parse_micro, run_cluster_cases)
+                          NodeWatch, Process, Skip, parse_micro, run_cluster_cases,
+                          run_scenarios, stop_parts)
 
 GRACE = 40.0
 MONITOR_PERIOD = 2.0       # --node-monitor-period given to kube-controller-manager
@@ -388,16 +389,7 @@ class Env:
         return time.time()
 
     def run(self, scenarios):
-        def guard(name, fn):
-            try:
-                fn()
-            except Exception as e:  # judged by the cases
-                self.errors.append(f"{name}: {type(e).__name__}: {e}")
-        threads = [threading.Thread(target=guard, args=s, daemon=True) for s in scenarios]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(900)
+        run_scenarios(scenarios, self.errors)
 
     def delegated_lease(self, node):
         r = self.cluster.admin().request("GET", f"/apis/coordination.pool/v1alpha1/delegatedleases/{node}")
@@ -595,15 +587,7 @@ class Env:
             self.rogue.stop()
         for a in self.agents.values():
             a.kill()
-        for n in ("nw", "lw"):
-            if hasattr(self, n):
-                getattr(self, n).stop()
-        for k in getattr(self, "kubelets", {}).values():
-            k.stop()
-        if hasattr(self, "pc"):
-            self.pc.stop()
-        if hasattr(self, "cluster"):
-            self.cluster.stop()
+        stop_parts(self, "nw", "lw", "kubelets", "pc", "cluster")
         self.net.cleanup()
 
 

@@ -29,7 +29,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import expect  # noqa: E402
 from kube_cluster import (DELEGATE, POOL_LABEL, ChartInstall, KubeCluster, Kubelet, LeaseWatch,  # noqa: E402
-                          NodeWatch, PoolLeader, parse_micro, run_cluster_cases)
+                          NodeWatch, PoolLeader, parse_micro, run_cluster_cases,
+                          run_scenarios, stop_parts)
 
 POOL = "edge"
 LEADER = "ld-1"
@@ -70,16 +71,7 @@ class Env:
             raise
 
     def run(self, scenarios):
-        def guard(name, fn):
-            try:
-                fn()
-            except Exception as e:  # judged by the cases
-                self.errors.append(f"{name}: {type(e).__name__}: {e}")
-        threads = [threading.Thread(target=guard, args=s, daemon=True) for s in scenarios]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(900)
+        run_scenarios(scenarios, self.errors)
 
     def forwards(self, node, after):
         """renewTimes (s) of the Lease versions after `after` that its kubelet did not write."""
@@ -178,12 +170,7 @@ class Env:
                 if hasattr(self, "leader") else "") + "\n" + self.cluster.logs()
 
     def stop(self):
-        for k in getattr(self, "kubelets", {}).values():
-            k.stop()
-        for x in ("leader", "nw", "lw"):
-            if hasattr(self, x):
-                getattr(self, x).stop()
-        self.cluster.stop()
+        stop_parts(self, "kubelets", "leader", "nw", "lw", "cluster")
 
 
 def result(env, key):
