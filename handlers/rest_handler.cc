@@ -477,8 +477,6 @@ absl::Status ValidatePatchOptions(const Request& request, bool apply) {
   return absl::OkStatus();
 }
 
-
-
 // Server-side apply: the configuration merged onto the object (or creating it),
 // fields owned per manager, conflicts as 409 unless forced (handlers/apply.h).
 // Repeated keys are judged by fieldValidation with the YAML line, as
