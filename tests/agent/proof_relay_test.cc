@@ -61,6 +61,17 @@ void RequireProofs(Cloud& c) {
   c.proof_mode = "required";
 }
 
+// The start of most cases here: the pool runs 25 s (a leader elected), then
+// the member that is not the leader is cut off from the cloud. Returns it;
+// the leader is *leader.
+std::string CutOffTheMember(World& w, std::string* leader) {
+  w.Run(25);
+  *leader = w.Leaders().at(0);
+  const std::string member = Other(*leader);
+  w.cloud.cut.insert(member);
+  return member;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(TheProofIsTheHeartbeatAsReceivedAndItsCertificate) {
@@ -168,10 +179,8 @@ BOOST_AUTO_TEST_CASE(TheLeaderRelaysTheChallengeAndMembersSignIt) {
 
 BOOST_AUTO_TEST_CASE(ProvenDelegationKeepsACutOffMemberAlive) {
   World w(RequireProofs);
-  w.Run(25);
-  const std::string leader = w.Leaders().at(0);
-  const std::string member = Other(leader);
-  w.cloud.cut.insert(member);
+  std::string leader;
+  const std::string member = CutOffTheMember(w, &leader);
   w.Run(30);
   // Every heartbeat written once, each with a proof the (modelled) server took.
   const size_t writes = w.WritesFor(member);
@@ -222,10 +231,8 @@ BOOST_AUTO_TEST_CASE(NoChallengeNoProof) {
   // A server that issues no challenges (or runs --delegation-proof=off): the
   // writes go as before, without spec.proof.
   World w;
-  w.Run(25);
-  const std::string leader = w.Leaders().at(0);
-  const std::string member = Other(leader);
-  w.cloud.cut.insert(member);
+  std::string leader;
+  const std::string member = CutOffTheMember(w, &leader);
   w.Run(15);
   BOOST_REQUIRE(w.WritesFor(member) >= 2u);
   for (const auto& write : w.cloud.writes) BOOST_TEST(!pa::SendsProof(*write.evidence));
@@ -265,10 +272,8 @@ constexpr int64_t kFirstProofAfterTakeover = 1 * kS;
 // at once, the member heartbeats at once, and no honest proof is refused.
 BOOST_AUTO_TEST_CASE(ALeaderFailoverRefusesNoHonestProof) {
   World w(RequireProofs);
-  w.Run(25);
-  const std::string leader = w.Leaders().at(0);
-  const std::string member = Other(leader);
-  w.cloud.cut.insert(member);
+  std::string leader;
+  const std::string member = CutOffTheMember(w, &leader);
   w.Run(15);
   BOOST_REQUIRE(w.WritesFor(member) >= 2u);
   const std::string dead_leaders = w.nodes[member].core->challenge();
@@ -329,10 +334,8 @@ struct RestartResult {
 RestartResult RestartUnderDelegation(double down_s, bool keep_objects) {
   RestartResult r;
   World w(RequireProofs);
-  w.Run(25);
-  const std::string leader = w.Leaders().at(0);
-  const std::string member = Other(leader);
-  w.cloud.cut.insert(member);
+  std::string leader;
+  const std::string member = CutOffTheMember(w, &leader);
   w.Run(15);
   BOOST_REQUIRE(w.WritesFor(member) >= 2u);
   const std::string before = w.cloud.CurrentChallenge();
@@ -402,10 +405,8 @@ BOOST_AUTO_TEST_CASE(AServerRestartWithEtcdRefusesNoHonestProof) {
 // once the newest has gone unrenewed for 2 x max-age, and writes again.
 BOOST_AUTO_TEST_CASE(AServerThatStopsIssuingChallengesIsNotWaitedForever) {
   World w(RequireProofs);
-  w.Run(25);
-  const std::string leader = w.Leaders().at(0);
-  const std::string member = Other(leader);
-  w.cloud.cut.insert(member);
+  std::string leader;
+  const std::string member = CutOffTheMember(w, &leader);
   w.Run(15);
   BOOST_REQUIRE(w.WritesFor(member) >= 2u);
   w.cloud.proof_mode = "off";
@@ -424,10 +425,8 @@ BOOST_AUTO_TEST_CASE(AServerThatStopsIssuingChallengesIsNotWaitedForever) {
 // member signs the challenges its leader relays in its regular rounds.
 BOOST_AUTO_TEST_CASE(NoEarlyRoundsInSteadyState) {
   World w(RequireProofs);
-  w.Run(25);
-  const std::string leader = w.Leaders().at(0);
-  const std::string member = Other(leader);
-  w.cloud.cut.insert(member);
+  std::string leader;
+  const std::string member = CutOffTheMember(w, &leader);
   w.Run(10);
   const int64_t rounds = w.nodes[member].core->stats().rounds.load();
   const int64_t early = w.nodes[member].core->stats().challenge_rounds.load();
