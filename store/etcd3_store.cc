@@ -601,24 +601,9 @@ class Etcd3Store final : public Store {
       if (!proposed.ok()) return proposed.status();
       MutableObjectPtr next = *std::move(proposed);
 
-      WriteResult result;
-      if (!next) {
-        if (!current) return result;  // deleting an absent key changes nothing
-        result.deleted = true;
-        if (dry_run) {
-          result.object = current;
-          return result;
-        }
-      } else {
-        next->kind = kind;
-        next->metadata.name = std::string(name);
-        result.created = current == nullptr;
-        if (dry_run) {
-          next->metadata.resource_version = current ? current->metadata.resource_version : 0;
-          result.object = std::move(next);
-          return result;
-        }
-      }
+      WritePlan plan = PlanWrite(kind, name, current, next, dry_run);
+      if (plan.done) return std::move(plan.result);
+      WriteResult result = std::move(plan.result);
 
       std::string value;
       if (next) {

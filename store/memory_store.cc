@@ -108,14 +108,10 @@ class MemoryStore final : public Store {
     if (!proposed.ok()) return proposed.status();
     MutableObjectPtr next = *std::move(proposed);
 
-    WriteResult result;
+    WritePlan plan = PlanWrite(kind, name, current, next, dry_run);
+    if (plan.done) return std::move(plan.result);
+    WriteResult result = std::move(plan.result);
     if (!next) {
-      if (!current) return result;  // deleting an absent key changes nothing
-      result.deleted = true;
-      if (dry_run) {
-        result.object = current;
-        return result;
-      }
       const int64_t revision = ++revision_;
       auto last = std::make_shared<Object>(*current);
       last->metadata.resource_version = revision;
@@ -125,15 +121,6 @@ class MemoryStore final : public Store {
       return result;
     }
 
-    // The key is the identity: keep the object consistent with where it is stored.
-    next->kind = kind;
-    next->metadata.name = std::string(name);
-    result.created = current == nullptr;
-    if (dry_run) {
-      next->metadata.resource_version = current ? current->metadata.resource_version : 0;
-      result.object = std::move(next);
-      return result;
-    }
     const int64_t revision = ++revision_;
     next->metadata.resource_version = revision;
     ObjectPtr stored = std::move(next);

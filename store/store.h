@@ -74,6 +74,20 @@ struct WriteResult {
   bool deleted = false;
 };
 
+// The part of a write that every store settles the same way once an UpdateFn has
+// given its verdict `next` on `current`, before anything is committed: a delete
+// of an absent key changes nothing, a dry run answers with what would be stored
+// (resourceVersion unchanged, as k8s.io/apiserver's dry run), and an object to
+// store takes its kind and name from the key. `done` means answer with `result`
+// now; otherwise `result` says created/deleted and the store commits `next`
+// (nullptr: delete `current`).
+struct WritePlan {
+  WriteResult result;
+  bool done = false;
+};
+WritePlan PlanWrite(Kind kind, std::string_view name, const ObjectPtr& current,
+                    MutableObjectPtr& next, bool dry_run);
+
 struct ListResult {
   std::vector<ObjectPtr> items;  // sorted by name
   int64_t revision = 0;          // the revision the list reflects
