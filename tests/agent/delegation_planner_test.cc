@@ -67,6 +67,13 @@ struct World {
     BOOST_REQUIRE(create.kind == Kind::kCreate);
     Answer(create, Outcome::kOk, "rv1");
   }
+  // `node` is heard cut off and delegated; 5 s later it is heard again.
+  void DelegatedThenHeard(const std::string& node, bool reachable) {
+    Hear(node, false);
+    Delegate(node);
+    clock.Advance(seconds(5));
+    Hear(node, reachable);
+  }
 };
 
 }  // namespace
@@ -167,10 +174,7 @@ BOOST_AUTO_TEST_CASE(RenewTimeNeverGoesBackWithinATerm) {
 
 BOOST_AUTO_TEST_CASE(DeletedWhenTheMemberReachesTheCloud) {
   World w;
-  w.Hear("hz-2", false);
-  w.Delegate("hz-2");
-  w.clock.Advance(seconds(5));
-  w.Hear("hz-2", true);
+  w.DelegatedThenHeard("hz-2", true);
   auto del = w.One();
   BOOST_TEST((del.kind == Kind::kDelete));
   BOOST_TEST(del.resource_version == "rv1");
@@ -187,10 +191,7 @@ BOOST_AUTO_TEST_CASE(DeletedWhenTheMemberReachesTheCloud) {
 
 BOOST_AUTO_TEST_CASE(DeleteOfAnObjectAlreadyGone) {
   World w;
-  w.Hear("hz-2", false);
-  w.Delegate("hz-2");
-  w.clock.Advance(seconds(5));
-  w.Hear("hz-2", true);
+  w.DelegatedThenHeard("hz-2", true);
   auto del = w.One();
   w.Answer(del, Outcome::kNotFound);
   w.clock.Advance(seconds(5));
@@ -200,10 +201,7 @@ BOOST_AUTO_TEST_CASE(DeleteOfAnObjectAlreadyGone) {
 
 BOOST_AUTO_TEST_CASE(ConflictRereadsThenOneInformedRetry) {
   World w;
-  w.Hear("hz-2", false);
-  w.Delegate("hz-2");
-  w.clock.Advance(seconds(5));
-  w.Hear("hz-2", false);
+  w.DelegatedThenHeard("hz-2", false);
   auto update = w.One();
   w.Answer(update, Outcome::kConflict);
   BOOST_TEST(w.planner.stats().refused_conflict.load() == 1);
@@ -272,10 +270,7 @@ BOOST_AUTO_TEST_CASE(InvalidBacksOff) {
 
 BOOST_AUTO_TEST_CASE(UnavailableIsNotRetriedBlindly) {
   World w;
-  w.Hear("hz-2", false);
-  w.Delegate("hz-2");
-  w.clock.Advance(seconds(5));
-  w.Hear("hz-2", false);
+  w.DelegatedThenHeard("hz-2", false);
   auto update = w.One();
   w.Answer(update, Outcome::kUnavailable);
   BOOST_TEST(w.planner.stats().errors.load() == 1);
@@ -305,10 +300,7 @@ BOOST_AUTO_TEST_CASE(AlreadyExistsRereads) {
 
 BOOST_AUTO_TEST_CASE(UpdateOfAVanishedObjectCreates) {
   World w;
-  w.Hear("hz-2", false);
-  w.Delegate("hz-2");
-  w.clock.Advance(seconds(5));
-  w.Hear("hz-2", false);
+  w.DelegatedThenHeard("hz-2", false);
   auto update = w.One();
   w.Answer(update, Outcome::kNotFound);  // collected, or deleted by the node
   auto create = w.One();

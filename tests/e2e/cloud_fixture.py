@@ -290,8 +290,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self._send(200, {"kind": "ConfigMapList", "apiVersion": "v1",
                                     "metadata": {"resourceVersion": str(st.rv)}, "items": items})
 
-    def _stream(self, events, q, match):
-        """A watch over `events` ((rv, type, object) tuples) from q's resourceVersion."""
+    def _stream(self, events, q, match, expires=False):
+        """A watch over `events` ((rv, type, object) tuples) from q's resourceVersion.
+        With `expires`, a resourceVersion far older than the history kept is answered
+        with 410 Expired, as kube-apiserver's watch cache does."""
         st = self.state
         since = int(q.get("resourceVersion") or 0)
         timeout = min(int(q.get("timeoutSeconds") or 60), 60)
@@ -306,6 +308,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.flush()
         deadline = time.time() + timeout
         try:
+            if expires:
+                with st.lock:
+                    oldest = events[0][0] if events else st.rv
+                    if since and since < oldest - 1 and events and events[0][0] > since + 1000:
+                        chunk({"type": "ERROR",
+                               "object": status(410, "Expired", f"too old resource version: {since}")})
+                        self.wfile.write(b"0\r\n\r\n")
+                        return
             sent = since
             while time.time() < deadline and not self.server.stopping:
                 with st.lock:
@@ -396,41 +406,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self._send(405, status(405, "MethodNotAllowed", "method not allowed"))
 
     def _watch_nodes(self, q):
-        st = self.state
-        since = int(q.get("resourceVersion") or 0)
-        timeout = min(int(q.get("timeoutSeconds") or 60), 60)
         sel = q.get("labelSelector")
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
-
-        def chunk(obj):
-            data = (json.dumps(obj) + "\n").encode()
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-            self.wfile.flush()
-        deadline = time.time() + timeout
-        try:
-            with st.lock:
-                oldest = st.node_events[0][0] if st.node_events else st.rv
-                if since and since < oldest - 1 and st.node_events and st.node_events[0][0] > since + 1000:
-                    chunk({"type": "ERROR", "object": status(410, "Expired", f"too old resource version: {since}")})
-                    self.wfile.write(b"0\r\n\r\n")
-                    return
-            sent = since
-            while time.time() < deadline and not self.server.stopping:
-                with st.lock:
-                    pending = [e for e in st.node_events if e[0] > sent]
-                    if not pending:
-                        st.lock.wait(0.2)
-                        continue
-                for rv, typ, obj in pending:
-                    sent = rv
-                    if label_match(obj, sel):
-                        chunk({"type": typ, "object": obj})
-            self.wfile.write(b"0\r\n\r\n")
-        except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
-            pass
+        self._stream(self.state.node_events, q, lambda obj: label_match(obj, sel), expires=True)
 
 
 def make_ca(workdir, name):

@@ -315,11 +315,11 @@ def pool_lease(name, holder=None, duration=15, labels=None):
     return {"apiVersion": GV, "kind": "PoolLease", "metadata": md, "spec": spec}
 
 
-def run_one(case, subject):
-    """Runs case(subject), printing PASS or FAIL with its time; True when it passed."""
+def run_one(case, *subjects):
+    """Runs case(*subjects), printing PASS or FAIL with its time; True when it passed."""
     t0 = time.time()
     try:
-        case(subject)
+        case(*subjects)
         print(f"PASS {case.__name__} ({time.time() - t0:.1f}s)", flush=True)
         return True
     except Exception as e:  # any exception is a failed case

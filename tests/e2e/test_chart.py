@@ -24,9 +24,9 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import run_one  # noqa: E402
 from kube_cluster import CHART, ROOT, helm_binary, helm_template, yaml_objects  # noqa: E402
 
 NS = "pool-system"
@@ -824,15 +824,10 @@ def main():
             return 1
         ctx = Ctx(tmp, os.path.abspath(a.binary) if a.binary else "")
         for case in CASES:
-            t0 = time.time()
-            try:
-                case(ctx)
+            if run_one(case, ctx):
                 passed += 1
-                print(f"PASS {case.__name__} ({time.time() - t0:.1f}s)", flush=True)
-            except Exception as e:  # any exception is a failed case
+            else:
                 failed += 1
-                print(f"FAIL {case.__name__}: {type(e).__name__}: {e}", flush=True)
-                traceback.print_exc(limit=3)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"{passed} passed, {failed} failed")

@@ -31,11 +31,10 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (BASE, GV, Server, expect, expect_status, kubectl_binary, microtime,  # noqa: E402
+from harness import (BASE, GV, Server, expect, expect_status, kubectl_binary, microtime, run_one,  # noqa: E402
                      pool_lease)
 
 ANNOTATION = "openyurt.io/delegate-heartbeat"
@@ -299,15 +298,10 @@ def main():
 
     def run(case, *servers):
         nonlocal passed, failed
-        t0 = time.time()
-        try:
-            case(*servers)
+        if run_one(case, *servers):
             passed += 1
-            print(f"PASS {case.__name__} ({time.time() - t0:.1f}s)", flush=True)
-        except Exception as e:  # any exception is a failed case
+        else:
             failed += 1
-            print(f"FAIL {case.__name__}: {type(e).__name__}: {e}", flush=True)
-            traceback.print_exc(limit=3)
 
     # The nodes' CA is the server's client CA (as a cluster's is); it replaces the
     # CA the server generates, so the admin uses its token, not its certificate.

@@ -33,7 +33,7 @@ import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from etcd_fixture import EtcdFixture, b64, issue_cert, make_ca, make_tls_files  # noqa: E402
-from harness import (BASE, Failed, Server, expect, expect_status, free_port, microtime,  # noqa: E402
+from harness import (BASE, Failed, Server, expect, expect_status, free_port, microtime, run_one,  # noqa: E402
                      pool_lease, uniq)
 
 # A misconfigured start-up must end well within this (the unary call timeout
@@ -263,15 +263,10 @@ def main():
         return 1
     try:
         for case in CASES:
-            t0 = time.time()
-            try:
-                case(Env.server)
+            if run_one(case, Env.server):
                 passed += 1
-                print(f"PASS {case.__name__} ({time.time() - t0:.1f}s)", flush=True)
-            except Exception as e:  # any exception is a failed case
+            else:
                 failed += 1
-                print(f"FAIL {case.__name__}: {type(e).__name__}: {e}", flush=True)
-                traceback.print_exc(limit=3)
             if Env.server.proc.poll() is not None:
                 print(f"server exited ({Env.server.proc.returncode}) after {case.__name__}:\n"
                       f"{Env.server.read_log()}")

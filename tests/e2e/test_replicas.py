@@ -19,12 +19,11 @@ import os
 import sys
 import threading
 import time
-import traceback
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from etcd_fixture import EtcdFixture  # noqa: E402
-from harness import BASE, GV, Server, expect, expect_status, microtime, pool_lease, uniq  # noqa: E402
+from harness import BASE, GV, Server, expect, expect_status, microtime, pool_lease, run_one, uniq  # noqa: E402
 from harness import wait_for as harness_wait_for  # noqa: E402
 
 
@@ -272,15 +271,10 @@ def main():
         for name in ("A", "B"):
             Env.replicas[name] = Server(binary, extra_args=flags)
         for case in CASES:
-            t0 = time.time()
-            try:
-                case(Env.replicas)
+            if run_one(case, Env.replicas):
                 passed += 1
-                print(f"PASS {case.__name__} ({time.time() - t0:.1f}s)", flush=True)
-            except Exception as e:  # any exception is a failed case
+            else:
                 failed += 1
-                print(f"FAIL {case.__name__}: {type(e).__name__}: {e}", flush=True)
-                traceback.print_exc(limit=3)
             for name, s in Env.replicas.items():
                 if s.proc.poll() is not None:
                     print(f"replica {name} exited ({s.proc.returncode}) after {case.__name__}:\n{s.read_log()}")

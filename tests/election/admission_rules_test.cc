@@ -10,7 +10,7 @@
 #include "election/lease_rules.h"
 #include "election/membership.h"
 #include "store/memory_store.h"
-#include "tests/rules_writes.h"
+#include "tests/rules_fixture.h"
 
 namespace pe = poolcoord::election;
 namespace ps = poolcoord::store;
@@ -19,8 +19,8 @@ using std::chrono::seconds;
 
 namespace {
 
-constexpr char kForwarder[] = "system:serviceaccount:kube-system:poolcoord";
-constexpr char kProxy[] = "openyurt:yurt-coordinator:node-lease-proxy-client";
+using poolcoord::testing::kForwarder;
+using poolcoord::testing::kProxy;
 constexpr int64_t kRenew = 1'767'225'600'000'000;
 
 poolcoord::base::UserInfo Node(const std::string& name) {
@@ -32,50 +32,8 @@ poolcoord::base::UserInfo User(const std::string& name, const std::string& group
   return u;
 }
 
-struct Fixture {
-  explicit Fixture(bool load = true) : rules(&clock, &membership, {300, kForwarder, {kProxy}}) {
-    clock.Advance(seconds(100));
-    if (load) {
-      BOOST_REQUIRE(membership
-                        .Replace("file", {{"hangzhou", {"hz-1", "hz-2", "hz-3", "hz-4"}},
-                                          {"beijing", {"bj-1", "bj-2"}}})
-                        .ok());
-    }
-    store = ps::NewMemoryStore({});
-  }
-
-  absl::Status Write(const poolcoord::base::UserInfo& user, const ps::Object& proposed) {
-    auto result = store->Update(
-        proposed.kind, proposed.metadata.name,
-        [&](const ps::ObjectPtr& current,
-            ps::TxnReader& reader) -> absl::StatusOr<ps::MutableObjectPtr> {
-          auto next = std::make_shared<ps::Object>(proposed);
-          next->metadata.uid = current ? current->metadata.uid : "uid-" + std::to_string(++uids);
-          if (current) next->status = current->status;
-          absl::Status s = next->kind == ps::Kind::kPoolLease
-                               ? rules.AdmitPoolLeaseWrite(user, current, *next)
-                               : rules.AdmitDelegatedLeaseWrite(user, current, *next, reader);
-          if (!s.ok()) return s;
-          return next;
-        });
-    return result.status();
-  }
-
-  absl::Status Lead(const std::string& pool, const std::string& holder, int32_t transitions,
-                    const poolcoord::base::UserInfo* as = nullptr) {
-    ps::Object pl;
-    pl.kind = ps::Kind::kPoolLease;
-    pl.metadata.name = pool;
-    pl.spec.holder_identity = holder;
-    pl.spec.lease_duration_seconds = 15;
-    pl.spec.lease_transitions = transitions;
-    return Write(as ? *as : Node(holder), pl);
-  }
-
-  absl::Status Delegate(const std::string& node, const std::string& pool,
-                        const std::string& leader) {
-    return Write(Node(leader), poolcoord::testing::DelegatedLeaseFor(node, pool, leader, 40, clock.NowMicros()));
-  }
+struct Fixture : poolcoord::testing::RulesFixture {
+  explicit Fixture(bool load = true) : RulesFixture(load) {}
 
   // An UPDATE of node `node`'s Lease by `user`, the old object without annotation.
   static pe::AdmissionAttributes Review(const std::string& node, const poolcoord::base::UserInfo& user,
@@ -107,11 +65,6 @@ struct Fixture {
     BOOST_TEST(d.message.find(in_message) != std::string::npos, d.message);
   }
 
-  poolcoord::base::FakeClock clock;
-  pe::MembershipIndex membership;
-  pe::LeaseRules rules;
-  std::unique_ptr<ps::Store> store;
-  int uids = 0;
 };
 
 struct Unloaded : Fixture {

@@ -143,6 +143,14 @@ struct Timings {
 
 class Fleet {
  public:
+  // The first candidate of an empty fleet, leading after the first second.
+  Candidate& AddFirstLeader(const std::string& id, Timings t = {}) {
+    Candidate& c = Add(id, t);
+    RunUntil(1 * kSec);
+    BOOST_REQUIRE(c.leading);
+    return c;
+  }
+
   Candidate& Add(const std::string& id, Timings t = {}) {
     auto c = std::make_unique<Candidate>(&server, id);
     Candidate* cp = c.get();
@@ -424,9 +432,7 @@ BOOST_AUTO_TEST_CASE(two_electors_exactly_one_leads) {
 
 BOOST_AUTO_TEST_CASE(killed_leader_taken_over_after_lease_duration) {
   Fleet f;
-  Candidate& a = f.Add("n1");
-  f.RunUntil(1 * kSec);
-  BOOST_TEST_REQUIRE(a.leading);
+  Candidate& a = f.AddFirstLeader("n1");
   Candidate& b = f.Add("n2");
   f.RunUntil(30 * kSec);
   BOOST_TEST(!b.leading);
@@ -447,9 +453,7 @@ BOOST_AUTO_TEST_CASE(killed_leader_taken_over_after_lease_duration) {
 BOOST_AUTO_TEST_CASE(candidates_respect_the_records_duration) {
   // The leader configured 40 s; a 15 s candidate must wait the record's 40 s.
   Fleet f;
-  Candidate& a = f.Add("long", {absl::Seconds(40), absl::Seconds(30), absl::Seconds(2)});
-  f.RunUntil(1 * kSec);
-  BOOST_TEST_REQUIRE(a.leading);
+  Candidate& a = f.AddFirstLeader("long", {absl::Seconds(40), absl::Seconds(30), absl::Seconds(2)});
   Candidate& b = f.Add("short", {absl::Seconds(15), absl::Seconds(10), absl::Seconds(2)});
   f.RunUntil(10 * kSec);
   a.killed = true;
@@ -473,9 +477,7 @@ BOOST_AUTO_TEST_CASE(candidates_respect_the_records_duration) {
 
 BOOST_AUTO_TEST_CASE(leader_survives_transient_failure_within_renew_deadline) {
   Fleet f;
-  Candidate& a = f.Add("n1");
-  f.RunUntil(1 * kSec);
-  BOOST_TEST_REQUIRE(a.leading);
+  Candidate& a = f.AddFirstLeader("n1");
   Candidate& b = f.Add("n2");
   f.RunUntil(20 * kSec);
   a.lock.down_ = true;
@@ -489,9 +491,7 @@ BOOST_AUTO_TEST_CASE(leader_survives_transient_failure_within_renew_deadline) {
 
 BOOST_AUTO_TEST_CASE(failing_leader_stops_within_renew_deadline_then_competes_again) {
   Fleet f;
-  Candidate& a = f.Add("n1");
-  f.RunUntil(1 * kSec);
-  BOOST_TEST_REQUIRE(a.leading);
+  Candidate& a = f.AddFirstLeader("n1");
   Candidate& b = f.Add("n2");
   f.RunUntil(20 * kSec);
   const int writes_before = f.server.writes();
@@ -570,9 +570,7 @@ BOOST_AUTO_TEST_CASE(cancel_without_leading_fires_stopped_and_writes_nothing) {
 
 BOOST_AUTO_TEST_CASE(healthz_fails_only_for_a_wedged_leader) {
   Fleet f;
-  Candidate& a = f.Add("n1");
-  f.RunUntil(1 * kSec);
-  BOOST_TEST_REQUIRE(a.leading);
+  Candidate& a = f.AddFirstLeader("n1");
   Candidate& b = f.Add("n2");
   f.RunUntil(10 * kSec);
   const absl::Duration tolerance = absl::Seconds(20);
@@ -639,9 +637,7 @@ struct Handover {
 Handover RunHandover(bool tight, int64_t kill_at) {
   Handover h;
   Fleet f;
-  Candidate& a = f.Add("n1");
-  f.RunUntil(1 * kSec);
-  BOOST_TEST_REQUIRE(a.leading);
+  Candidate& a = f.AddFirstLeader("n1");
   Timings t;
   t.tight = tight;
   Candidate& b = f.Add("n2", t);

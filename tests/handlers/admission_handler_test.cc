@@ -14,7 +14,7 @@
 #include "handlers/admission_handler.h"
 #include "rapidjson/document.h"
 #include "store/memory_store.h"
-#include "tests/rules_writes.h"
+#include "tests/rules_fixture.h"
 
 namespace pe = poolcoord::election;
 namespace ph = poolcoord::handlers;
@@ -23,8 +23,8 @@ using std::chrono::seconds;
 
 namespace {
 
-constexpr char kForwarder[] = "system:serviceaccount:kube-system:poolcoord";
-constexpr char kProxy[] = "openyurt:yurt-coordinator:node-lease-proxy-client";
+using poolcoord::testing::kForwarder;
+using poolcoord::testing::kProxy;
 
 struct ReviewSpec {
   std::string api_version = "admission.k8s.io/v1";
@@ -70,37 +70,8 @@ std::string ReviewJson(const ReviewSpec& r) {
          ",\"dryRun\":false,\"options\":{\"kind\":\"UpdateOptions\",\"apiVersion\":\"meta.k8s.io/v1\"}}}";
 }
 
-struct Fixture {
-  explicit Fixture(bool load = true) : rules(&clock, &membership, {300, kForwarder, {kProxy}}) {
-    clock.Advance(seconds(100));
-    if (load) {
-      BOOST_REQUIRE(membership
-                        .Replace("file", {{"hangzhou", {"hz-1", "hz-2", "hz-3", "hz-4"}},
-                                          {"beijing", {"bj-1", "bj-2"}}})
-                        .ok());
-    }
-    store = ps::NewMemoryStore({});
-  }
-
-  absl::Status Write(const std::string& writer, const ps::Object& proposed) {
-    return poolcoord::testing::WriteThroughRules(store.get(), rules,
-                                                 poolcoord::testing::NodeUser(writer), proposed);
-  }
-
-  absl::Status Lead(const std::string& pool, const std::string& holder, int32_t transitions) {
-    ps::Object pl;
-    pl.kind = ps::Kind::kPoolLease;
-    pl.metadata.name = pool;
-    pl.spec.holder_identity = holder;
-    pl.spec.lease_duration_seconds = 15;
-    pl.spec.lease_transitions = transitions;
-    return Write(holder, pl);
-  }
-
-  absl::Status Delegate(const std::string& node, const std::string& pool,
-                        const std::string& leader) {
-    return Write(leader, poolcoord::testing::DelegatedLeaseFor(node, pool, leader, 40, clock.NowMicros()));
-  }
+struct Fixture : poolcoord::testing::RulesFixture {
+  explicit Fixture(bool load = true) : RulesFixture(load) {}
 
   ph::Response Post(const std::string& body, const std::string& method = "POST") {
     ph::Request req;
@@ -129,10 +100,6 @@ struct Fixture {
 
   bool Allowed(const ReviewSpec& r) { return Admit(r)["response"]["allowed"].GetBool(); }
 
-  poolcoord::base::FakeClock clock;
-  pe::MembershipIndex membership;
-  pe::LeaseRules rules;
-  std::unique_ptr<ps::Store> store;
 };
 
 struct Unloaded : Fixture {

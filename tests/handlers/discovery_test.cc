@@ -6,6 +6,7 @@
 
 #include "handlers/discovery.h"
 #include "rapidjson/document.h"
+#include "tests/handlers/handler_testing.h"
 
 namespace poolcoord::handlers {
 namespace {
@@ -14,30 +15,13 @@ constexpr char kAggV2[] = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGro
 constexpr char kAggV2Beta1[] =
     "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList";
 
+using testing::HeaderOf;
+using testing::S;
+constexpr auto Parse = testing::ParseObject;
+
 Request Get(std::string path, std::string accept = "", std::string if_none_match = "") {
-  Request r;
-  r.method = "GET";
-  r.path = std::move(path);
-  if (!accept.empty()) r.headers.emplace_back("accept", std::move(accept));
-  if (!if_none_match.empty()) r.headers.emplace_back("if-none-match", std::move(if_none_match));
-  return r;
+  return testing::GetRequest(std::move(path), {}, std::move(accept), std::move(if_none_match));
 }
-
-std::string HeaderOf(const Response& r, std::string_view name) {
-  for (const auto& [k, v] : r.headers) {
-    if (k == name) return v;
-  }
-  return "";
-}
-
-rapidjson::Document Parse(const std::string& body) {
-  rapidjson::Document d;
-  d.Parse(body.c_str(), body.size());
-  BOOST_REQUIRE_MESSAGE(!d.HasParseError() && d.IsObject(), "not a JSON object: " << body);
-  return d;
-}
-
-std::string S(const rapidjson::Value& v) { return v.IsString() ? v.GetString() : "<not a string>"; }
 
 bool HasString(const rapidjson::Value& array, std::string_view s) {
   for (const auto& item : array.GetArray()) {

@@ -6,23 +6,15 @@
 #include <string>
 
 #include "handlers/health.h"
+#include "tests/handlers/handler_testing.h"
 
 namespace poolcoord::handlers {
 namespace {
 
-Request Get(std::string path, std::vector<std::pair<std::string, std::string>> query = {}) {
-  Request r;
-  r.method = "GET";
-  r.path = std::move(path);
-  r.query = std::move(query);
-  return r;
-}
+using testing::HeaderOf;
 
-std::string HeaderOf(const Response& r, std::string_view name) {
-  for (const auto& [k, v] : r.headers) {
-    if (k == name) return v;
-  }
-  return "";
+Request Get(std::string path, std::vector<std::pair<std::string, std::string>> query = {}) {
+  return testing::GetRequest(std::move(path), std::move(query));
 }
 
 // A check whose answer the test controls, counting its calls.

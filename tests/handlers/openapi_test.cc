@@ -11,6 +11,7 @@
 
 #include "handlers/openapi.h"
 #include "rapidjson/document.h"
+#include "tests/handlers/handler_testing.h"
 
 namespace poolcoord::handlers {
 namespace {
@@ -18,32 +19,15 @@ namespace {
 constexpr char kGvPath[] = "/openapi/v3/apis/coordination.pool/v1alpha1";
 constexpr char kBase[] = "/apis/coordination.pool/v1alpha1";
 
+using testing::HeaderOf;
+using testing::S;
+constexpr auto Parse = testing::ParseObject;
+
 Request Get(std::string path, std::vector<std::pair<std::string, std::string>> query = {},
             std::string accept = "application/json", std::string if_none_match = "") {
-  Request r;
-  r.method = "GET";
-  r.path = std::move(path);
-  r.query = std::move(query);
-  if (!accept.empty()) r.headers.emplace_back("accept", std::move(accept));
-  if (!if_none_match.empty()) r.headers.emplace_back("if-none-match", std::move(if_none_match));
-  return r;
+  return testing::GetRequest(std::move(path), std::move(query), std::move(accept),
+                             std::move(if_none_match));
 }
-
-std::string HeaderOf(const Response& r, std::string_view name) {
-  for (const auto& [k, v] : r.headers) {
-    if (k == name) return v;
-  }
-  return "";
-}
-
-rapidjson::Document Parse(const std::string& body) {
-  rapidjson::Document d;
-  d.Parse(body.c_str(), body.size());
-  BOOST_REQUIRE_MESSAGE(!d.HasParseError() && d.IsObject(), "not a JSON object");
-  return d;
-}
-
-std::string S(const rapidjson::Value& v) { return v.IsString() ? v.GetString() : "<not a string>"; }
 
 // Every "$ref" value anywhere below `v`.
 void CollectRefs(const rapidjson::Value& v, std::vector<std::string>* refs) {

@@ -7,6 +7,7 @@
 
 #include "handlers/table.h"
 #include "rapidjson/document.h"
+#include "tests/handlers/handler_testing.h"
 
 namespace poolcoord::handlers {
 namespace {
@@ -29,14 +30,8 @@ Request WithAccept(std::string accept) {
   return r;
 }
 
-rapidjson::Document Parse(const std::string& body) {
-  rapidjson::Document d;
-  d.Parse(body.c_str(), body.size());
-  BOOST_REQUIRE_MESSAGE(!d.HasParseError() && d.IsObject(), "not a JSON object: " << body);
-  return d;
-}
-
-std::string S(const rapidjson::Value& v) { return v.IsString() ? v.GetString() : "<not a string>"; }
+using testing::S;
+constexpr auto Parse = testing::ParseObject;
 
 store::ObjectPtr PoolLease() {
   auto o = std::make_shared<store::Object>();
