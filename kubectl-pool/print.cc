@@ -20,20 +20,27 @@ constexpr char kNone[] = "<none>";
 // Whole seconds, rounded toward zero (Go's int(d.Seconds())).
 int64_t Seconds(int64_t us) { return us / 1'000'000; }
 
+// A cell's width as text/tabwriter measures it: in UTF-8 characters, not
+// bytes (a holderIdentity "节点-1" is 4 wide, not 8).
+size_t CellWidth(const std::string& s) {
+  return static_cast<size_t>(std::count_if(
+      s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+}
+
 // kubectl's table layout (text/tabwriter as kubectl configures it: minimum
 // cell width 6, padding 3; the last column is not padded).
 std::string Tabulate(const std::vector<std::vector<std::string>>& rows, const std::string& indent) {
   std::vector<size_t> width;
   for (const auto& r : rows) {
     if (width.size() < r.size()) width.resize(r.size(), 0);
-    for (size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
+    for (size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], CellWidth(r[i]));
   }
   std::string out;
   for (const auto& r : rows) {
     std::string line = indent;
     for (size_t i = 0; i < r.size(); ++i) {
       line += r[i];
-      if (i + 1 < r.size()) line.append(std::max<size_t>(width[i] + 3, 6) - r[i].size(), ' ');
+      if (i + 1 < r.size()) line.append(std::max<size_t>(width[i] + 3, 6) - CellWidth(r[i]), ' ');
     }
     while (!line.empty() && line.back() == ' ') line.pop_back();
     out += line + "\n";

@@ -215,6 +215,20 @@ BOOST_AUTO_TEST_CASE(table_as_kubectl_lays_it_out) {
              "released   <none>   1      released          0                 0           <none>\n");
 }
 
+// A holderIdentity is any string: columns align by characters, as kubectl's
+// tabwriter does, not by bytes (found by a newcomer: a 2-byte-per-character
+// holder pushed the next columns 1 space right per character).
+BOOST_AUTO_TEST_CASE(table_aligns_by_characters_not_bytes) {
+  FakeCloud cloud;
+  cloud.pool_leases.Put(testing::PoolLease("beijing", "北京-1", 10, 0, kNow - 70 * kSecond));
+  auto s = *Fetch(cloud.Clients(), testing::kLabel);
+  BOOST_TEST(FormatTable(*BuildPools(s), s) ==
+             "NAME       LEADER   TERM   EXPIRES           MEMBERS (NODES)   DELEGATED   LONGEST DELEGATION\n"
+             "beijing    北京-1     0      expired 60s ago   3                 0           <none>\n"
+             "hangzhou   hz-1     3      in 11s            4                 3           hz-3 (2m10s)\n"
+             "released   <none>   1      released          0                 0           <none>\n");
+}
+
 BOOST_AUTO_TEST_CASE(describe_shows_each_member_with_its_renewal_and_writer) {
   FakeCloud cloud;
   auto s = *Fetch(cloud.Clients(), testing::kLabel, "hangzhou");
