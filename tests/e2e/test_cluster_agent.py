@@ -32,7 +32,9 @@ import base64
 import hashlib
 import json
 import os
+import re
 import shutil
+import signal
 import socket
 import struct
 import subprocess
@@ -85,6 +87,11 @@ class Net:
             raise Skip("no `ip` (iproute2) for network namespaces")
         pid = os.getpid()
         self.tag = f"pc{pid % 100000}"
+        self.sweep_stale()
+        # A SIGTERM (ctest --timeout's first signal, a user's kill) unwinds
+        # through the test's finally blocks, so the namespaces go with it.
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
         self.cloud_net = f"10.{100 + pid % 100}.0"
         self.lan_net = f"172.{16 + pid % 16}"
         self.namespaces, self.links, self.bridges = [], {}, []
@@ -92,6 +99,27 @@ class Net:
         self.cloud_host = f"{self.cloud_net}.1"
         self.lan_bridges = {}
         self.count = 0
+
+    @staticmethod
+    def sweep_stale():
+        """Removes the namespaces and bridges of earlier runs whose process is
+        gone (a run killed with SIGKILL cannot clean up after itself)."""
+        alive = {int(p) % 100000 for p in os.listdir("/proc") if p.isdigit()}
+
+        def dead(tag):
+            return int(tag[2:]) not in alive
+        listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        for line in listed.splitlines():
+            ns = line.split()[0] if line.split() else ""
+            m = re.fullmatch(r"(pc\d+)-.+", ns)
+            if m and dead(m.group(1)):
+                sh("ip", "netns", "del", ns, check=False)
+        links = subprocess.run(["ip", "-o", "link", "show", "type", "bridge"],
+                               capture_output=True, text=True).stdout
+        for line in links.splitlines():
+            m = re.match(r"\d+: (pc\d+)([cl]\d+)[:@]", line)
+            if m and dead(m.group(1)):
+                sh("ip", "link", "del", m.group(1) + m.group(2), check=False)
 
     def _bridge(self, kind, address):
         name = f"{self.tag}{kind}{len(self.bridges)}"
