@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/flag_set.h"
+#include "election/leader_elector.h"
 
 namespace poolcoord::agent {
 namespace {
@@ -78,15 +79,10 @@ absl::Status Validate(const AgentFlags& o) {
         "--request-timeout must be below --leader-elect-renew-deadline, so one hung request cannot "
         "cost the leader its PoolLease");
   }
-  if (o.leader_elect_lease_duration <= o.leader_elect_renew_deadline) {
-    return absl::InvalidArgumentError(
-        "--leader-elect-lease-duration must be greater than --leader-elect-renew-deadline");
-  }
-  if (o.leader_elect_renew_deadline <= o.leader_elect_retry_period * 1.2) {
-    return absl::InvalidArgumentError(
-        "--leader-elect-renew-deadline must be greater than 1.2 x --leader-elect-retry-period");
-  }
-  return absl::OkStatus();
+  return election::LeaderElector::ValidateTimings(
+      o.leader_elect_lease_duration, o.leader_elect_renew_deadline, o.leader_elect_retry_period,
+      {"--leader-elect-lease-duration", "--leader-elect-renew-deadline",
+       "--leader-elect-retry-period"});
 }
 
 constexpr base::CommandLine<AgentFlags> kCommandLine{

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/flag_set.h"
+#include "election/leader_elector.h"
 
 namespace poolcoord::apiservice {
 namespace {
@@ -183,6 +184,14 @@ absl::Status Validate(const ServerOptions& o) {
           "invalid argument \"%s\" for \"--%s\" flag: cannot read it: %s", *path, flag,
           std::strerror(errno)));
     }
+  }
+  if (o.leader_elect) {
+    // As component-base validates kube-apiserver's --leader-elect-* flags.
+    absl::Status timings = election::LeaderElector::ValidateTimings(
+        o.leader_elect_lease_duration, o.leader_elect_renew_deadline, o.leader_elect_retry_period,
+        {"--leader-elect-lease-duration", "--leader-elect-renew-deadline",
+         "--leader-elect-retry-period"});
+    if (!timings.ok()) return timings;
   }
   if (o.etcd_certfile.empty() != o.etcd_keyfile.empty()) {
     return absl::InvalidArgumentError(

@@ -16,22 +16,32 @@ constexpr int kMaxReleaseAttempts = 10;
 
 }  // namespace
 
+absl::Status LeaderElector::ValidateTimings(absl::Duration lease_duration,
+                                            absl::Duration renew_deadline,
+                                            absl::Duration retry_period, const TimingNames& names) {
+  if (lease_duration <= renew_deadline) {
+    return absl::InvalidArgumentError(absl::StrCat(names.lease_duration, " must be greater than ",
+                                                   names.renew_deadline));
+  }
+  if (renew_deadline <= retry_period * kJitterFactor) {
+    return absl::InvalidArgumentError(absl::StrCat(names.renew_deadline, " must be greater than ",
+                                                   names.retry_period, "*JitterFactor (1.2)"));
+  }
+  for (const auto& [value, name] : {std::pair{lease_duration, names.lease_duration},
+                                    std::pair{renew_deadline, names.renew_deadline},
+                                    std::pair{retry_period, names.retry_period}}) {
+    if (value <= absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(absl::StrCat(name, " must be greater than zero"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<LeaderElector>> LeaderElector::New(LeaderElectionConfig config) {
-  if (config.lease_duration <= config.renew_deadline) {
-    return absl::InvalidArgumentError("leaseDuration must be greater than renewDeadline");
-  }
-  if (config.renew_deadline <= config.retry_period * kJitterFactor) {
-    return absl::InvalidArgumentError(
-        "renewDeadline must be greater than retryPeriod*JitterFactor (1.2)");
-  }
-  if (config.lease_duration <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("leaseDuration must be greater than zero");
-  }
-  if (config.renew_deadline <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("renewDeadline must be greater than zero");
-  }
-  if (config.retry_period <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("retryPeriod must be greater than zero");
+  if (absl::Status timings = ValidateTimings(config.lease_duration, config.renew_deadline,
+                                             config.retry_period);
+      !timings.ok()) {
+    return timings;
   }
   if (!config.callbacks.on_started_leading) {
     return absl::InvalidArgumentError("OnStartedLeading callback must not be nil");

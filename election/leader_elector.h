@@ -94,6 +94,14 @@ struct LeaderElectionConfig {
   bool tight_follower_polls = false;
 };
 
+// What the three timings are called in LeaderElector::ValidateTimings' errors:
+// client-go's field names, or a process's flags.
+struct TimingNames {
+  const char* lease_duration = "leaseDuration";
+  const char* renew_deadline = "renewDeadline";
+  const char* retry_period = "retryPeriod";
+};
+
 class LeaderElector {
  public:
   // client-go's wait.Jitter factor for the acquire loop.
@@ -107,6 +115,13 @@ class LeaderElector {
   static constexpr int64_t kNever = INT64_MAX;
 
   enum class Phase { kAcquiring, kLeading, kStopped };
+
+  // The timing rules of New alone, as client-go's NewLeaderElector states them:
+  // lease_duration > renew_deadline > kJitterFactor × retry_period, all > 0.
+  // InvalidArgument naming the values as `names` does. For flag validation, so
+  // a bad flag fails at start-up with its name.
+  static absl::Status ValidateTimings(absl::Duration lease_duration, absl::Duration renew_deadline,
+                                      absl::Duration retry_period, const TimingNames& names = TimingNames());
 
   // Validates as client-go's NewLeaderElector: lock non-null with a non-empty
   // Identity(); lease_duration > renew_deadline > 1.2 × retry_period, all > 0;

@@ -114,6 +114,24 @@ BOOST_AUTO_TEST_CASE(BadValuesAreErrors) {
 
 // The inputs that showed them: --bind-address=notanip failed later, with exit 1;
 // --client-ca-file=/nonexistent said "cannot read /nonexistent" without the flag.
+// The replica election's timings are checked with the flags, as component-base
+// checks kube-apiserver's, by the rule LeaderElector::New applies (client-go's):
+// they failed only later, in start-up, and without the flag's name.
+BOOST_AUTO_TEST_CASE(LeaderElectTimingsNameTheFlag) {
+  absl::StatusOr<ServerOptions> o =
+      ParseFlags({"--leader-elect", "--leader-elect-lease-duration=5s"});
+  BOOST_REQUIRE(!o.ok());
+  BOOST_TEST(std::string(o.status().message()) ==
+             "--leader-elect-lease-duration must be greater than --leader-elect-renew-deadline");
+  o = ParseFlags({"--leader-elect", "--leader-elect-retry-period=9s"});
+  BOOST_REQUIRE(!o.ok());
+  BOOST_TEST(std::string(o.status().message()) ==
+             "--leader-elect-renew-deadline must be greater than "
+             "--leader-elect-retry-period*JitterFactor (1.2)");
+  // Not electing: the timings are not used, so not judged (as component-base).
+  BOOST_TEST(ParseFlags({"--leader-elect-lease-duration=5s"}).ok());
+}
+
 BOOST_AUTO_TEST_CASE(BindAddressAndFilesNameTheFlag) {
   absl::StatusOr<ServerOptions> o = ParseFlags({"--bind-address=notanip"});
   BOOST_REQUIRE(!o.ok());
