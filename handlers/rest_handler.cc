@@ -21,6 +21,7 @@
 #include "handlers/registry/registry.h"
 #include "handlers/status_mapping.h"
 #include "handlers/table.h"
+#include "handlers/type_meta.h"
 #include "handlers/watch_handler.h"
 #include "handlers/yaml_input.h"
 #include "rapidjson/document.h"
@@ -103,23 +104,40 @@ std::string JoinFindings(const std::vector<std::string>& findings) {
 
 // Create and update bodies: Strict fails the request (400, as kube-apiserver's
 // decoder words it), Warn adds one Warning header per finding.
-absl::Status ApplyFieldValidation(FieldValidation mode, Kind kind,
+absl::Status ApplyFieldValidation(FieldValidation mode, Kind kind, const BodyTypeMeta& type_meta,
                                   const std::vector<std::string>& findings,
                                   std::vector<std::string>* warnings) {
   if (findings.empty() || mode == FieldValidation::kIgnore) return absl::OkStatus();
   if (mode == FieldValidation::kStrict) {
-    const char* k = store::InfoFor(kind).kind_name;
-    return store::BadRequestError(absl::StrCat(k, " in version \"", store::kVersion,
-                                               "\" cannot be handled as a ", k, ": ",
-                                               JoinFindings(findings)));
+    return store::BadRequestError(
+        absl::StrCat(CannotBeHandledAs(type_meta, kind), JoinFindings(findings)));
   }
   warnings->insert(warnings->end(), findings.begin(), findings.end());
   return absl::OkStatus();
 }
 
-// Patches: Strict is 422 against the field "patch", with the patched object, as
-// kube-apiserver's patcher reports it (`"" is invalid: patch: Invalid value:
-// "{...}": strict decoding error: ...`).
+std::string CompactJson(const rapidjson::Value& v) {
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+  v.Accept(w);
+  return std::string(buf.GetString(), buf.GetSize());
+}
+
+// A patched object that does not decode: 422 against the field "patch", with the
+// patched object, as kube-apiserver's patcher reports it (`"" is invalid: patch:
+// Invalid value: "{...}": <why>`).
+absl::Status PatchInvalid(const rapidjson::Value& patched, std::string_view why) {
+  store::FieldCause cause = store::FieldInvalid("patch", base::GoQuote(CompactJson(patched)), why);
+  store::ApiErrorInfo info;
+  info.code = 422;
+  info.reason = "Invalid";
+  info.message = absl::StrCat(" \"\" is invalid: ", cause.field, ": ", cause.message);
+  info.causes.push_back(std::move(cause));
+  return store::MakeApiError(absl::StatusCode::kInvalidArgument, info);
+}
+
+// Patches: Strict is 422 against the field "patch" (`... strict decoding error:
+// ...`).
 absl::Status ApplyPatchFieldValidation(FieldValidation mode, const rapidjson::Value& patched,
                                        const std::vector<std::string>& findings,
                                        std::vector<std::string>* warnings) {
@@ -128,18 +146,47 @@ absl::Status ApplyPatchFieldValidation(FieldValidation mode, const rapidjson::Va
     warnings->insert(warnings->end(), findings.begin(), findings.end());
     return absl::OkStatus();
   }
-  rapidjson::StringBuffer buf;
-  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
-  patched.Accept(w);
-  store::FieldCause cause = store::FieldInvalid(
-      "patch", base::GoQuote(std::string_view(buf.GetString(), buf.GetSize())),
-      JoinFindings(findings));
-  store::ApiErrorInfo info;
-  info.code = 422;
-  info.reason = "Invalid";
-  info.message = absl::StrCat(" \"\" is invalid: ", cause.field, ": ", cause.message);
-  info.causes.push_back(std::move(cause));
-  return store::MakeApiError(absl::StatusCode::kInvalidArgument, info);
+  return PatchInvalid(patched, JoinFindings(findings));
+}
+
+// Encoding/json's refusals of a body's ObjectMeta (store::DecodeObject's 400s
+// that start "json: ") as kube-apiserver words them for a decoded kind and version.
+absl::Status DecodeFailure(absl::Status status, const BodyTypeMeta& type_meta, Kind kind) {
+  store::ApiErrorInfo info = store::ApiErrorFromStatus(status);
+  if (info.code != 400 || !absl::StartsWith(info.message, "json: ")) return status;
+  return store::BadRequestError(absl::StrCat(CannotBeHandledAs(type_meta, kind), info.message));
+}
+
+bool IsBlank(std::string_view body) {
+  return std::all_of(body.begin(), body.end(), [](char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+  });
+}
+
+// What a write through an endpoint resets anyway (status on the main resource,
+// spec on /status, as kube-apiserver's strategies for a custom resource with a
+// status subresource do before validating) is not judged.
+void DropResetCauses(registry::Subresource subresource, std::vector<store::FieldCause>* causes) {
+  const std::string_view reset = subresource == registry::Subresource::kStatus ? "spec" : "status";
+  causes->erase(std::remove_if(causes->begin(), causes->end(),
+                               [reset](const store::FieldCause& c) {
+                                 std::string_view f = c.field;
+                                 return f.substr(0, reset.size()) == reset &&
+                                        (f.size() == reset.size() || f[reset.size()] == '.' ||
+                                         f[reset.size()] == '[');
+                               }),
+                causes->end());
+  // A /status write validates the status alone, as kube-apiserver's status
+  // strategy for a custom resource does: its messages name the field from there
+  // ("observedTime in body must be ...", field status.observedTime).
+  if (subresource != registry::Subresource::kStatus) return;
+  for (store::FieldCause& c : *causes) {
+    if (c.type != "FieldValueTypeInvalid" || !absl::StartsWith(c.field, "status.")) continue;
+    const std::string from = absl::StrCat(c.field, " in body");
+    if (size_t at = c.message.find(from); at != std::string::npos) {
+      c.message.replace(at, from.size(), absl::StrCat(c.field.substr(7), " in body"));
+    }
+  }
 }
 
 // The schema requires spec (a CustomResourceDefinition's validation says
@@ -222,20 +269,34 @@ absl::StatusOr<JsonBody> ParseBody(std::string_view body) { return ParseJsonBody
 
 struct DecodedBody {
   MutableObjectPtr object;
+  BodyTypeMeta type_meta;
   std::vector<std::string> findings;  // for fieldValidation
-  bool has_spec = false;
+  // The schema's refusals (store::DecodeObject's field_causes, `spec: Required
+  // value`), for the registry to report with its own validation.
+  std::vector<store::FieldCause> causes;
 };
 
-absl::StatusOr<DecodedBody> DecodeBody(Kind kind, std::string_view body) {
+// A create or update body, in kube-apiserver's order for a custom resource:
+// apiVersion and kind (400, handlers/type_meta.h), ObjectMeta as encoding/json
+// decodes it (400), a kind not ours (422); then the schema's field errors.
+absl::StatusOr<DecodedBody> DecodeBody(Kind kind, std::string_view body,
+                                       registry::Subresource subresource) {
+  if (IsBlank(body)) return EmptyBodyError(body, kind);
   auto parsed = ParseBody(body);
   if (!parsed.ok()) return parsed.status();
-  std::vector<std::string> unknown;
-  auto obj = store::DecodeObject(parsed->doc, kind, &unknown);
-  if (!obj.ok()) return obj.status();
   DecodedBody out;
+  auto type_meta = CheckBodyTypeMeta(parsed->doc, body, kind);
+  if (!type_meta.ok()) return type_meta.status();
+  out.type_meta = *std::move(type_meta);
+  std::vector<std::string> unknown;
+  auto obj = store::DecodeObject(parsed->doc, kind, &unknown, &out.causes);
+  if (!obj.ok()) return DecodeFailure(obj.status(), out.type_meta, kind);
   out.object = *std::move(obj);
   out.findings = StrictFindings(parsed->duplicates, std::move(unknown));
-  out.has_spec = HasSpec(parsed->doc);
+  if (subresource == registry::Subresource::kMain && !HasSpec(parsed->doc)) {
+    out.causes.push_back(store::FieldRequired("spec"));
+  }
+  DropResetCauses(subresource, &out.causes);
   return out;
 }
 
@@ -273,12 +334,13 @@ absl::Status ValidateFieldManager(const Request& request, std::string_view optio
 struct DecodedWrite {
   MutableObjectPtr object;
   std::vector<std::string> warnings;  // fieldValidation=Warn
+  std::vector<store::FieldCause> causes;  // DecodedBody::causes
   bool dry_run = false;
-  bool has_spec = false;
 };
 
 absl::StatusOr<DecodedWrite> DecodeWrite(const Request& request, Kind kind,
-                                         std::string_view options_kind) {
+                                         std::string_view options_kind,
+                                         registry::Subresource subresource) {
   if (absl::Status s = CheckJsonContentType(request); !s.ok()) return s;
   if (absl::Status s = ValidateFieldManager(request, options_kind); !s.ok()) return s;
   DecodedWrite out;
@@ -287,11 +349,12 @@ absl::StatusOr<DecodedWrite> DecodeWrite(const Request& request, Kind kind,
   out.dry_run = *dry;
   auto validation = ParseFieldValidation(request);
   if (!validation.ok()) return validation.status();
-  auto decoded = DecodeBody(kind, request.body);
+  auto decoded = DecodeBody(kind, request.body, subresource);
   if (!decoded.ok()) return decoded.status();
   out.object = std::move(decoded->object);
-  out.has_spec = decoded->has_spec;
-  if (absl::Status s = ApplyFieldValidation(*validation, kind, decoded->findings, &out.warnings);
+  out.causes = std::move(decoded->causes);
+  if (absl::Status s = ApplyFieldValidation(*validation, kind, decoded->type_meta, decoded->findings,
+                                            &out.warnings);
       !s.ok()) {
     return s;
   }
@@ -422,33 +485,33 @@ Response List(const GenericStore& kind, const ResourcePath& path, Request& reque
 // --- writes
 
 Response Create(const GenericStore& kind, Request& request) {
-  auto decoded = DecodeWrite(request, kind.strategy().kind(), "CreateOptions");
+  auto decoded = DecodeWrite(request, kind.strategy().kind(), "CreateOptions",
+                             registry::Subresource::kMain);
   if (!decoded.ok()) return ErrorResponse(decoded.status());
-  if (!decoded->has_spec) {
-    return ErrorResponse(SpecRequired(kind.strategy().kind(), decoded->object->metadata.name));
-  }
   // The change the client asked for, before the store's own stamps, as
   // kube-apiserver's create handler records it.
   RecordUpdate(nullptr, *decoded->object, ManagerOf(kind, request, ""));
-  kind.Precheck(request.user, *decoded->object);
+  if (decoded->causes.empty()) kind.Precheck(request.user, *decoded->object);
   std::vector<std::string> warnings = std::move(decoded->warnings);
-  auto result = kind.Create(request.user, std::move(decoded->object), decoded->dry_run, &warnings);
+  auto result = kind.Create(request.user, std::move(decoded->object), decoded->dry_run, &warnings,
+                            decoded->causes);
   if (!result.ok()) return ErrorResponse(result.status());
   return WriteResponse(201, *result, warnings);
 }
 
 Response Update(const GenericStore& kind, const ResourcePath& path, Request& request) {
-  auto decoded = DecodeWrite(request, path.kind, "UpdateOptions");
+  const registry::Subresource subresource = SubresourceOf(path);
+  auto decoded = DecodeWrite(request, path.kind, "UpdateOptions", subresource);
   if (!decoded.ok()) return ErrorResponse(decoded.status());
   MutableObjectPtr& obj = decoded->object;
   if (obj->metadata.name.empty()) obj->metadata.name = path.name;
   if (obj->metadata.name != path.name) return ErrorResponse(NameMismatch(obj->metadata.name, path.name));
-  const registry::Subresource subresource = SubresourceOf(path);
-  if (!decoded->has_spec && subresource == registry::Subresource::kMain) {
-    return ErrorResponse(SpecRequired(path.kind, path.name));
-  }
   const FieldManagerRequest manager = ManagerOf(kind, request, path.subresource);
-  if (subresource == registry::Subresource::kMain) kind.Precheck(request.user, *obj);
+  if (subresource == registry::Subresource::kMain && decoded->causes.empty()) {
+    kind.Precheck(request.user, *obj);
+  }
+  registry::UpdateOptions options;
+  options.decode_causes = &decoded->causes;
   std::vector<std::string> warnings = std::move(decoded->warnings);
   auto result = kind.Update(
       request.user, path.name, subresource,
@@ -457,7 +520,7 @@ Response Update(const GenericStore& kind, const ResourcePath& path, Request& req
         RecordUpdate(current.get(), *next, manager);
         return next;
       },
-      decoded->dry_run, &warnings);
+      decoded->dry_run, &warnings, options);
   if (!result.ok()) return ErrorResponse(result.status());
   return WriteResponse(200, *result, warnings);
 }
@@ -585,8 +648,10 @@ Response Patch(const GenericStore& kind, const ResourcePath& path, Request& requ
   }
   // The patch applies to the stored object inside the store's atomic update, so
   // a concurrent writer can never slip between read and write.
+  std::vector<store::FieldCause> decode_causes;
   auto patched = [&](const ObjectPtr& current) -> absl::StatusOr<MutableObjectPtr> {
     warnings.clear();
+    decode_causes.clear();
     if (merge_patch && subresource == registry::Subresource::kMain && duplicates.empty()) {
       if (MutableObjectPtr fast = TryApplySpecMergePatch(*current, patch)) {
         RecordUpdate(current.get(), *fast, manager);
@@ -599,20 +664,43 @@ Response Patch(const GenericStore& kind, const ResourcePath& path, Request& requ
     absl::Status s = json_patch ? ApplyJsonPatch(doc, patch)
                                 : ApplyMergePatch(doc, patch, doc.GetAllocator());
     if (!s.ok()) return s;
+    // A patch that removes the kind: kube-apiserver cannot decode the result
+    // (422 against "patch"); one that removes the apiVersion it answers with a
+    // 500, we with the 422 of an apiVersion not ours.
+    auto type_name = [&doc](const char* key) -> std::string_view {
+      auto it = doc.FindMember(key);
+      if (it == doc.MemberEnd() || !it->value.IsString()) return {};
+      return std::string_view(it->value.GetString(), it->value.GetStringLength());
+    };
+    if (type_name("kind").empty()) {
+      return PatchInvalid(doc, absl::StrCat("Object 'Kind' is missing in '", CompactJson(doc), "'"));
+    }
+    if (type_name("apiVersion").empty()) {
+      return store::InvalidError(store::InfoFor(path.kind).kind_name, path.name,
+                                 {store::FieldInvalid("apiVersion", "\"\"",
+                                                      absl::StrCat("must be ", store::kGroupVersion))});
+    }
     std::vector<std::string> unknown;
-    auto decoded = store::DecodeObject(doc, path.kind, &unknown);
-    if (!decoded.ok()) return decoded.status();
+    auto decoded = store::DecodeObject(doc, path.kind, &unknown, &decode_causes);
+    if (!decoded.ok()) {
+      store::ApiErrorInfo info = store::ApiErrorFromStatus(decoded.status());
+      if (info.code == 400) return PatchInvalid(doc, info.message);
+      return decoded.status();
+    }
     std::vector<std::string> findings = duplicates;
     for (std::string& f : StrictFindings({}, std::move(unknown))) findings.push_back(std::move(f));
     if (s = ApplyPatchFieldValidation(*validation, doc, findings, &warnings); !s.ok()) return s;
     if ((*decoded)->metadata.name != path.name) return NameMismatch((*decoded)->metadata.name, path.name);
     if (subresource == registry::Subresource::kMain && !HasSpec(doc)) {
-      return SpecRequired(path.kind, path.name);
+      decode_causes.push_back(store::FieldRequired("spec"));
     }
+    DropResetCauses(subresource, &decode_causes);
     RecordUpdate(current.get(), **decoded, manager);
     return decoded;
   };
-  auto result = kind.Update(request.user, path.name, subresource, patched, *dry, &warnings);
+  registry::UpdateOptions options;
+  options.decode_causes = &decode_causes;
+  auto result = kind.Update(request.user, path.name, subresource, patched, *dry, &warnings, options);
   if (!result.ok()) return ErrorResponse(result.status());
   return WriteResponse(200, *result, warnings);
 }

@@ -198,6 +198,11 @@ absl::Status StaleResourceVersionError(std::string_view resource, std::string_vi
 
 absl::Status InvalidError(std::string_view kind_name, std::string_view name,
                           std::vector<FieldCause> causes) {
+  return InvalidErrorInGroup(kGroup, kind_name, name, std::move(causes));
+}
+
+absl::Status InvalidErrorInGroup(std::string_view group, std::string_view kind_name,
+                                 std::string_view name, std::vector<FieldCause> causes) {
   // field.ErrorList.ToAggregate(): "field: body" per error, duplicates dropped, a
   // single error bare and several as "[a, b]".
   std::vector<std::string> parts;
@@ -207,7 +212,8 @@ absl::Status InvalidError(std::string_view kind_name, std::string_view name,
         cause.field.empty() ? cause.message : absl::StrCat(cause.field, ": ", cause.message);
     if (seen.insert(text).second) parts.push_back(std::move(text));
   }
-  std::string message = absl::StrCat(base::Av(kind_name), ".", kGroup, " ", base::GoQuote(name), " is invalid");
+  std::string message = absl::StrCat(base::Av(kind_name), group.empty() ? "" : ".", base::Av(group), " ",
+                                     base::GoQuote(name), " is invalid");
   if (parts.size() == 1) {
     absl::StrAppend(&message, ": ", parts[0]);
   } else if (parts.size() > 1) {
@@ -219,7 +225,7 @@ absl::Status InvalidError(std::string_view kind_name, std::string_view name,
   }
   ApiErrorInfo info = Simple(422, "Invalid", message);
   info.name = std::string(name);
-  info.group = kGroup;
+  info.group = std::string(group);
   // NewInvalid puts the Kind, not the resource, in details.kind.
   info.kind = std::string(kind_name);
   info.causes = std::move(causes);
@@ -295,6 +301,13 @@ FieldCause FieldInvalid(std::string_view field, std::string_view value_repr,
   std::string message = absl::StrCat("Invalid value: ", base::Av(value_repr));
   if (!detail.empty()) absl::StrAppend(&message, ": ", base::Av(detail));
   return {"FieldValueInvalid", std::move(message), std::string(field)};
+}
+
+FieldCause FieldTypeInvalid(std::string_view field, std::string_view value_repr,
+                            std::string_view detail) {
+  FieldCause cause = FieldInvalid(field, value_repr, detail);
+  cause.type = "FieldValueTypeInvalid";
+  return cause;
 }
 
 FieldCause FieldRequired(std::string_view field, std::string_view detail) {

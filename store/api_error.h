@@ -55,6 +55,11 @@ absl::Status StaleResourceVersionError(std::string_view resource, std::string_vi
 // 422: "<Kind>.<group> "<name>" is invalid: <field>: <message>, ..."
 absl::Status InvalidError(std::string_view kind_name, std::string_view name,
                           std::vector<FieldCause> causes);
+// The same for an object that names another group in its apiVersion, as
+// errors.NewInvalid words it with the object's own GroupKind (a body of kind
+// "Pod" and apiVersion "x/v1": `Pod.x "name" is invalid: ...`).
+absl::Status InvalidErrorInGroup(std::string_view group, std::string_view kind_name,
+                                 std::string_view name, std::vector<FieldCause> causes);
 absl::Status BadRequestError(std::string_view message);
 absl::Status ForbiddenError(std::string_view message);
 absl::Status UnauthorizedError(std::string_view message = "Unauthorized");
@@ -73,6 +78,9 @@ absl::Status InternalError(std::string_view message);
 // Field-cause builders, with Kubernetes' field.Error wording.
 FieldCause FieldInvalid(std::string_view field, std::string_view value_repr,
                         std::string_view detail);
+// FieldValueTypeInvalid (field.TypeInvalid): "Invalid value: <value_repr>: <detail>".
+FieldCause FieldTypeInvalid(std::string_view field, std::string_view value_repr,
+                            std::string_view detail);
 FieldCause FieldRequired(std::string_view field, std::string_view detail = "");
 FieldCause FieldForbidden(std::string_view field, std::string_view detail);
 FieldCause FieldTooLong(std::string_view field, std::string_view detail);

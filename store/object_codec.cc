@@ -3,6 +3,7 @@
 #include "base/string_view.h"
 #include "store/store.h"
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -218,10 +219,42 @@ absl::Status TypeError(std::string_view got, const FieldPos& pos, std::string_vi
                                       pos.go_struct, ".", pos.path, " of type ", base::Av(go_type)));
 }
 
+// The type a CustomResourceDefinition's schema validation sees in a JSON value
+// (go-openapi's type validator over the unstructured object): an integer
+// literal is "integer", any other number "number".
+const char* SchemaKind(const rapidjson::Value& v) {
+  switch (v.GetType()) {
+    case rapidjson::kStringType:
+      return "string";
+    case rapidjson::kNumberType:
+      return v.IsInt64() ? "integer" : "number";
+    case rapidjson::kTrueType:
+    case rapidjson::kFalseType:
+      return "boolean";
+    case rapidjson::kArrayType:
+      return "array";
+    case rapidjson::kObjectType:
+      return "object";
+    default:
+      return "null";
+  }
+}
+
+// A schema type error, worded as kube-apiserver words it for a custom resource:
+// `spec.leaseDurationSeconds: Invalid value: "string": spec.leaseDurationSeconds
+// in body must be of type integer: "string"` (FieldValueTypeInvalid).
+FieldCause SchemaTypeError(std::string_view path, std::string_view want, std::string_view got) {
+  const std::string quoted = base::GoQuote(got);
+  return FieldTypeInvalid(path, quoted,
+                          absl::StrCat(base::Av(path), " in body must be of type ", base::Av(want),
+                                       ": ", quoted));
+}
+
 class Decoder {
  public:
-  Decoder(Kind kind, std::vector<std::string>* unknown, bool storage)
-      : kind_(kind), unknown_(unknown), storage_(storage) {}
+  Decoder(Kind kind, std::vector<std::string>* unknown, bool storage,
+          std::vector<FieldCause>* causes = nullptr)
+      : kind_(kind), unknown_(unknown), storage_(storage), out_causes_(causes) {}
 
   absl::StatusOr<MutableObjectPtr> Decode(const rapidjson::Value& v) {
     if (!v.IsObject()) {
@@ -231,67 +264,174 @@ class Decoder {
     auto obj = std::make_shared<Object>();
     obj->kind = kind_;
     const char* top = InfoFor(kind_).kind_name;
+    std::string kind_name, api_version;
     for (const auto& m : v.GetObject()) {
       std::string_view key = Key(m.name);
       const rapidjson::Value& val = m.value;
-      if (key == "kind" || key == "apiVersion") {
-        std::string got;
-        CODEC_RETURN_IF_ERROR(String(val, {top, std::string(key)}, &got));
-        const std::string_view want = key == "kind" ? InfoFor(kind_).kind_name : kGroupVersion;
-        if (!got.empty() && got != want) {
-          return BadRequestError(absl::StrCat(base::Av(key), " ", base::GoQuote(got),
-                                              " does not match the expected ", base::Av(key), " ",
-                                              base::GoQuote(want)));
-        }
+      if (key == "kind") {
+        CODEC_RETURN_IF_ERROR(String(val, {top, "kind"}, &kind_name));
+      } else if (key == "apiVersion") {
+        CODEC_RETURN_IF_ERROR(String(val, {top, "apiVersion"}, &api_version));
       } else if (key == "metadata") {
         if (val.IsNull()) continue;
-        if (!val.IsObject()) return TypeError(JsonKind(val), {top, "metadata"}, "v1.ObjectMeta");
+        // ObjectMeta is decoded on its own, as kube-apiserver does for a custom
+        // resource: its errors name ObjectMeta's fields ("ObjectMeta.labels").
+        if (!val.IsObject()) {
+          return BadRequestError(absl::StrCat("json: cannot unmarshal ", JsonKind(val),
+                                              " into Go value of type v1.ObjectMeta"));
+        }
         CODEC_RETURN_IF_ERROR(DecodeMeta(val, obj->metadata));
       } else if (key == "spec") {
-        if (val.IsNull()) continue;
-        if (!val.IsObject()) return TypeError(JsonKind(val), {top, "spec"}, SpecStruct());
-        CODEC_RETURN_IF_ERROR(DecodeSpec(val, *obj));
+        if (!ObjectAt(val, "spec")) continue;
+        DecodeSpec(val, *obj);
       } else if (key == "status") {
-        if (val.IsNull()) continue;
-        if (!val.IsObject()) return TypeError(JsonKind(val), {top, "status"}, StatusStruct());
-        CODEC_RETURN_IF_ERROR(DecodeStatus(val, *obj));
+        if (!ObjectAt(val, "status")) continue;
+        DecodeStatus(val, *obj);
       } else if (storage_ && key == kInternalMember) {
         CODEC_RETURN_IF_ERROR(DecodeInternal(val, *obj));
       } else {
         Unknown("", key);
       }
     }
+    // kind and apiVersion, when set, must be ours: alone in a 422 of the
+    // object's own group and kind, as the custom resource validator's
+    // ValidateTypeMeta reports them before anything else.
+    std::vector<FieldCause> type_meta;
+    if (!kind_name.empty() && kind_name != top) {
+      type_meta.push_back(FieldInvalid("kind", base::GoQuote(kind_name), absl::StrCat("must be ", top)));
+    }
+    if (!api_version.empty() && api_version != kGroupVersion) {
+      type_meta.push_back(FieldInvalid("apiVersion", base::GoQuote(api_version),
+                                       absl::StrCat("must be ", kGroupVersion)));
+    }
+    if (!type_meta.empty()) {
+      const size_t slash = api_version.find('/');
+      const std::string group = api_version.empty()          ? std::string(kGroup)
+                                : slash == std::string::npos ? std::string()
+                                                             : api_version.substr(0, slash);
+      return InvalidErrorInGroup(group, kind_name.empty() ? top : kind_name, obj->metadata.name,
+                                 std::move(type_meta));
+    }
     if (!causes_.empty()) {
-      return InvalidError(InfoFor(kind_).kind_name, obj->metadata.name, std::move(causes_));
+      if (out_causes_ != nullptr) {
+        out_causes_->insert(out_causes_->end(), std::make_move_iterator(causes_.begin()),
+                            std::make_move_iterator(causes_.end()));
+        return obj;
+      }
+      return InvalidError(top, obj->metadata.name, std::move(causes_));
     }
     return obj;
   }
 
  private:
-  const char* SpecStruct() const { return InfoFor(kind_).spec_struct; }
-  const char* StatusStruct() const { return InfoFor(kind_).status_struct; }
 
   void Unknown(std::string_view prefix, std::string_view key) {
     if (unknown_ == nullptr) return;
     unknown_->push_back(prefix.empty() ? std::string(key) : absl::StrCat(base::Av(prefix), ".", base::Av(key)));
   }
 
+  // --- spec and status: what a CustomResourceDefinition's schema would refuse
+  // (a JSON type the field cannot take, a time that does not parse, an integer
+  // that does not fit) is a field cause, the field left unset, and decoding goes
+  // on, so that one 422 lists every bad field (kube-apiserver validates the whole
+  // object against the schema at once). JSON null is absent.
+
+  // True when `v` is an object; null is absent, any other type a cause at `path`.
+  bool ObjectAt(const rapidjson::Value& v, std::string_view path) {
+    if (v.IsObject()) return true;
+    if (!v.IsNull()) causes_.push_back(SchemaTypeError(path, "object", SchemaKind(v)));
+    return false;
+  }
+
+  void SchemaString(const rapidjson::Value& v, std::string_view path, std::string* out) {
+    if (v.IsString()) {
+      out->assign(v.GetString(), v.GetStringLength());
+    } else if (!v.IsNull()) {
+      causes_.push_back(SchemaTypeError(path, "string", SchemaKind(v)));
+    }
+  }
+
+  void SchemaOptString(const rapidjson::Value& v, std::string_view path,
+                       std::optional<std::string>* out) {
+    if (v.IsNull()) {
+      out->reset();
+    } else if (v.IsString()) {
+      out->emplace(v.GetString(), v.GetStringLength());
+    } else {
+      causes_.push_back(SchemaTypeError(path, "string", SchemaKind(v)));
+    }
+  }
+
+  // An integer, also as a number with no fraction within +-2^53 ("3.0", "1e2"),
+  // as go-openapi's validator takes it for type integer. Past the C++ type's
+  // range (int32 for format int32) a cause: a CustomResourceDefinition would store
+  // it, a typed field cannot hold it.
+  template <typename Int>
+  void SchemaInteger(const rapidjson::Value& v, std::string_view path, std::optional<Int>* out) {
+    if (v.IsNull()) {
+      out->reset();
+      return;
+    }
+    int64_t n = 0;
+    if (v.IsInt64()) {
+      n = v.GetInt64();
+    } else if (v.IsDouble() && std::abs(v.GetDouble()) <= 9007199254740992.0 &&
+               v.GetDouble() == static_cast<double>(static_cast<int64_t>(v.GetDouble()))) {
+      n = static_cast<int64_t>(v.GetDouble());
+    } else {
+      causes_.push_back(SchemaTypeError(path, "integer", SchemaKind(v)));
+      return;
+    }
+    if (n < std::numeric_limits<Int>::min() || n > std::numeric_limits<Int>::max()) {
+      causes_.push_back(FieldInvalid(path, std::to_string(n),
+                                     sizeof(Int) == 4 ? "must be a 32-bit integer (format int32)"
+                                                      : "must be a 64-bit integer (format int64)"));
+      return;
+    }
+    *out = static_cast<Int>(n);
+  }
+
+  // A MicroTime (schema: string, format date-time). What is no date-time at all
+  // is worded as the schema's format check words it; an RFC 3339 time without
+  // exactly 6 fractional digits, which a CustomResourceDefinition would store,
+  // we refuse with the reason (base/microtime.h: Go clients could not read it back).
+  void SchemaMicroTime(const rapidjson::Value& v, std::string_view path,
+                       std::optional<int64_t>* out) {
+    if (v.IsNull()) {
+      out->reset();
+      return;
+    }
+    if (!v.IsString()) {
+      // go-openapi names the Go type it decoded when a value of another type
+      // meets a format: "int64", "float64", "" (bool, object). An array passes
+      // there (and is stored); we cannot hold one, so it is a type error.
+      if (v.IsArray()) {
+        causes_.push_back(SchemaTypeError(path, "string", "array"));
+      } else {
+        causes_.push_back(SchemaTypeError(
+            path, "date-time", v.IsInt64() ? "int64" : v.IsNumber() ? "float64" : ""));
+      }
+      return;
+    }
+    std::string_view text(v.GetString(), v.GetStringLength());
+    auto parsed = base::ParseMicroTime(text);
+    if (parsed.ok()) {
+      *out = *parsed;
+    } else if (base::ParseTime(text).ok()) {
+      causes_.push_back(FieldInvalid(path, base::GoQuote(text),
+                                     "must be a MicroTime: RFC 3339 with exactly 6 fractional "
+                                     "digits, e.g. \"2024-01-01T00:00:00.000000Z\""));
+    } else {
+      causes_.push_back(SchemaTypeError(path, "date-time", text));
+    }
+  }
+
+  // --- metadata: decoded as Go's encoding/json decodes ObjectMeta (400).
+
   static absl::Status String(const rapidjson::Value& v, const FieldPos& pos, std::string* out) {
     if (v.IsNull()) return absl::OkStatus();
     if (!v.IsString()) return TypeError(JsonKind(v), pos, "string");
     out->assign(v.GetString(), v.GetStringLength());
-    return absl::OkStatus();
-  }
-
-  static absl::Status OptString(const rapidjson::Value& v, const FieldPos& pos,
-                                std::optional<std::string>* out) {
-    if (v.IsNull()) {
-      out->reset();
-      return absl::OkStatus();
-    }
-    std::string s;
-    CODEC_RETURN_IF_ERROR(String(v, pos, &s));
-    *out = std::move(s);
     return absl::OkStatus();
   }
 
@@ -313,9 +453,10 @@ class Decoder {
     return absl::OkStatus();
   }
 
-  // Bad time strings are validation errors (422), collected across fields.
-  absl::Status TimeField(const rapidjson::Value& v, const FieldPos& pos, bool micro,
-                    std::optional<int64_t>* out) {
+  // Bad time strings are validation errors (422) at `cause_path`, collected
+  // across fields; another JSON type is encoding/json's 400.
+  absl::Status TimeField(const rapidjson::Value& v, const FieldPos& pos, std::string_view cause_path,
+                         bool micro, std::optional<int64_t>* out) {
     if (v.IsNull()) {
       out->reset();
       return absl::OkStatus();
@@ -325,7 +466,7 @@ class Decoder {
     auto parsed = micro ? base::ParseMicroTime(text) : base::ParseTime(text);
     if (!parsed.ok()) {
       causes_.push_back(FieldInvalid(
-          pos.path, base::GoQuote(text),
+          cause_path, base::GoQuote(text),
           micro ? "must be a MicroTime: RFC 3339 with exactly 6 fractional digits, e.g. "
                   "\"2024-01-01T00:00:00.000000Z\""
                 : "must be an RFC 3339 time, e.g. \"2024-01-01T00:00:00Z\""));
@@ -391,7 +532,7 @@ class Decoder {
                                    ManagedFields* out) {
     out->clear();
     constexpr char kStruct[] = "ManagedFieldsEntry";
-    const FieldPos list_pos{"ObjectMeta", "metadata.managedFields"};
+    const FieldPos list_pos{"ObjectMeta", "managedFields"};
     if (v.IsNull()) return absl::OkStatus();
     if (!v.IsArray()) return TypeError(JsonKind(v), list_pos, "[]v1.ManagedFieldsEntry");
     out->reserve(v.Size());
@@ -407,7 +548,7 @@ class Decoder {
       const std::string prefix = absl::StrCat("metadata.managedFields[", i, "]");
       for (const auto& m : e.GetObject()) {
         std::string_view key = Key(m.name);
-        const FieldPos pos{kStruct, absl::StrCat("metadata.managedFields.", base::Av(key))};
+        const FieldPos pos{kStruct, absl::StrCat("managedFields.", base::Av(key))};
         if (key == "manager") {
           CODEC_RETURN_IF_ERROR(String(m.value, pos, &manager));
         } else if (key == "operation") {
@@ -419,7 +560,7 @@ class Decoder {
         } else if (key == "subresource") {
           CODEC_RETURN_IF_ERROR(String(m.value, pos, &subresource));
         } else if (key == "time") {
-          CODEC_RETURN_IF_ERROR(TimeField(m.value, {kStruct, prefix + ".time"}, false, &time));
+          CODEC_RETURN_IF_ERROR(TimeField(m.value, pos, prefix + ".time", false, &time));
         } else if (key == "fieldsV1") {
           // Any JSON, as v1.FieldsV1 keeps raw bytes; a set that is not an object
           // is refused later by the field manager, as kube-apiserver does.
@@ -441,7 +582,7 @@ class Decoder {
 
   absl::Status DecodeMeta(const rapidjson::Value& v, ObjectMeta& meta) {
     auto at = [](std::string_view key) {
-      return FieldPos{"ObjectMeta", absl::StrCat("metadata.", base::Av(key))};
+      return FieldPos{"ObjectMeta", std::string(key)};
     };
     for (const auto& m : v.GetObject()) {
       std::string_view key = Key(m.name);
@@ -473,10 +614,11 @@ class Decoder {
         meta.generation = g.value_or(0);
       } else if (key == "creationTimestamp") {
         std::optional<int64_t> t;
-        CODEC_RETURN_IF_ERROR(TimeField(val, at(key), false, &t));
+        CODEC_RETURN_IF_ERROR(TimeField(val, at(key), "metadata.creationTimestamp", false, &t));
         meta.creation_timestamp = t.value_or(0);
       } else if (key == "deletionTimestamp") {
-        CODEC_RETURN_IF_ERROR(TimeField(val, at(key), false, &meta.deletion_timestamp));
+        CODEC_RETURN_IF_ERROR(
+            TimeField(val, at(key), "metadata.deletionTimestamp", false, &meta.deletion_timestamp));
       } else if (key == "deletionGracePeriodSeconds") {
         CODEC_RETURN_IF_ERROR(Integer(val, at(key), &meta.deletion_grace_period_seconds));
       } else if (key == "labels") {
@@ -497,152 +639,133 @@ class Decoder {
     return absl::OkStatus();
   }
 
-  absl::Status DecodeSpec(const rapidjson::Value& v, Object& obj) {
+  void DecodeSpec(const rapidjson::Value& v, Object& obj) {
     LeaseSpec& spec = obj.spec;
-    const char* strct = SpecStruct();
-    auto at = [strct](std::string_view key) {
-      return FieldPos{strct, absl::StrCat("spec.", base::Av(key))};
-    };
     for (const auto& m : v.GetObject()) {
       std::string_view key = Key(m.name);
       const rapidjson::Value& val = m.value;
+      const std::string path = absl::StrCat("spec.", base::Av(key));
       if (!(SpecFieldBit(key) & SpecFields(kind_, storage_))) {
         Unknown("spec", key);
       } else if (key == "holderIdentity") {
-        CODEC_RETURN_IF_ERROR(OptString(val, at(key), &spec.holder_identity));
+        SchemaOptString(val, path, &spec.holder_identity);
       } else if (key == "leaseDurationSeconds") {
-        CODEC_RETURN_IF_ERROR(Integer(val, at(key), &spec.lease_duration_seconds));
+        SchemaInteger(val, path, &spec.lease_duration_seconds);
       } else if (key == "acquireTime") {
-        CODEC_RETURN_IF_ERROR(TimeField(val, at(key), true, &spec.acquire_time_us));
+        SchemaMicroTime(val, path, &spec.acquire_time_us);
       } else if (key == "renewTime") {
-        CODEC_RETURN_IF_ERROR(TimeField(val, at(key), true, &spec.renew_time_us));
+        SchemaMicroTime(val, path, &spec.renew_time_us);
       } else if (key == "leaseTransitions") {
-        CODEC_RETURN_IF_ERROR(Integer(val, at(key), &spec.lease_transitions));
+        SchemaInteger(val, path, &spec.lease_transitions);
       } else if (key == "poolName") {
-        CODEC_RETURN_IF_ERROR(OptString(val, at(key), &spec.pool_name));
+        SchemaOptString(val, path, &spec.pool_name);
       } else if (key == "delegate") {
-        CODEC_RETURN_IF_ERROR(OptString(val, at(key), &spec.delegate));
+        SchemaOptString(val, path, &spec.delegate);
       } else if (key == "proof") {
-        CODEC_RETURN_IF_ERROR(DecodeProof(val, obj));
+        DecodeProof(val, obj);
       } else {
         Unknown("spec", key);
       }
     }
-    return absl::OkStatus();
   }
 
   // spec.proof: {heartbeat, certificate}, both strings; their content (base64,
   // PEM, the heartbeat itself) is the lease rules' to judge (422/403 there).
-  absl::Status DecodeProof(const rapidjson::Value& v, Object& obj) {
+  void DecodeProof(const rapidjson::Value& v, Object& obj) {
     if (v.IsNull()) {
       ClearDelegationProof(obj);
-      return absl::OkStatus();
+      return;
     }
-    if (!v.IsObject()) {
-      return TypeError(JsonKind(v), {SpecStruct(), "spec.proof"}, "DelegationProof");
-    }
+    if (!ObjectAt(v, "spec.proof")) return;
     DelegationProof proof;
-    auto at = [](std::string_view key) {
-      return FieldPos{"DelegationProof", absl::StrCat("spec.proof.", base::Av(key))};
-    };
     for (const auto& m : v.GetObject()) {
       std::string_view key = Key(m.name);
       if (key == "heartbeat") {
-        CODEC_RETURN_IF_ERROR(String(m.value, at(key), &proof.heartbeat));
+        SchemaString(m.value, "spec.proof.heartbeat", &proof.heartbeat);
       } else if (key == "certificate") {
-        CODEC_RETURN_IF_ERROR(String(m.value, at(key), &proof.certificate));
+        SchemaString(m.value, "spec.proof.certificate", &proof.certificate);
       } else {
         Unknown("spec.proof", key);
       }
     }
     MutableDelegation(obj).proof = std::move(proof);
-    return absl::OkStatus();
   }
 
   // Status is server-written; both kinds know every status field so that a
   // client's read-modify-write never trips strict field validation on it.
-  absl::Status DecodeStatus(const rapidjson::Value& v, Object& obj) {
+  void DecodeStatus(const rapidjson::Value& v, Object& obj) {
     LeaseStatus& status = obj.status;
-    const char* strct = StatusStruct();
-    auto at = [strct](std::string_view key) {
-      return FieldPos{strct, absl::StrCat("status.", base::Av(key))};
-    };
     for (const auto& m : v.GetObject()) {
       std::string_view key = Key(m.name);
       const rapidjson::Value& val = m.value;
+      const std::string path = absl::StrCat("status.", base::Av(key));
       if (key == "observedTime") {
-        CODEC_RETURN_IF_ERROR(TimeField(val, at(key), true, &status.observed_time_us));
+        SchemaMicroTime(val, path, &status.observed_time_us);
       } else if (key == "lastForwardTime") {
-        CODEC_RETURN_IF_ERROR(TimeField(val, at(key), true, &status.last_forward_time_us));
+        SchemaMicroTime(val, path, &status.last_forward_time_us);
       } else if (key == "expired") {
         if (val.IsNull()) {
           status.expired = false;
         } else if (val.IsBool()) {
           status.expired = val.GetBool();
         } else {
-          return TypeError(JsonKind(val), at(key), "bool");
+          causes_.push_back(SchemaTypeError(path, "boolean", SchemaKind(val)));
         }
       } else if (key == "leaderTerm") {
-        CODEC_RETURN_IF_ERROR(DecodeLeaderTerm(val, status));
+        DecodeLeaderTerm(val, status);
       } else if (key == "proof") {
-        CODEC_RETURN_IF_ERROR(DecodeAcceptedProof(val, obj));
+        DecodeAcceptedProof(val, obj);
       } else if (key == "challenges") {
-        CODEC_RETURN_IF_ERROR(DecodeChallenges(val, obj));
+        DecodeChallenges(val, obj);
       } else {
         Unknown("status", key);
       }
     }
-    return absl::OkStatus();
   }
 
-  absl::Status DecodeAcceptedProof(const rapidjson::Value& v, Object& obj) {
+  void DecodeAcceptedProof(const rapidjson::Value& v, Object& obj) {
     if (v.IsNull()) {
       if (DelegationOf(obj).accepted_proof) MutableDelegation(obj).accepted_proof.reset();
-      return absl::OkStatus();
+      return;
     }
-    if (!v.IsObject()) {
-      return TypeError(JsonKind(v), {StatusStruct(), "status.proof"}, "DelegationProofStatus");
-    }
+    if (!ObjectAt(v, "status.proof")) return;
     AcceptedProof proof;
-    auto at = [](std::string_view key) {
-      return FieldPos{"DelegationProofStatus", absl::StrCat("status.proof.", base::Av(key))};
-    };
     for (const auto& m : v.GetObject()) {
       std::string_view key = Key(m.name);
       if (key == "bootID") {
-        CODEC_RETURN_IF_ERROR(String(m.value, at(key), &proof.boot_id));
+        SchemaString(m.value, "status.proof.bootID", &proof.boot_id);
       } else if (key == "sequence") {
         std::optional<int64_t> n;
-        CODEC_RETURN_IF_ERROR(Integer(m.value, at(key), &n));
+        SchemaInteger(m.value, "status.proof.sequence", &n);
         proof.sequence = n.value_or(0);
       } else if (key == "challenge") {
-        CODEC_RETURN_IF_ERROR(String(m.value, at(key), &proof.challenge));
+        SchemaString(m.value, "status.proof.challenge", &proof.challenge);
       } else {
         Unknown("status.proof", key);
       }
     }
     MutableDelegation(obj).accepted_proof = std::move(proof);
-    return absl::OkStatus();
   }
 
-  absl::Status DecodeChallenges(const rapidjson::Value& v, Object& obj) {
+  void DecodeChallenges(const rapidjson::Value& v, Object& obj) {
     std::vector<DelegationChallenge> challenges;
     if (!v.IsNull()) {
-      const FieldPos pos{StatusStruct(), "status.challenges"};
-      if (!v.IsArray()) return TypeError(JsonKind(v), pos, "[]DelegationChallenge");
-      for (const auto& e : v.GetArray()) {
-        if (!e.IsObject()) return TypeError(JsonKind(e), pos, "DelegationChallenge");
+      if (!v.IsArray()) {
+        causes_.push_back(SchemaTypeError("status.challenges", "array", SchemaKind(v)));
+        return;
+      }
+      for (rapidjson::SizeType i = 0; i < v.Size(); ++i) {
+        const rapidjson::Value& e = v[i];
+        const std::string at = absl::StrCat("status.challenges[", i, "]");
+        if (!ObjectAt(e, at)) continue;
         DelegationChallenge c;
-        auto at = [](std::string_view key) {
-          return FieldPos{"DelegationChallenge", absl::StrCat("status.challenges.", base::Av(key))};
-        };
         for (const auto& m : e.GetObject()) {
           std::string_view key = Key(m.name);
           if (key == "value") {
-            CODEC_RETURN_IF_ERROR(String(m.value, at(key), &c.value));
+            SchemaString(m.value, at + ".value", &c.value);
           } else if (key == "issueTime") {
             std::optional<int64_t> t;
-            CODEC_RETURN_IF_ERROR(TimeField(m.value, at(key), true, &t));
+            SchemaMicroTime(m.value, at + ".issueTime", &t);
             c.issue_time_us = t.value_or(0);
           } else {
             Unknown("status.challenges", key);
@@ -651,37 +774,30 @@ class Decoder {
         challenges.push_back(std::move(c));
       }
     }
-    if (challenges.empty() && DelegationOf(obj).challenges.empty()) return absl::OkStatus();
+    if (challenges.empty() && DelegationOf(obj).challenges.empty()) return;
     MutableDelegation(obj).challenges = std::move(challenges);
-    return absl::OkStatus();
   }
 
-  absl::Status DecodeLeaderTerm(const rapidjson::Value& v, LeaseStatus& status) {
+  void DecodeLeaderTerm(const rapidjson::Value& v, LeaseStatus& status) {
     if (v.IsNull()) {
       status.leader_term.reset();
-      return absl::OkStatus();
+      return;
     }
-    if (!v.IsObject()) {
-      return TypeError(JsonKind(v), {StatusStruct(), "status.leaderTerm"}, "LeaderTerm");
-    }
+    if (!ObjectAt(v, "status.leaderTerm")) return;
     LeaderTerm term;
-    auto at = [](std::string_view key) {
-      return FieldPos{"LeaderTerm", absl::StrCat("status.leaderTerm.", base::Av(key))};
-    };
     for (const auto& m : v.GetObject()) {
       std::string_view key = Key(m.name);
       if (key == "poolLeaseUID") {
-        CODEC_RETURN_IF_ERROR(String(m.value, at(key), &term.pool_lease_uid));
+        SchemaString(m.value, "status.leaderTerm.poolLeaseUID", &term.pool_lease_uid);
       } else if (key == "leaseTransitions") {
         std::optional<int32_t> t;
-        CODEC_RETURN_IF_ERROR(Integer(m.value, at(key), &t));
+        SchemaInteger(m.value, "status.leaderTerm.leaseTransitions", &t);
         term.lease_transitions = t.value_or(0);
       } else {
         Unknown("status.leaderTerm", key);
       }
     }
     status.leader_term = std::move(term);
-    return absl::OkStatus();
   }
 
   static absl::Status DecodeInternal(const rapidjson::Value& v, Object& obj) {
@@ -697,6 +813,7 @@ class Decoder {
   Kind kind_;
   std::vector<std::string>* unknown_;
   bool storage_;
+  std::vector<FieldCause>* out_causes_;
   std::vector<FieldCause> causes_;
 };
 
@@ -816,6 +933,12 @@ std::string EncodeObject(const Object& o) {
 absl::StatusOr<MutableObjectPtr> DecodeObject(const rapidjson::Value& v, Kind kind,
                                               std::vector<std::string>* unknown_fields) {
   return Decoder(kind, unknown_fields, false).Decode(v);
+}
+
+absl::StatusOr<MutableObjectPtr> DecodeObject(const rapidjson::Value& v, Kind kind,
+                                              std::vector<std::string>* unknown_fields,
+                                              std::vector<FieldCause>* field_causes) {
+  return Decoder(kind, unknown_fields, false, field_causes).Decode(v);
 }
 
 absl::StatusOr<MutableObjectPtr> DecodeObjectJson(std::string_view body, Kind kind,

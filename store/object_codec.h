@@ -20,6 +20,7 @@
 #include "rapidjson/document.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
+#include "store/api_error.h"
 #include "store/object.h"
 
 namespace poolcoord::store {
@@ -36,23 +37,41 @@ std::string EncodeObject(const Object& o);
 void WriteObjectMeta(JsonWriter& w, const ObjectMeta& m);
 
 // Decodes a client's object of `kind` from a parsed JSON value.
-// Errors, as kube-apiserver's decoder and validation report them:
-// - 400 BadRequest: `v` is not an object; kind/apiVersion present but not ours
-//   (`kind "X" does not match the expected kind "PoolLease"`); a JSON type that
-//   does not fit a field, or an integer out of range, worded like Go's
-//   encoding/json (`json: cannot unmarshal string into Go struct field
-//   LeaseSpec.spec.leaseDurationSeconds of type int32`); a metadata.resourceVersion
-//   that is not a decimal number (`invalid resourceVersion "x"`; kube-apiserver
-//   reports this one later as a 422/409 from the storage layer, we refuse it at
-//   decode time because our resourceVersion is an integer).
-// - 422 Invalid (InvalidError): a MicroTime or Time string that does not parse,
-//   one FieldCause per bad field ("spec.renewTime"), all of them at once.
-// JSON null for an optional field means absent. When `unknown_fields` is not
-// null, the dotted paths of fields we do not know ("spec.foo", "metadata.bar")
-// are appended to it (for fieldValidation=Strict/Warn); they are ignored either
-// way.
+// Errors, as kube-apiserver's decoder and validation report them for a custom
+// resource of our schema:
+// - 400 BadRequest: `v` is not an object; kind or apiVersion not a string;
+//   metadata as Go's encoding/json decodes an ObjectMeta (`json: cannot
+//   unmarshal number into Go struct field ObjectMeta.labels of type string`;
+//   callers add kube-apiserver's "<Kind> in version ... cannot be handled as"
+//   prefix); a metadata.resourceVersion that is not a decimal number (`invalid
+//   resourceVersion "x"`; kube-apiserver reports this one later as a 422/409
+//   from the storage layer, we refuse it at decode time because our
+//   resourceVersion is an integer).
+// - 422 Invalid of the object's own group and kind, with only these causes:
+//   kind or apiVersion set and not ours (`kind: Invalid value: "Pod": must be
+//   PoolLease`), as the custom resource validator's ValidateTypeMeta. Empty or
+//   absent ones pass here (create and update bodies are checked before).
+// - 422 Invalid (InvalidError), one FieldCause per bad field, all at once: what
+//   a CustomResourceDefinition's schema refuses in spec and status (a JSON type
+//   the field cannot take: `spec.leaseDurationSeconds: Invalid value: "string":
+//   spec.leaseDurationSeconds in body must be of type integer: "string"`, a
+//   string that is no date-time: `... must be of type date-time: "yesterday"`),
+//   and what our typed fields cannot hold (an RFC 3339 time without exactly 6
+//   fractional digits for a MicroTime, an integer past int32); a metadata time
+//   that does not parse.
+// JSON null for an optional field means absent; an integral number ("3.0")
+// fills an integer field. When `unknown_fields` is not null, the dotted paths of
+// fields we do not know ("spec.foo", "metadata.bar") are appended to it (for
+// fieldValidation=Strict/Warn); they are ignored either way.
 absl::StatusOr<MutableObjectPtr> DecodeObject(const rapidjson::Value& v, Kind kind,
                                               std::vector<std::string>* unknown_fields);
+// The same, but the field causes of the last kind above are appended to
+// *field_causes (their fields left unset) and the object is returned: the
+// caller reports them together with its own validation in one 422, as
+// kube-apiserver validates a whole object at once.
+absl::StatusOr<MutableObjectPtr> DecodeObject(const rapidjson::Value& v, Kind kind,
+                                              std::vector<std::string>* unknown_fields,
+                                              std::vector<FieldCause>* field_causes);
 
 // Parses `body` and decodes it; malformed JSON is 400 BadRequest
 // ("json parse error: ... at offset N").

@@ -40,6 +40,32 @@ absl::Status Invalid(const Strategy& strategy, const std::string& name,
   return store::InvalidError(strategy.Info().kind_name, name, std::move(causes));
 }
 
+// The decoder's causes, then the kind's on fields the decoder did not already
+// report (a field it left unset would be "Required" there too): every field
+// error of the object in one 422.
+std::vector<store::FieldCause> WithDecodeCauses(const std::vector<store::FieldCause>* decoded,
+                                                std::vector<store::FieldCause> kind_causes) {
+  if (decoded == nullptr || decoded->empty()) return kind_causes;
+  std::vector<store::FieldCause> out = *decoded;
+  for (store::FieldCause& c : kind_causes) {
+    bool covered = false;
+    for (const store::FieldCause& d : *decoded) {
+      covered |= c.field == d.field ||
+                 (c.field.size() > d.field.size() && c.field.compare(0, d.field.size(), d.field) == 0 &&
+                  c.field[d.field.size()] == '.');
+    }
+    if (!covered) out.push_back(std::move(c));
+  }
+  return out;
+}
+
+// ObjectMeta's causes, then the decoder's.
+std::vector<store::FieldCause> MetaAndDecodeCauses(std::vector<store::FieldCause> meta,
+                                                   const std::vector<store::FieldCause>* decoded) {
+  if (decoded != nullptr) meta.insert(meta.end(), decoded->begin(), decoded->end());
+  return meta;
+}
+
 void Append(std::vector<std::string>* to, std::vector<std::string> more) {
   to->insert(to->end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
 }
@@ -116,9 +142,10 @@ void GenericStore::PrepareCreate(const WriteContext& ctx, Object& obj) const {
 
 absl::Status GenericStore::AdmitCreate(const WriteContext& ctx, Object& next,
                                        store::TxnReader& reader,
-                                       std::vector<std::string>* warnings) const {
+                                       std::vector<std::string>* warnings,
+                                       const std::vector<store::FieldCause>* decode_causes) const {
   if (rules_) RETURN_IF_ERROR(strategy_.CheckWriter(ctx, next));
-  if (auto causes = strategy_.Validate(ctx, next); !causes.empty()) {
+  if (auto causes = WithDecodeCauses(decode_causes, strategy_.Validate(ctx, next)); !causes.empty()) {
     return Invalid(strategy_, next.metadata.name, std::move(causes));
   }
   *warnings = strategy_.WarningsOnCreate(ctx, next);
@@ -131,15 +158,16 @@ void GenericStore::Precheck(const base::UserInfo& user, const Object& proposed) 
   if (rules_) strategy_.Precheck(Context(user), proposed);
 }
 
-absl::StatusOr<store::WriteResult> GenericStore::Create(const base::UserInfo& user,
-                                                        MutableObjectPtr obj, bool dry_run,
-                                                        std::vector<std::string>* warnings) const {
+absl::StatusOr<store::WriteResult> GenericStore::Create(
+    const base::UserInfo& user, MutableObjectPtr obj, bool dry_run,
+    std::vector<std::string>* warnings, const std::vector<store::FieldCause>& decode_causes) const {
   const WriteContext ctx = Context(user);
   if (obj->metadata.name.empty() && !obj->metadata.generate_name.empty()) {
     obj->metadata.name = obj->metadata.generate_name + RandomSuffix();
   }
   if (auto causes = ValidateObjectMeta(obj->metadata, /*is_create=*/true); !causes.empty()) {
-    return Invalid(strategy_, obj->metadata.name, std::move(causes));
+    return Invalid(strategy_, obj->metadata.name,
+                   MetaAndDecodeCauses(std::move(causes), &decode_causes));
   }
   PrepareCreate(ctx, *obj);
   const std::string name = obj->metadata.name;
@@ -149,7 +177,7 @@ absl::StatusOr<store::WriteResult> GenericStore::Create(const base::UserInfo& us
       [&](const ObjectPtr& current, store::TxnReader& reader) -> absl::StatusOr<MutableObjectPtr> {
         if (current) return store::AlreadyExistsError(strategy_.Info().plural, name);
         auto next = std::make_shared<Object>(*obj);
-        RETURN_IF_ERROR(AdmitCreate(ctx, *next, reader, &strategy_warnings));
+        RETURN_IF_ERROR(AdmitCreate(ctx, *next, reader, &strategy_warnings, &decode_causes));
         return next;
       },
       dry_run);
@@ -160,7 +188,7 @@ absl::StatusOr<store::WriteResult> GenericStore::Create(const base::UserInfo& us
 absl::StatusOr<MutableObjectPtr> GenericStore::BeforeUpdate(
     const WriteContext& ctx, const ObjectPtr& current, MutableObjectPtr proposed,
     Subresource subresource, store::TxnReader& reader, std::vector<std::string>* warnings,
-    bool* unchanged) const {
+    const std::vector<store::FieldCause>* decode_causes, bool* unchanged) const {
   const store::ResourceInfo& info = strategy_.Info();
   const std::string& name = current->metadata.name;
   if (proposed->metadata.resource_version == 0 && !strategy_.AllowUnconditionalUpdate()) {
@@ -182,6 +210,9 @@ absl::StatusOr<MutableObjectPtr> GenericStore::BeforeUpdate(
   if (subresource == Subresource::kStatus) {
     // /status changes status alone (and the managedFields that record it);
     // everything else stays as stored.
+    if (decode_causes != nullptr && !decode_causes->empty()) {
+      return Invalid(strategy_, name, *decode_causes);
+    }
     next = std::make_shared<Object>(*current);
     next->status = proposed->status;
     next->metadata.managed_fields = std::move(proposed->metadata.managed_fields);
@@ -192,7 +223,7 @@ absl::StatusOr<MutableObjectPtr> GenericStore::BeforeUpdate(
     auto causes = ValidateObjectMeta(next->metadata, /*is_create=*/false);
     auto update_causes = ValidateObjectMetaUpdate(current->metadata, next->metadata);
     causes.insert(causes.end(), update_causes.begin(), update_causes.end());
-    if (!causes.empty()) return Invalid(strategy_, name, std::move(causes));
+    if (!causes.empty()) return Invalid(strategy_, name, MetaAndDecodeCauses(std::move(causes), decode_causes));
   }
   // Server-owned: never writable through any API (rest.BeforeUpdate).
   next->observed_monotonic_us = current->observed_monotonic_us;
@@ -218,7 +249,8 @@ absl::StatusOr<MutableObjectPtr> GenericStore::BeforeUpdate(
     if (rules_) RETURN_IF_ERROR(strategy_.AdmitStatusUpdate(ctx, *current, *next));
   } else {
     if (rules_) RETURN_IF_ERROR(strategy_.CheckWriter(ctx, *next));
-    if (auto causes = strategy_.ValidateUpdate(ctx, *next, *current); !causes.empty()) {
+    if (auto causes = WithDecodeCauses(decode_causes, strategy_.ValidateUpdate(ctx, *next, *current));
+        !causes.empty()) {
       return Invalid(strategy_, name, std::move(causes));
     }
     *warnings = strategy_.WarningsOnUpdate(ctx, *next, *current);
@@ -258,10 +290,10 @@ absl::StatusOr<store::WriteResult> GenericStore::Update(const base::UserInfo& us
           // A PUT of a missing object creates it, as a create would.
           ASSIGN_OR_RETURN(MutableObjectPtr obj, updated(nullptr));
           if (auto causes = ValidateObjectMeta(obj->metadata, /*is_create=*/true); !causes.empty()) {
-            return Invalid(strategy_, name, std::move(causes));
+            return Invalid(strategy_, name, MetaAndDecodeCauses(std::move(causes), options.decode_causes));
           }
           PrepareCreate(ctx, *obj);
-          RETURN_IF_ERROR(AdmitCreate(ctx, *obj, reader, &strategy_warnings));
+          RETURN_IF_ERROR(AdmitCreate(ctx, *obj, reader, &strategy_warnings, options.decode_causes));
           created = true;
           return obj;
         }
@@ -269,7 +301,7 @@ absl::StatusOr<store::WriteResult> GenericStore::Update(const base::UserInfo& us
         bool unchanged = false;
         ASSIGN_OR_RETURN(MutableObjectPtr next,
                          BeforeUpdate(ctx, current, std::move(proposed), subresource, reader,
-                                      &strategy_warnings,
+                                      &strategy_warnings, options.decode_causes,
                                       options.skip_if_unchanged ? &unchanged : nullptr));
         if (unchanged && next) {
           unchanged_object = current;

@@ -63,6 +63,11 @@ struct UpdateOptions {
   // does not write an update whose bytes equal the stored ones; ours stamp
   // status on every accepted write, so equality is judged before that).
   bool skip_if_unchanged = false;
+  // The field causes decoding the proposed object found (store::DecodeObject's
+  // field_causes: schema type errors, bad times), reported in one 422 with
+  // ObjectMeta's and the kind's validation, as kube-apiserver validates a whole
+  // object at once. Read after each run of `updated`, which may refill it.
+  const std::vector<store::FieldCause>* decode_causes = nullptr;
 };
 
 // One page of a list.
@@ -94,11 +99,13 @@ class GenericStore {
   absl::StatusOr<ListPage> List(const ListOptions& options) const;
 
   // Creates `object` (its name, or generateName plus 5 random characters).
-  // Errors: 422 (ObjectMeta, the kind's validation), 409 AlreadyExists, and the
-  // rules' 403/409/422/503. Appends the strategy's warnings to *warnings.
+  // Errors: 422 (ObjectMeta, `decode_causes` as UpdateOptions says, the kind's
+  // validation: all of them in one), 409 AlreadyExists, and the rules'
+  // 403/409/422/503. Appends the strategy's warnings to *warnings.
   absl::StatusOr<store::WriteResult> Create(const base::UserInfo& user,
                                             store::MutableObjectPtr object, bool dry_run,
-                                            std::vector<std::string>* warnings) const;
+                                            std::vector<std::string>* warnings,
+                                            const std::vector<store::FieldCause>& decode_causes = {}) const;
 
   // The strategy's Precheck (strategy.h) of a write's proposed fields, before
   // its atomic step; nothing without lease rules. Thread-safe.
@@ -138,13 +145,15 @@ class GenericStore {
   // The checks of a create inside the atomic step: CheckWriter, Validate,
   // warnings, Canonicalize, Admit (strategy.h).
   absl::Status AdmitCreate(const WriteContext& ctx, store::Object& object,
-                           store::TxnReader& reader, std::vector<std::string>* warnings) const;
+                           store::TxnReader& reader, std::vector<std::string>* warnings,
+                           const std::vector<store::FieldCause>* decode_causes) const;
   absl::StatusOr<store::MutableObjectPtr> BeforeUpdate(const WriteContext& ctx,
                                                        const store::ObjectPtr& current,
                                                        store::MutableObjectPtr proposed,
                                                        Subresource subresource,
                                                        store::TxnReader& reader,
                                                        std::vector<std::string>* warnings,
+                                                       const std::vector<store::FieldCause>* decode_causes,
                                                        bool* unchanged = nullptr) const;
 
   const Strategy& strategy_;

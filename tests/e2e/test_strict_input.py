@@ -3,8 +3,11 @@ showed it: invalid UTF-8 is stored as U+FFFD, never raw (every later LIST stays
 valid JSON); repeated JSON keys and unknown fields follow ?fieldValidation
 (Strict: 400 on create/update, 422 on patch; Warn, the default: Warning headers;
 Ignore: silence), the last repeated key winning; `"spec": null` on create is 422
-spec: Required value. The messages are kube-apiserver 1.32's for a
-CustomResourceDefinition with our schema."""
+spec: Required value; a create or update body must name its kind and our
+apiVersion (400, 422 for another kind); a JSON type a field cannot take is 422
+with the schema's wording, and every field error of a body comes in one 422. The
+messages are kube-apiserver 1.32's for a CustomResourceDefinition with our
+schema (recorded against one)."""
 import http.client
 import json
 import os
@@ -145,9 +148,12 @@ def spec_is_required(s):
             text = json.dumps(body)[:-1] + (',"spec":null}' if spec else "}")
             r = expect_status(c.request("POST", f"{BASE}/{kind}", text), 422, "Invalid")
             st = r.json()
-            expect(st["message"] == f'{k}.coordination.pool "{name}" is invalid: spec: Required value', r.body)
-            expect(st["details"]["causes"] == [{"reason": "FieldValueRequired", "message": "Required value",
-                                                "field": "spec"}], r.body)
+            # spec first; a DelegatedLease's own rule on its annotation with it
+            # (every field error in one answer).
+            expect(st["details"]["causes"][0] == {"reason": "FieldValueRequired", "message": "Required value",
+                                                  "field": "spec"}, r.body)
+            expect([x["field"] for x in st["details"]["causes"]] ==
+                   (["spec"] if k == "PoolLease" else ["spec", "metadata.annotations"]), r.body)
         expect_status(c.request("GET", f"{BASE}/{kind}/{name}"), 404)
     # An empty spec lacks the duration, as the schema requires it.
     name = uniq("nodur")
@@ -165,9 +171,142 @@ def spec_is_required(s):
     expect(r.json()["details"]["causes"][0]["field"] == "spec", r.body)
 
 
+def body_must_name_kind_and_api_version(s):
+    # The input that showed it: a create without kind and apiVersion was stored.
+    c = s.admin()
+    name = uniq("tm")
+    bare = '{"metadata":{"name":"%s"},"spec":{"leaseDurationSeconds":3}}' % name
+    r = expect_status(c.request("POST", f"{BASE}/poolleases", bare), 400, "BadRequest")
+    expect(r.json()["message"] ==
+           "the object provided is unrecognized (must be of type PoolLease): Object 'Kind' is missing in "
+           "'%s' (%s ...)" % (bare, bare[:30]), r.body)
+    expect_status(c.request("GET", f"{BASE}/poolleases/{name}"), 404)
+    r = expect_status(c.request("POST", f"{BASE}/poolleases", '{"kind":"PoolLease",' + bare[1:]), 400, "BadRequest")
+    expect(r.json()["message"] == "the API version in the data () does not match the expected API version "
+                                  "(coordination.pool/v1alpha1)", r.body)
+    r = expect_status(c.request("POST", f"{BASE}/poolleases", '{"apiVersion":"v1","kind":"PoolLease",' + bare[1:]),
+                      400, "BadRequest")
+    expect(r.json()["message"] == "the API version in the data (v1) does not match the expected API version "
+                                  "(coordination.pool/v1alpha1)", r.body)
+    r = expect_status(c.request("POST", f"{BASE}/poolleases", "[]"), 400, "BadRequest")
+    expect(r.json()["message"].startswith("the object provided is unrecognized (must be of type PoolLease): "
+                                          "couldn't get version/kind; json parse error: json: cannot unmarshal "
+                                          "array into Go value of type struct {") and
+           r.json()["message"].endswith("(5b5d)"), r.body)
+    r = expect_status(c.request("POST", f"{BASE}/poolleases", ""), 400, "BadRequest")
+    expect(r.json()["message"] == "the object provided is unrecognized (must be of type PoolLease): couldn't get "
+                                  "version/kind; json parse error: unexpected end of JSON input (<empty>)", r.body)
+    # Another kind of ours: 422 of that kind, the kind alone.
+    other = '{"apiVersion":"%s","kind":"DelegatedLease",%s' % (GV, bare[1:].replace('"leaseDurationSeconds":3',
+                                                                                     '"leaseDurationSeconds":"x"'))
+    r = expect_status(c.request("POST", f"{BASE}/poolleases", other), 422, "Invalid")
+    st = r.json()
+    expect(st["message"] == f'DelegatedLease.coordination.pool "{name}" is invalid: kind: Invalid value: '
+                            '"DelegatedLease": must be PoolLease', r.body)
+    expect(st["details"]["kind"] == "DelegatedLease", r.body)
+    # PUT answers the same; a good create first.
+    good = {"apiVersion": GV, "kind": "PoolLease", "metadata": {"name": name}, "spec": {"leaseDurationSeconds": 3}}
+    expect_status(c.request("POST", f"{BASE}/poolleases", good), 201)
+    for path in (f"{BASE}/poolleases/{name}", f"{BASE}/poolleases/{name}/status"):
+        r = expect_status(c.request("PUT", path, bare), 400, "BadRequest")
+        expect("Object 'Kind' is missing in" in r.json()["message"], r.body)
+    # Patches merge onto the stored object, whose kind and apiVersion they keep,
+    # unless they remove or change them.
+    url = f"{BASE}/poolleases/{name}"
+    expect_status(c.request("PATCH", url, '{"spec":{"leaseDurationSeconds":4}}', "application/merge-patch+json"), 200)
+    r = expect_status(c.request("PATCH", url, '{"kind":"DelegatedLease"}', "application/merge-patch+json"),
+                      422, "Invalid")
+    expect(r.json()["details"]["causes"] == [{"reason": "FieldValueInvalid", "field": "kind",
+                                              "message": 'Invalid value: "DelegatedLease": must be PoolLease'}],
+           r.body)
+    r = expect_status(c.request("PATCH", url, '{"kind":null}', "application/merge-patch+json"), 422, "Invalid")
+    expect(r.json()["message"].startswith(' "" is invalid: patch: Invalid value: "{') and
+           "Object 'Kind' is missing in '{" in r.json()["message"], r.body)
+    r = expect_status(c.request("PATCH", url, '[{"op":"replace","path":"/apiVersion","value":"x/v1"}]',
+                                "application/json-patch+json"), 422, "Invalid")
+    expect(r.json()["message"] == f'PoolLease.x "{name}" is invalid: apiVersion: Invalid value: "x/v1": must be '
+                                  'coordination.pool/v1alpha1', r.body)
+
+
+def type_errors_are_invalid_by_json_path(s):
+    # The input that showed it: "x" for an integer was a 400 naming our C++ type
+    # (LeaseSpec.spec.leaseDurationSeconds of type int32).
+    c = s.admin()
+    name = uniq("te")
+    body = ('{"apiVersion":"%s","kind":"PoolLease","metadata":{"name":"%s"},"spec":{"leaseDurationSeconds":"x"}}'
+            % (GV, name))
+    r = expect_status(c.request("POST", f"{BASE}/poolleases", body), 422, "Invalid")
+    expect(r.json() == {
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": f'PoolLease.coordination.pool "{name}" is invalid: spec.leaseDurationSeconds: Invalid value: '
+                   '"string": spec.leaseDurationSeconds in body must be of type integer: "string"',
+        "reason": "Invalid",
+        "details": {"name": name, "group": "coordination.pool", "kind": "PoolLease",
+                    "causes": [{"reason": "FieldValueTypeInvalid", "field": "spec.leaseDurationSeconds",
+                                "message": 'Invalid value: "string": spec.leaseDurationSeconds in body must be '
+                                           'of type integer: "string"'}]},
+        "code": 422}, r.body)
+    # ObjectMeta is decoded as encoding/json decodes it: 400, named by ObjectMeta's fields.
+    r = expect_status(c.request("POST", f"{BASE}/poolleases", body.replace('"name"', '"labels":{"a":1},"name"')),
+                      400, "BadRequest")
+    expect(r.json()["message"] == 'PoolLease in version "v1alpha1" cannot be handled as a PoolLease: json: cannot '
+                                  'unmarshal number into Go struct field ObjectMeta.labels of type string', r.body)
+    # Integral numbers are integers, as the schema takes them.
+    r = expect_status(c.request("POST", f"{BASE}/poolleases", body.replace('"x"', "3.0")), 201)
+    expect(r.json()["spec"]["leaseDurationSeconds"] == 3, r.body)
+    # Status a create or an update of the main resource resets is not judged;
+    # /status judges it and names its fields from there, as kube-apiserver does.
+    url = f"{BASE}/poolleases/{name}"
+    expect_status(c.request("PATCH", url, '{"status":{"expired":"no"}}', "application/merge-patch+json"), 200)
+    r = expect_status(c.request("PATCH", url + "/status", '{"status":{"observedTime":"bad"}}',
+                                "application/merge-patch+json"), 422, "Invalid")
+    expect(r.json()["details"]["causes"] == [{"reason": "FieldValueTypeInvalid", "field": "status.observedTime",
+                                              "message": 'Invalid value: "bad": observedTime in body must be of '
+                                                         'type date-time: "bad"'}], r.body)
+    # A merge patch: the same 422 on the patched object.
+    r = expect_status(c.request("PATCH", url, '{"spec":{"leaseTransitions":1.5}}', "application/merge-patch+json"),
+                      422, "Invalid")
+    expect(r.json()["details"]["causes"][0]["message"] ==
+           'Invalid value: "number": spec.leaseTransitions in body must be of type integer: "number"', r.body)
+
+
+def every_field_error_in_one_answer(s):
+    # The input that showed it: renewTime "yesterday" hid the other field errors
+    # of the same body (and a type error hid the bad time).
+    c = s.admin()
+    name = uniq("All")  # not a DNS-1123 subdomain either
+    body = ('{"apiVersion":"%s","kind":"PoolLease","metadata":{"name":"%s"},"spec":{"leaseDurationSeconds":0,'
+            '"renewTime":"yesterday","holderIdentity":5,"leaseTransitions":-1}}' % (GV, name))
+    r = expect_status(c.request("POST", f"{BASE}/poolleases", body), 422, "Invalid")
+    fields = [(x["field"], x["reason"]) for x in r.json()["details"]["causes"]]
+    expect(fields == [("metadata.name", "FieldValueInvalid"), ("spec.renewTime", "FieldValueTypeInvalid"),
+                      ("spec.holderIdentity", "FieldValueTypeInvalid")], fields)
+    name = name.lower()
+    r = expect_status(c.request("POST", f"{BASE}/poolleases", body.replace("All", "all")), 422, "Invalid")
+    fields = [x["field"] for x in r.json()["details"]["causes"]]
+    expect(fields == ["spec.renewTime", "spec.holderIdentity", "spec.leaseDurationSeconds",
+                      "spec.leaseTransitions"], r.body)
+    # No name and no spec: both (kube-apiserver: [metadata.name: Required value:
+    # name or generateName is required, spec: Required value]).
+    r = expect_status(c.request("POST", f"{BASE}/poolleases", '{"kind":"PoolLease","apiVersion":"%s"}' % GV),
+                      422, "Invalid")
+    expect(r.json()["message"] == 'PoolLease.coordination.pool "" is invalid: [metadata.name: Required value: name '
+                                  'or generateName is required, spec: Required value]', r.body)
+    # An update: the same, with the kind's checks of the new object.
+    expect_status(c.request("POST", f"{BASE}/poolleases",
+                            {"apiVersion": GV, "kind": "PoolLease", "metadata": {"name": name},
+                             "spec": {"leaseDurationSeconds": 3}}), 201)
+    r = expect_status(c.request("PATCH", f"{BASE}/poolleases/{name}",
+                                '{"spec":{"leaseDurationSeconds":0,"acquireTime":"soon"}}',
+                                "application/merge-patch+json"), 422, "Invalid")
+    fields = [x["field"] for x in r.json()["details"]["causes"]]
+    expect(fields == ["spec.acquireTime", "spec.leaseDurationSeconds"], r.body)
+
+
 CASES = [invalid_utf8_stored_as_replacement, duplicate_and_unknown_fields_by_field_validation,
          many_fields_answered_whole_and_warnings_capped,
-         kubectl_create_is_strict, spec_is_required]
+         kubectl_create_is_strict, spec_is_required, body_must_name_kind_and_api_version,
+         type_errors_are_invalid_by_json_path, every_field_error_in_one_answer]
 
 if __name__ == "__main__":
     sys.exit(run_cases(CASES, lambda b: Server(b)))
