@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/k8s_names.h"
 #include "yaml-cpp/yaml.h"
 
 namespace poolcoord::election {
@@ -179,6 +180,20 @@ absl::Status ShapeError(const std::string& what, const YAML::Node& node) {
       "membership: ", what, Where(node), "; expected {pools: {<pool>: [<node>, ...]}}"));
 }
 
+// A name that Kubernetes would refuse where it ends up: a pool's name is its
+// PoolLease's name (a DNS-1123 subdomain) and a label value (coordination.pool/pool
+// and the pool label: at most 63 characters); a node's name is a Node's name
+// (ValidateNodeName: a DNS-1123 subdomain), its DelegatedLease's and its Lease's.
+absl::Status CheckName(const char* what, const std::string& name, const YAML::Node& node,
+                       bool label_value) {
+  std::vector<std::string> errs = base::IsDNS1123Subdomain(name);
+  if (label_value && errs.empty()) errs = base::IsValidLabelValue(name);
+  if (errs.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("membership: ", what, " \"", name, "\"", Where(node),
+                                                 " is not a valid ", what, " name: ",
+                                                 absl::StrJoin(errs, "; ")));
+}
+
 absl::StatusOr<MembershipIndex::PoolMap> ParseRoot(const YAML::Node& root) {
   if (!root.IsDefined() || root.IsNull()) {
     return ShapeError("the document is empty", root);
@@ -202,6 +217,7 @@ absl::StatusOr<MembershipIndex::PoolMap> ParseRoot(const YAML::Node& root) {
         return ShapeError("a pool name is not a non-empty string", pool_entry.first);
       }
       const std::string pool = pool_entry.first.Scalar();
+      if (absl::Status s = CheckName("pool", pool, pool_entry.first, true); !s.ok()) return s;
       if (out.count(pool)) {
         return ShapeError(absl::StrCat("pool \"", pool, "\" is listed twice"), pool_entry.first);
       }
@@ -218,6 +234,7 @@ absl::StatusOr<MembershipIndex::PoolMap> ParseRoot(const YAML::Node& root) {
                             node);
         }
         const std::string name = node.Scalar();
+        if (absl::Status s = CheckName("node", name, node, false); !s.ok()) return s;
         auto [it, inserted] = pool_of.emplace(name, pool);
         if (!inserted && it->second != pool) {
           return ShapeError(absl::StrCat("node \"", name, "\" is listed in pools \"", it->second,

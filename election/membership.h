@@ -83,7 +83,11 @@ class MembershipIndex {
 };
 
 // Parses `{pools: {<pool>: [<node>, ...]}}` (YAML; JSON is YAML). InvalidArgument
-// with the reason when malformed.
+// with the reason when malformed, and with the line and apimachinery's reason for
+// a name Kubernetes would refuse where it ends up: a node name must be a DNS-1123
+// subdomain (a Node's, its DelegatedLease's and Lease's name), a pool name too
+// (its PoolLease's name) and a valid label value (the pool labels): at most 63
+// characters.
 absl::StatusOr<MembershipIndex::PoolMap> ParseMembershipYaml(const std::string& text);
 
 }  // namespace poolcoord::election

@@ -11,29 +11,21 @@
 #include <string_view>
 #include <vector>
 
+#include "base/k8s_names.h"
 #include "store/api_error.h"
 #include "store/object.h"
 
 namespace poolcoord::handlers {
 
-inline constexpr size_t kDNS1123SubdomainMaxLength = 253;
-inline constexpr size_t kQualifiedNameMaxLength = 63;
-inline constexpr size_t kLabelValueMaxLength = 63;
+// The name rules live in base/k8s_names.h (the membership file judges names too).
+using base::IsDNS1123Subdomain;
+using base::IsQualifiedName;
+using base::IsValidLabelValue;
+using base::kDNS1123SubdomainMaxLength;
+using base::kLabelValueMaxLength;
+using base::kQualifiedNameMaxLength;
 // Total bytes of annotation keys plus values (apimachinery TotalAnnotationSizeLimitB).
 inline constexpr size_t kTotalAnnotationSizeLimitBytes = 256 * 1024;
-
-// A lowercase RFC 1123 subdomain: at most 253 characters of [a-z0-9-.], each
-// dot-separated label starting and ending with an alphanumeric. Object names.
-std::vector<std::string> IsDNS1123Subdomain(std::string_view value);
-
-// Label and annotation keys and finalizers: an optional DNS-1123 subdomain prefix
-// and '/', then a name of at most 63 characters matching
-// ([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]. Messages carry the "prefix part " /
-// "name part " prefixes as apimachinery's do.
-std::vector<std::string> IsQualifiedName(std::string_view value);
-
-// Label values: empty, or at most 63 characters matching the qualified-name regex.
-std::vector<std::string> IsValidLabelValue(std::string_view value);
 
 // Validates the client-settable metadata of a create (is_create) or of the new
 // object of an update, as ValidateObjectMetaAccessor does for a cluster-scoped

@@ -95,6 +95,48 @@ BOOST_AUTO_TEST_CASE(wrong_shapes_rejected_with_reason) {
   }
 }
 
+// Names Kubernetes would refuse where they end up (a pool names a PoolLease and
+// a label value, a node a Node, its DelegatedLease and its Lease) were taken as
+// they came: each is refused with the line it sits on and apimachinery's reason.
+BOOST_AUTO_TEST_CASE(names_are_checked_as_kubernetes_checks_them) {
+  struct Case {
+    const char* text;
+    const char* want;
+  } cases[] = {
+      {"pools:\n  hangzhou:\n    - hz-1\n    - Bad_Node\n",
+       "membership: node \"Bad_Node\" (line 4, column 7) is not a valid node name: a lowercase RFC "
+       "1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must "
+       "start and end with an alphanumeric character (e.g. 'example.com', regex used for "
+       "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"},
+      {"pools:\n  Hang Zhou: [hz-1]\n", "membership: pool \"Hang Zhou\" (line 2, column 3) is not a valid pool name: a lowercase RFC 1123 subdomain"},
+      {"pools: {a: [-x]}", "node \"-x\" (line 1, column 13) is not a valid node name"},
+      {"pools: {a: [x.]}", "node \"x.\""},
+      {"pools: {a: [\"x/y\"]}", "node \"x/y\""},
+      {"pools: {a.-b: [x]}", "pool \"a.-b\""},
+      // A pool name is also a label value: at most 63 characters.
+      {"pools: {aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa: [x]}",
+       "is not a valid pool name: must be no more than 63 characters"},
+  };
+  for (const auto& c : cases) {
+    auto parsed = pe::ParseMembershipYaml(c.text);
+    BOOST_TEST_CONTEXT(c.text) {
+      BOOST_REQUIRE(!parsed.ok());
+      BOOST_TEST(parsed.status().code() == absl::StatusCode::kInvalidArgument);
+      BOOST_TEST(std::string(parsed.status().message()).find(c.want) != std::string::npos,
+                 parsed.status().message());
+    }
+  }
+  // What Kubernetes accepts passes: dots, digits first, a 253-character node name.
+  const std::string long_node(253, 'n');
+  auto ok = pe::ParseMembershipYaml("pools: {edge.pool-1: [1node, n.example.com, " + long_node + "]}");
+  BOOST_REQUIRE_MESSAGE(ok.ok(), ok.status());
+  BOOST_TEST(ok->at("edge.pool-1").size() == 3u);
+  auto too_long = pe::ParseMembershipYaml("pools: {a: [" + long_node + "n]}");
+  BOOST_REQUIRE(!too_long.ok());
+  BOOST_TEST(std::string(too_long.status().message()).find("must be no more than 253 characters") !=
+             std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(duplicate_node_in_one_pool_kept_once) {
   auto a = pe::ParseMembershipYaml("pools: {a: [x, x, y]}");
   BOOST_REQUIRE(a.ok());
