@@ -29,7 +29,10 @@
 // - HTTP/1.1 keep-alive, chunked request bodies, `Expect: 100-continue`; repeated
 //   header lines are kept, names lower-cased. A body over `max_body_bytes` is
 //   answered 413 (error_responder) and the connection closed; a malformed request
-//   400 and closed. A body must arrive within `body_timeout`.
+//   400 and closed. A body must arrive within `body_timeout` (60 s, from the end
+//   of the header): past it the request is answered as kube-apiserver's timeout
+//   filter answers one past --request-timeout (504, "Timeout: request did not
+//   complete within the allotted timeout") and the connection closed.
 // - Path percent-decoded ('+' stays), query decoded as form-urlencoded
 //   (handlers::ParseQueryString).
 // - Plain responses carry Content-Length. A Response with `stream` (a
