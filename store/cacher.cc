@@ -1,6 +1,7 @@
 #include "store/cacher.h"
 
 #include <algorithm>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -32,11 +33,26 @@ absl::Status TooLargeError(int64_t wanted, int64_t current) {
       /*rv_too_large=*/true);
 }
 
+class KindCache;
+
 // Wakes a dispatcher. Shared with the wake callbacks handed to the upstream
 // watcher, which may run on a store's writer thread after the dispatcher has
 // gone.
 class Signal {
  public:
+  explicit Signal(KindCache* cache) : cache_(cache) {}
+
+  // The upstream watcher's wake-up, on the thread that pushed the event (a
+  // store writer after its lock, the etcd3 watch thread): the cache applies
+  // the event right there while no API watcher waits for it, else the
+  // dispatcher is woken. Defined below KindCache.
+  void Ring();
+  // Before the cache goes: Ring no longer reaches it (waits for one that does).
+  void Detach() {
+    absl::MutexLock lock(&link_mu_);
+    cache_ = nullptr;
+  }
+
   void Notify() {
     absl::MutexLock lock(&mu_);
     notified_ = true;
@@ -66,6 +82,9 @@ class Signal {
   bool NotifiedOrStopped() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return notified_ || stopped_;
   }
+  // Held (shared) by Ring while it drains on the cache; Detach takes it.
+  absl::Mutex link_mu_;
+  KindCache* cache_ ABSL_GUARDED_BY(link_mu_);
   mutable absl::Mutex mu_;
   bool notified_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
@@ -85,8 +104,6 @@ struct Subscriber {
   const int64_t after;
 };
 using Subscribers = std::vector<std::shared_ptr<Subscriber>>;
-
-class KindCache;
 
 class CachedWatcher final : public Watcher {
  public:
@@ -120,7 +137,7 @@ class KindCache : public std::enable_shared_from_this<KindCache> {
       : below_(below),
         kind_(kind),
         options_(options),
-        signal_(std::make_shared<Signal>()),
+        signal_(std::make_shared<Signal>(this)),
         ring_(static_cast<size_t>(options.capacity)) {}
   ~KindCache() { Stop(); }
   KindCache(const KindCache&) = delete;
@@ -140,6 +157,7 @@ class KindCache : public std::enable_shared_from_this<KindCache> {
 
   // Idempotent.
   void Stop() {
+    signal_->Detach();
     std::shared_ptr<Watcher> upstream;
     {
       absl::MutexLock lock(&mu_);
@@ -247,6 +265,23 @@ class KindCache : public std::enable_shared_from_this<KindCache> {
     return true;
   }
 
+  // Signal::Ring, on the thread that pushed to the upstream watcher: applies
+  // what the upstream holds while no API watcher and no progress request waits
+  // (the events reach no one but the ring and the objects, so no thread need
+  // be woken for them: a wake-up per write was a context switch per renewal).
+  // True when done (the upstream is armed again, or the cache is stopping);
+  // false when the dispatcher must go on: someone watches or waits for
+  // progress, an upstream error needs recovery, the dispatcher is draining
+  // (it then drains what is there), or kInlineBatch events were applied.
+  // Events leave the upstream in its order and under drain_mu_ only, wherever
+  // they are applied, so every watcher sees them in revision order as before.
+  bool DrainInline() {
+    if (!drain_mu_.TryLock()) return false;
+    const bool done = DrainInlineLocked();
+    drain_mu_.Unlock();
+    return done;
+  }
+
  private:
   // --- reads
 
@@ -286,29 +321,77 @@ class KindCache : public std::enable_shared_from_this<KindCache> {
     return ready_ && !stopping_ && revision_ >= min;
   }
 
+  // Events one Ring applies at most before it hands over to the dispatcher:
+  // a writer does not go on draining what other writers push.
+  static constexpr int kInlineBatch = 64;
+
+  bool DrainInlineLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(drain_mu_) {
+    if (pending_) return false;
+    for (int applied = 0; applied < kInlineBatch;) {
+      if (signal_->stopped()) return true;
+      std::shared_ptr<Watcher> upstream;
+      {
+        absl::ReaderMutexLock lock(&mu_);
+        if (!subscribers_->empty() || !local_waiters_.empty()) return false;
+        upstream = upstream_;
+      }
+      EventPtr event = upstream->TryNext();
+      if (!event) {
+        if (upstream->NotifyWhenReady(WakeUp())) return true;
+        continue;
+      }
+      if (event->type == EventType::kError) {
+        pending_ = std::move(event);  // Recover may wait and retry: the dispatcher's
+        return false;
+      }
+      Handle(event);
+      ++applied;
+    }
+    return false;
+  }
+
   // --- the dispatcher
 
   void Run() {
     while (!signal_->stopped()) {
+      {
+        absl::MutexLock lock(&drain_mu_);
+        Drain();
+      }
+      signal_->Wait();
+    }
+  }
+
+  // Until the upstream is armed (its next event rings) or the cache stops.
+  void Drain() ABSL_EXCLUSIVE_LOCKS_REQUIRED(drain_mu_) {
+    if (pending_) Handle(std::exchange(pending_, nullptr));
+    while (!signal_->stopped()) {
       std::shared_ptr<Watcher> upstream = Upstream();
       if (EventPtr event = upstream->TryNext()) {
-        switch (event->type) {
-          case EventType::kError:
-            Recover();
-            break;
-          case EventType::kBookmark:
-            Progress(event->revision, /*from_upstream=*/true);
-            break;
-          default:
-            Apply(event);
-            break;
-        }
+        Handle(event);
         continue;
       }
       Progress(0, /*from_upstream=*/false);
-      // Armed: the upstream's next event wakes us. Not armed: one is there.
-      if (!upstream->NotifyWhenReady([signal = signal_] { signal->Notify(); })) continue;
-      signal_->Wait();
+      // Armed: the upstream's next event rings. Not armed: one is there.
+      if (upstream->NotifyWhenReady(WakeUp())) return;
+    }
+  }
+
+  std::function<void()> WakeUp() const {
+    return [signal = signal_] { signal->Ring(); };
+  }
+
+  void Handle(const EventPtr& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(drain_mu_) {
+    switch (event->type) {
+      case EventType::kError:
+        Recover();
+        break;
+      case EventType::kBookmark:
+        Progress(event->revision, /*from_upstream=*/true);
+        break;
+      default:
+        Apply(event);
+        break;
     }
   }
 
@@ -515,6 +598,13 @@ class KindCache : public std::enable_shared_from_this<KindCache> {
   absl::Mutex thread_mu_;
   std::thread thread_ ABSL_GUARDED_BY(thread_mu_);
 
+  // Held by whoever takes events from the upstream watcher and applies them
+  // (the dispatcher, or a Ring inline): one at a time, in the upstream's order.
+  // Taken before mu_.
+  absl::Mutex drain_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  // An upstream error a Ring took and left to the dispatcher.
+  EventPtr pending_ ABSL_GUARDED_BY(drain_mu_);
+
   mutable absl::Mutex mu_;
   ObjectSet objects_ ABSL_GUARDED_BY(mu_);
   // The ring: events [start_, end_) sit at index % capacity.
@@ -542,6 +632,14 @@ class KindCache : public std::enable_shared_from_this<KindCache> {
   std::vector<UpstreamWaiter> upstream_waiters_ ABSL_GUARDED_BY(mu_);
   std::vector<std::weak_ptr<Subscriber>> local_waiters_ ABSL_GUARDED_BY(mu_);
 };
+
+void Signal::Ring() {
+  {
+    absl::ReaderMutexLock lock(&link_mu_);
+    if (cache_ != nullptr && cache_->DrainInline()) return;
+  }
+  Notify();
+}
 
 bool CachedWatcher::RequestProgress() {
   auto cache = cache_.lock();

@@ -8,6 +8,12 @@
 // streams and their two threads, not 1,000), each event is decoded and encoded
 // once, and the fan-out runs on the dispatcher, outside every store lock (the
 // memory store used to wake each watcher while holding its write lock).
+// While a kind has no API watcher and no progress request waits, the thread
+// that pushed an event upstream (a memory-store writer once its lock is
+// released, the etcd3 watch thread) applies it to the objects and the ring
+// itself, without waking the dispatcher: a wake-up per write was a context
+// switch per renewal. Events leave the upstream watch one drainer at a time and
+// in order, so watchers see the same events in the same order either way.
 //
 // Reads follow kube-apiserver's rules (storage/cacher/delegator.go) for an
 // etcd without RequestWatchProgress (ours: the JSON gateway takes no progress

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -164,11 +165,12 @@ class MemoryStore final : public Store {
 
   // A bookmark at the newest revision: every event up to it went into the
   // channel inside the write that made it, under the exclusive lock, so it
-  // lands behind all of them.
-  bool PushProgress(Kind kind, WatchChannel& channel) {
+  // lands behind all of them. The consumer's wake-up is left in `*wake`, to run
+  // once the caller holds no lock (the watch cache may apply events in it).
+  bool PushProgress(Kind kind, WatchChannel& channel, std::function<void()>* wake) {
     absl::ReaderMutexLock lock(&mu_);
     if (shutdown_) return false;
-    return channel.Push(BookmarkEvent(kind, revision_));
+    return channel.Push(BookmarkEvent(kind, revision_), wake);
   }
 
   int64_t CurrentRevision() override {
@@ -268,9 +270,15 @@ class MemoryStore final : public Store {
 };
 
 bool MemoryWatcher::RequestProgress() {
-  absl::MutexLock lock(&link_->mu);
-  if (link_->store == nullptr) return false;
-  return link_->store->PushProgress(kind_, *channel_);
+  std::function<void()> wake;
+  bool pushed = false;
+  {
+    absl::MutexLock lock(&link_->mu);
+    if (link_->store == nullptr) return false;
+    pushed = link_->store->PushProgress(kind_, *channel_, &wake);
+  }
+  if (wake) wake();
+  return pushed;
 }
 
 }  // namespace

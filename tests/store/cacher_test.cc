@@ -1,6 +1,7 @@
 #define BOOST_TEST_MODULE cacher
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -573,6 +574,104 @@ BOOST_FIXTURE_TEST_CASE(ListThenWatchFromItsRevisionMissesNothing, Fixture) {
   BOOST_TEST((state == expected));
 }
 
+// Without API watchers the store's writers apply their events to the cache
+// themselves (no dispatcher wake-up per write). Writes from several threads
+// still enter the ring once each and in revision order: a watch from before
+// them replays every one, and the cache's list is the store's.
+BOOST_FIXTURE_TEST_CASE(WritesWithoutWatchersEnterTheRingInOrder, Fixture) {
+  const int64_t start = cache->CurrentRevision();
+  constexpr int kThreads = 4, kWrites = 250;
+  std::vector<std::thread> writers;
+  std::atomic<int> failed{0};
+  for (int t = 0; t < kThreads; ++t) {
+    writers.emplace_back([this, t, &failed] {
+      for (int i = 0; i < kWrites; ++i) {
+        const std::string name = "p" + std::to_string((t * kWrites + i) % 37);
+        if (!cache->Update(Kind::kPoolLease, name, Put(Kind::kPoolLease, i + 1)).ok()) failed++;
+      }
+    });
+  }
+  for (auto& w : writers) w.join();
+  BOOST_REQUIRE(failed.load() == 0);
+  const int64_t last = cache->CurrentRevision();
+  BOOST_REQUIRE(last == start + kThreads * kWrites);
+  Settle(Kind::kPoolLease, last);
+
+  auto w = MustWatch(Kind::kPoolLease, start);
+  std::vector<int64_t> want;
+  for (int64_t r = start + 1; r <= last; ++r) want.push_back(r);
+  BOOST_TEST(Revisions(DrainUntil(*w, last)) == want);
+
+  ListOptions any;
+  any.freshness.rule = Freshness::Rule::kAny;
+  auto cached = cache->List(Kind::kPoolLease, any);
+  auto stored = below->inner().List(Kind::kPoolLease, {});
+  BOOST_REQUIRE(cached.ok());
+  BOOST_REQUIRE(stored.ok());
+  BOOST_TEST(cached->revision == last);
+  BOOST_REQUIRE(cached->items.size() == stored->items.size());
+  for (size_t i = 0; i < stored->items.size(); ++i) {
+    BOOST_TEST(cached->items[i]->metadata.name == stored->items[i]->metadata.name);
+    BOOST_TEST(cached->items[i]->metadata.resource_version ==
+               stored->items[i]->metadata.resource_version);
+  }
+}
+
+// Watchers that join while writers run (the writers apply inline until the
+// first joins, the dispatcher after) each get an unbroken run of revisions
+// from their start: nothing missed, nothing twice, nothing out of order.
+BOOST_AUTO_TEST_CASE(WatchersJoiningWhileWritersRunMissNothing) {
+  // Queues long enough for every write: the watchers are read only at the end.
+  Fixture f(Capacity(100000, 200000));
+  Store* cache = f.cache.get();
+  const int64_t start = cache->CurrentRevision();
+  std::atomic<bool> stop{false};
+  std::atomic<int> failed{0};
+  // Writes until the watchers below have joined (at most 100,000).
+  std::thread writer([cache, &stop, &failed] {
+    for (int i = 0; i < 100000 && !stop.load(); ++i) {
+      if (!cache->Update(Kind::kPoolLease, "p" + std::to_string(i % 5), Put(Kind::kPoolLease, i + 1))
+               .ok()) {
+        failed++;
+      }
+    }
+  });
+  absl::Cleanup stop_writer = [&] {
+    stop = true;
+    if (writer.joinable()) writer.join();
+  };
+  // The first watcher joins after some writes were applied without one.
+  BOOST_REQUIRE(Eventually([&] { return cache->CurrentRevision() >= start + 50; }));
+  struct Joined {
+    int64_t from;
+    std::unique_ptr<Watcher> watcher;
+  };
+  std::vector<Joined> joined;
+  while (joined.size() < 20) {
+    const int64_t now = cache->CurrentRevision();
+    // From "now" (0), and from a revision the cache may not have applied yet.
+    auto w = cache->Watch(Kind::kPoolLease, joined.size() % 2 == 0 ? 0 : now);
+    BOOST_REQUIRE_MESSAGE(w.ok(), w.status().ToString());
+    joined.push_back(Joined{now, *std::move(w)});
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  stop = true;
+  writer.join();
+  BOOST_REQUIRE(failed.load() == 0);
+  // One more write after the last join: every watcher has something to get.
+  const int64_t last = f.Write(Kind::kPoolLease, "p0", 1);
+  for (auto& j : joined) {
+    std::vector<int64_t> got = Revisions(DrainUntil(*j.watcher, last));
+    BOOST_REQUIRE(!got.empty());
+    BOOST_TEST(got.back() == last);
+    for (size_t i = 1; i < got.size(); ++i) {
+      BOOST_TEST(got[i] == got[i - 1] + 1, "revision " << got[i] << " after " << got[i - 1]);
+    }
+    // A watch from 0 starts at the cache's revision, which may trail `from`.
+    BOOST_TEST(got.front() <= std::max<int64_t>(j.from, 1) + 1);
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(Upstream)
@@ -590,6 +689,21 @@ BOOST_FIXTURE_TEST_CASE(BrokenUpstreamResumes, Fixture) {
   const int64_t r3 = Write(Kind::kPoolLease, "b", 3);
   BOOST_TEST(Revisions(DrainUntil(*w, r3)) == (std::vector<int64_t>{r2, r3}));
   BOOST_TEST(!w->Closed());
+}
+
+// The same with no API watcher: the writer that finds the upstream broken
+// leaves the recovery to the dispatcher (it may wait and retry), and the
+// cache goes on applying later writes.
+BOOST_FIXTURE_TEST_CASE(BrokenUpstreamResumesWithoutWatchers, Fixture) {
+  const int64_t r1 = Write(Kind::kPoolLease, "a", 1);
+  Settle(Kind::kPoolLease, r1);
+  const int watches = below->watches.load();
+  below->BreakWatches();
+  BOOST_REQUIRE(Eventually([&] { return below->watches.load() == watches + 2; }));
+  const int64_t r2 = Write(Kind::kPoolLease, "a", 2);
+  Settle(Kind::kPoolLease, r2);
+  auto w = MustWatch(Kind::kPoolLease, r1);
+  BOOST_TEST(Revisions(DrainUntil(*w, r2)) == std::vector<int64_t>{r2});
 }
 
 // When the store no longer reaches back to the cache's revision, the cache
