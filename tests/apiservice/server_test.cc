@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <future>
 #include <thread>
 #include <tuple>
@@ -256,6 +257,49 @@ BOOST_AUTO_TEST_CASE(ConcurrentCountingLosesNothing) {
   }
   for (auto& t : threads) t.join();
   BOOST_TEST(registry.Render().find("apiserver_request_total{code=\"200\",resource=\"poolleases\",verb=\"LIST\"} 20000") !=
+             std::string::npos);
+}
+
+// The series a (verb, resource, code) updates are resolved once and kept in
+// 8 code slots per (verb, resource): codes past the slots, slots claimed by
+// several threads at once, and a second Metrics on another registry each count
+// every request in their own series.
+BOOST_AUTO_TEST_CASE(ResolvedSeriesCountEveryCode) {
+  base::MetricsRegistry registry, other_registry;
+  Metrics m(&registry), other(&other_registry);
+  constexpr int kCodes = 20, kThreads = 4, kRounds = 300;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&m, t] {
+      for (int i = 0; i < kRounds; ++i) {
+        for (int c = 0; c < kCodes; ++c) {
+          // Each thread walks the codes in its own order, so slots are raced for.
+          const int code = 200 + (c * (t + 1)) % kCodes;
+          m.ObserveRequest("PATCH", "delegatedleases", code, 0.001, false);
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  other.ObserveRequest("PATCH", "delegatedleases", 200, 0.001, false);
+  const std::string text = registry.Render();
+  // 4 threads x 300 rounds x 20 codes: t=1 (step 2) and t=3 (step 4) revisit some
+  // codes and skip others, so count what each thread sent.
+  std::map<int, int> sent;
+  for (int t = 0; t < kThreads; ++t) {
+    for (int c = 0; c < kCodes; ++c) sent[200 + (c * (t + 1)) % kCodes] += kRounds;
+  }
+  for (const auto& [code, n] : sent) {
+    const std::string line = "apiserver_request_total{code=\"" + std::to_string(code) +
+                             "\",resource=\"delegatedleases\",verb=\"PATCH\"} " +
+                             std::to_string(n) + "\n";
+    BOOST_TEST(text.find(line) != std::string::npos, line);
+  }
+  BOOST_TEST(text.find("apiserver_request_duration_seconds_count{resource=\"delegatedleases\","
+                       "verb=\"PATCH\"} " +
+                       std::to_string(kThreads * kRounds * kCodes) + "\n") != std::string::npos);
+  BOOST_TEST(other_registry.Render().find(
+                 "apiserver_request_total{code=\"200\",resource=\"delegatedleases\",verb=\"PATCH\"} 1\n") !=
              std::string::npos);
 }
 
