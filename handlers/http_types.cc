@@ -18,9 +18,11 @@ int HexValue(char c) {
 
 std::string_view Request::Header(std::string_view lower_name) const {
   for (const auto& [name, value] : headers) {
-    // Header names are lower-cased by the transport; comparing without case anyway
-    // keeps a caller's "Content-Type" working.
-    if (absl::EqualsIgnoreCase(name, base::Av(lower_name))) return value;
+    // Header names are lower-cased by the transport, so the exact compare
+    // answers; comparing without case after it keeps a caller's
+    // "Content-Type" working.
+    if (name.size() != lower_name.size()) continue;
+    if (name == lower_name || absl::EqualsIgnoreCase(name, base::Av(lower_name))) return value;
   }
   return {};
 }
@@ -47,6 +49,13 @@ bool Request::QueryBool(std::string_view key) const {
 }
 
 std::string PercentDecode(std::string_view text, bool plus_is_space) {
+  // Most paths and query values have nothing to decode: one copy, not a
+  // push_back per character (~2,200 instructions for a DelegatedLease path).
+  // (Two finds, each one memchr: find_first_of runs a memchr per character.)
+  if (text.find('%') == std::string_view::npos &&
+      (!plus_is_space || text.find('+') == std::string_view::npos)) {
+    return std::string(text);
+  }
   std::string out;
   out.reserve(text.size());
   for (size_t i = 0; i < text.size(); ++i) {

@@ -26,6 +26,18 @@ BOOST_AUTO_TEST_CASE(plus_is_space_only_when_asked) {
   BOOST_TEST(PercentDecode("a%2Bb", true) == "a+b");
 }
 
+// Text with nothing to decode is copied whole (the fast path): every byte,
+// NUL and non-ASCII included, and '+' only when it is no space.
+BOOST_AUTO_TEST_CASE(text_without_escapes_is_copied_whole) {
+  BOOST_TEST(PercentDecode("/apis/coordination.pool/v1alpha1/delegatedleases/p0-n1", false) ==
+             "/apis/coordination.pool/v1alpha1/delegatedleases/p0-n1");
+  BOOST_TEST(PercentDecode("", true) == "");
+  BOOST_TEST(PercentDecode("a+b+", false) == "a+b+");
+  const std::string raw("a\0\xff b", 5);
+  BOOST_TEST(PercentDecode(raw, true) == raw);
+  BOOST_TEST(PercentDecode("ab%", false) == "ab%");
+}
+
 BOOST_AUTO_TEST_CASE(malformed_escapes_stay_literal) {
   BOOST_TEST(PercentDecode("100%", true) == "100%");
   BOOST_TEST(PercentDecode("%4", true) == "%4");
