@@ -38,7 +38,10 @@
 // - Plain responses carry Content-Length. A Response with `stream` (a
 //   handlers::StreamSource) is sent with Transfer-Encoding: chunked: the source
 //   is polled on the connection's strand, one chunk in flight at a time, and
-//   woken by its producer when it had nothing; no thread per stream. While it
+//   woken by its producer when it had nothing; no thread per stream. A wake-up
+//   only queues the stream; the I/O threads serve queued streams in turns of a
+//   few, so other work (a write's answer) waits for a turn, not for every
+//   stream an event woke. While it
 //   runs the connection is read in the background, so a client that goes away
 //   cancels the source at once. At shutdown a waiting stream ends with its final
 //   chunk.

@@ -662,6 +662,40 @@ BOOST_AUTO_TEST_CASE(WokenStreamsDeliverWithoutAThreadEach) {
   BOOST_TEST(Lines(conns[0]->Read().body)[2] == "after=pushed");
 }
 
+// Issue 13 part 4: wake-ups are queued per I/O thread and served in turns of a
+// few streams (StreamWaker). A burst that wakes streams whose clients have gone
+// (closed before or while the burst runs) skips them, and every live stream
+// still gets its event, whichever turn it falls in.
+BOOST_AUTO_TEST_CASE(ABurstOfWakeUpsSkipsStreamsWhoseClientLeft) {
+  constexpr int kStreams = 150;
+  std::vector<std::unique_ptr<Conn>> conns;
+  for (int i = 0; i < kStreams; ++i) {
+    conns.push_back(std::make_unique<Conn>(server->port()));
+    BOOST_REQUIRE(conns.back()->Send(Get("/pushed")));
+    BOOST_REQUIRE(conns.back()->ReadHead().status == 200);
+  }
+  std::vector<std::shared_ptr<PushedLines>> sources;
+  {
+    absl::MutexLock lock(&pushed_mu);
+    sources = pushed;
+  }
+  BOOST_REQUIRE(sources.size() == static_cast<size_t>(kStreams));
+  for (int i = 0; i < kStreams; i += 3) conns[i].reset();  // every third client leaves
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < kStreams; ++i) sources[i]->Push(absl::StrCat("event-", round, "-", i, "\n"));
+    for (int i = 0; i < kStreams; ++i) {
+      if (!conns[i]) continue;
+      std::string got, chunk;
+      const std::string want = absl::StrCat("event-", round, "-", i, "\n");
+      while (got.size() < want.size() && conns[i]->ReadChunk(&chunk)) got += chunk;
+      BOOST_REQUIRE_EQUAL(got, want);
+    }
+  }
+  Conn other(server->port());
+  BOOST_REQUIRE(other.Send(Get("/echo?after=burst")));
+  BOOST_TEST(Lines(other.Read().body)[2] == "after=burst");
+}
+
 // The input that showed a hang: the next request arrives while the stream is
 // still open (a client that pipelines, or one quicker than the final chunk).
 // It must be answered after the stream ends, not left unparsed in the buffer.
