@@ -1053,6 +1053,24 @@ int RunFanout(const Flags& f) {
     }
   }
 
+  // --per-write-out: one line per write, in the order sent: when it was sent
+  // (ms after the first), its answer's latency and the last watcher's (ms), and
+  // how many watchers saw it; for finding what a slow write had in common.
+  if (const std::string path = f.Str("per-write-out"); !path.empty()) {
+    std::vector<const Write*> order;
+    for (auto& [rt, w] : state.writes) order.push_back(&w);
+    std::sort(order.begin(), order.end(), [](const Write* a, const Write* b) { return a->sent < b->sent; });
+    if (FILE* out = std::fopen(path.c_str(), "w")) {
+      auto ms = [](SteadyClock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
+      for (size_t i = 0; i < order.size(); ++i) {
+        const Write& w = *order[i];
+        std::fprintf(out, "%zu %.1f %.1f %.1f %d\n", i, ms(w.sent - t0),
+                     i < write_latency.size() ? write_latency[i] / 1000.0 : -1.0,
+                     w.received > 0 ? ms(w.last - w.sent) : -1.0, w.received);
+      }
+      std::fclose(out);
+    }
+  }
   std::vector<uint32_t> last_us;
   uint64_t incomplete = 0, reached = 0;
   for (auto& [rt, w] : state.writes) {

@@ -390,7 +390,7 @@ if wants watchcache; then
         "$LOADGEN" fanout --port="$SERVER_PORT" --watchers="$watchers" --rate="$BENCH_WATCH_RATE" \
           --duration="$BENCH_SECONDS" --watch-template="$WORK/$name-watch.tmpl" \
           --keys="$WORK/fanout-key.tsv" --template="$RENEW/dl_renew.tmpl" \
-          >"$OUT/$run.json" 2>"$OUT/$run.log" &
+          --per-write-out="$OUT/$run-per-write.txt" >"$OUT/$run.json" 2>"$OUT/$run.log" &
         lg=$!; PIDS+=("$lg")
         # Sample while every watch is open: the load generator says so before its first write.
         for i in $(seq 1200); do
