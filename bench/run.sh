@@ -162,6 +162,12 @@ cpu_ms() {  # cpu_ms PID
   done
   echo $((total * 1000 / tick))
 }
+# User and system CPU time (ms) of one process: "USER SYS".
+cpu_split_ms() {  # cpu_split_ms PID
+  local tick
+  tick=$(getconf CLK_TCK)
+  awk -v t="$tick" '{print int($14 * 1000 / t), int($15 * 1000 / t)}' "/proc/$1/stat" 2>/dev/null || echo "0 0"
+}
 # Adds the server's CPU per answered request to a run's JSON: unlike rates and
 # latencies, it does not depend on how much of the 2 cores the client took.
 add_cpu_per_req() {  # add_cpu_per_req JSON CPU_MS COUNT_KEY...: the first count key present divides
@@ -176,14 +182,41 @@ if n:
 json.dump(j, open(path, "w"))
 PY
 }
+# The server's context switches per answered request and the load average at the
+# start and end of a run (the machine may be shared: say so beside the figures).
+# Also the server's CPU split into user and system time (us per request).
+add_run_context() {  # add_run_context JSON CTXT_SWITCHES LOAD_START LOAD_END USER_MS SYS_MS
+  python3 - "$@" <<'PY' || true
+import json, sys
+path, ctxt, load0, load1 = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+user_ms, sys_ms = int(sys.argv[5]), int(sys.argv[6])
+j = json.load(open(path))
+if j.get("requests"):
+    j["server_ctxt_switches_per_req"] = round(ctxt / j["requests"], 3)
+    j["server_user_us_per_req"] = round(user_ms * 1000.0 / j["requests"], 1)
+    j["server_sys_us_per_req"] = round(sys_ms * 1000.0 / j["requests"], 1)
+j["loadavg_start"], j["loadavg_end"] = load0, load1
+json.dump(j, open(path, "w"))
+PY
+}
 wrk_run() {  # wrk_run NAME URL SCRIPT [SERVER_PID]: one closed-loop run, JSON to $OUT/NAME.json
-  local before=0 after=0
-  [ -n "${4:-}" ] && before=$(cpu_ms "$4")
+  local before=0 after=0 cs_before=0 cs_after=0 load0 load1 split0=(0 0) split1=(0 0)
+  load0=$(cut -d' ' -f1-3 /proc/loadavg)
+  if [ -n "${4:-}" ]; then
+    before=$(cpu_ms "$4") cs_before=$(ctxt_switches "$4")
+    read -ra split0 < <(cpu_split_ms "$4")
+  fi
   wrk -t"$BENCH_THREADS" -c"$BENCH_CONNECTIONS" -d"${BENCH_SECONDS}s" --timeout 10s -s "$3" "$2" \
     >"$OUT/$1.txt" 2>&1 || true
-  [ -n "${4:-}" ] && after=$(cpu_ms "$4")
+  if [ -n "${4:-}" ]; then
+    after=$(cpu_ms "$4") cs_after=$(ctxt_switches "$4")
+    read -ra split1 < <(cpu_split_ms "$4")
+  fi
+  load1=$(cut -d' ' -f1-3 /proc/loadavg)
   last_json "$OUT/$1.txt" >"$OUT/$1.json" || echo '{}' >"$OUT/$1.json"
   [ -n "${4:-}" ] && add_cpu_per_req "$OUT/$1.json" "$((after - before))" requests
+  [ -n "${4:-}" ] && add_run_context "$OUT/$1.json" "$((cs_after - cs_before))" "$load0" "$load1" \
+    "$((split1[0] - split0[0]))" "$((split1[1] - split0[1]))"
   log "$1: $(cat "$OUT/$1.json")"
 }
 
