@@ -72,13 +72,17 @@ absl::StatusOr<bool> DryRun(const Request& request, std::string_view options_kin
 
 enum class FieldValidation { kIgnore, kWarn, kStrict };
 
-absl::StatusOr<FieldValidation> ParseFieldValidation(const Request& request) {
+// As apimachinery's ValidateFieldValidation judges it for CreateOptions,
+// UpdateOptions and PatchOptions: another value is 422 of the options kind.
+absl::StatusOr<FieldValidation> ParseFieldValidation(const Request& request,
+                                                     std::string_view options_kind) {
   std::string_view v = request.Query("fieldValidation");
   if (v.empty() || v == "Warn") return FieldValidation::kWarn;
   if (v == "Strict") return FieldValidation::kStrict;
   if (v == "Ignore") return FieldValidation::kIgnore;
-  return store::BadRequestError(absl::StrCat(
-      "fieldValidation: invalid value \"", std::string(v), "\": supported values are Ignore, Warn, Strict"));
+  return InvalidOptions(
+      options_kind, {store::FieldNotSupported("fieldValidation", base::GoQuote(v),
+                                              "supported values: \"\", \"Ignore\", \"Strict\", \"Warn\"")});
 }
 
 // What strict decoding found, as kube-apiserver lists it: repeated keys in
@@ -347,7 +351,7 @@ absl::StatusOr<DecodedWrite> DecodeWrite(const Request& request, Kind kind,
   auto dry = DryRun(request, options_kind);
   if (!dry.ok()) return dry.status();
   out.dry_run = *dry;
-  auto validation = ParseFieldValidation(request);
+  auto validation = ParseFieldValidation(request, options_kind);
   if (!validation.ok()) return validation.status();
   auto decoded = DecodeBody(kind, request.body, subresource);
   if (!decoded.ok()) return decoded.status();
@@ -616,7 +620,7 @@ Response Patch(const GenericStore& kind, const ResourcePath& path, Request& requ
   if (absl::Status s = ValidatePatchOptions(request, apply_patch); !s.ok()) return ErrorResponse(s);
   auto dry = DryRun(request, "PatchOptions");
   if (!dry.ok()) return ErrorResponse(dry.status());
-  auto validation = ParseFieldValidation(request);
+  auto validation = ParseFieldValidation(request, "PatchOptions");
   if (!validation.ok()) return ErrorResponse(validation.status());
   if (apply_patch) return Apply(kind, path, request, *validation, *dry);
   auto parsed = ParseBody(request.body);

@@ -424,6 +424,29 @@ def dry_run_bad_value_names_the_options_kind(s):
         expect(r.json()["details"]["group"] == "meta.k8s.io", r.body)
 
 
+def field_validation_bad_value_is_invalid_options(s):
+    # The input that showed it (a newcomer): ?fieldValidation=Bogus (and the
+    # lower-case "strict") answered 400 BadRequest; kube-apiserver judges it with
+    # the options (apimachinery's ValidateFieldValidation): 422 of the verb's
+    # options kind, the supported values quoted and sorted.
+    c = s.admin()
+    name = uniq("fv")
+    body = {"apiVersion": GV, "kind": "PoolLease", "metadata": {"name": name},
+            "spec": {"leaseDurationSeconds": 10}}
+    expect_status(c.request("POST", f"{BASE}/poolleases", body), 201)
+    for method, path, kind, payload, ctype in [
+            ("POST", f"{BASE}/poolleases", "CreateOptions", body, "application/json"),
+            ("PUT", f"{BASE}/poolleases/{name}", "UpdateOptions", body, "application/json"),
+            ("PATCH", f"{BASE}/poolleases/{name}", "PatchOptions", {"metadata": {}},
+             "application/merge-patch+json")]:
+        for value in ("Bogus", "strict"):
+            r = expect_status(c.request(method, f"{path}?fieldValidation={value}", payload, ctype),
+                              422, "Invalid")
+            msg = r.json()["message"]
+            expect(msg == f'{kind}.meta.k8s.io "" is invalid: fieldValidation: Unsupported value: '
+                          f'"{value}": supported values: "", "Ignore", "Strict", "Warn"', msg)
+
+
 def delegated_lease_values_quoted_and_required_in_schema(s):
     # The inputs that showed them: a DelegatedLease whose holderIdentity was not its
     # name answered `Invalid value: hz-3` (kube-apiserver quotes string values), and
@@ -445,7 +468,7 @@ def delegated_lease_values_quoted_and_required_in_schema(s):
            spec[0].get("required"))
 
 
-CASES = [impersonation_refused_not_ignored, delegated_lease_values_quoted_and_required_in_schema, dry_run_bad_value_names_the_options_kind, malformed_json_400, invalid_fields_422_with_causes, body_limits, transport_bad_input,
+CASES = [impersonation_refused_not_ignored, delegated_lease_values_quoted_and_required_in_schema, dry_run_bad_value_names_the_options_kind, field_validation_bad_value_is_invalid_options, malformed_json_400, invalid_fields_422_with_causes, body_limits, transport_bad_input,
          delete_options_and_field_manager_bad_input, media_types, paths_and_methods,
          optimistic_concurrency_and_preconditions, status_subresource, finalizers_hold_deletion,
          generate_name_and_dry_run, list_resource_version_semantics, watch_with_huge_timeout_stays_open,
