@@ -79,7 +79,29 @@ class MemoryStore final : public Store {
 
   absl::StatusOr<ListResult> List(Kind kind, const ListOptions& options) override {
     absl::ReaderMutexLock lock(&mu_);
-    return ListObjects(kinds_[Index(kind)].objects, options, revision_);
+    const ObjectSet& objects = kinds_[Index(kind)].objects;
+    const int64_t at = options.at_revision;
+    if (at == 0 || at == revision_) return ListObjects(objects, options, revision_);
+    if (at > revision_) {
+      return TimeoutError(absl::StrCat("Too large resource version: ", at, ", current: ", revision_),
+                          /*rv_too_large=*/true);
+    }
+    // No past states are kept, but the history holds every change since
+    // compacted_: undone over today's objects, they give the list as of `at`.
+    if (at < compacted_) {
+      return ExpiredError(
+          "The provided continue parameter is too old to display a consistent list result. You "
+          "can start a new list without the continue parameter.");
+    }
+    ObjectOverlay then;
+    for (auto e = history_.begin() + (at - compacted_); e != history_.end(); ++e) {
+      const Event& event = **e;
+      if (!event.object || event.object->kind != kind) continue;
+      // The earliest change after `at` knows the state at `at`: its previous.
+      then.try_emplace(event.object->metadata.name,
+                       event.type == EventType::kAdded ? nullptr : event.previous);
+    }
+    return ListObjects(objects, options, at, &then);
   }
 
   absl::StatusOr<WriteResult> Update(Kind kind, std::string_view name, const UpdateFn& fn,

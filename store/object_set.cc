@@ -20,19 +20,32 @@ void UpsertObject(ObjectSet& objects, ObjectPtr object) {
   const_cast<ObjectPtr&>(*it) = std::move(object);
 }
 
-ListResult ListObjects(const ObjectSet& objects, const ListOptions& options, int64_t revision) {
+ListResult ListObjects(const ObjectSet& objects, const ListOptions& options, int64_t revision,
+                       const ObjectOverlay* overlay) {
   ListResult result;
   result.revision = revision;
-  auto it = options.after_name.empty() ? objects.begin()
-                                       : objects.upper_bound(std::string_view(options.after_name));
-  for (; it != objects.end(); ++it) {
-    if (options.predicate && !options.predicate(**it)) continue;
+  const std::string_view after = options.after_name;
+  auto it = after.empty() ? objects.begin() : objects.upper_bound(after);
+  static const ObjectOverlay kNoOverlay;
+  const ObjectOverlay& over = overlay ? *overlay : kNoOverlay;
+  auto ot = after.empty() ? over.begin() : over.upper_bound(after);
+  // Two name-ordered runs merged; where both hold a name, the overlay's state wins.
+  while (it != objects.end() || ot != over.end()) {
+    ObjectPtr candidate;
+    if (ot == over.end() || (it != objects.end() && (*it)->metadata.name < ot->first)) {
+      candidate = *it++;
+    } else {
+      if (it != objects.end() && (*it)->metadata.name == ot->first) ++it;
+      candidate = (ot++)->second;
+      if (!candidate) continue;  // absent at that revision
+    }
+    if (options.predicate && !options.predicate(*candidate)) continue;
     if (options.limit > 0 && static_cast<int64_t>(result.items.size()) >= options.limit) {
-      if (result.next_name.empty()) result.next_name = (*it)->metadata.name;
+      if (result.next_name.empty()) result.next_name = candidate->metadata.name;
       ++result.remaining;
       continue;
     }
-    result.items.push_back(*it);
+    result.items.push_back(std::move(candidate));
   }
   return result;
 }

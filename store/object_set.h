@@ -8,8 +8,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <string_view>
 
+#include "absl/container/btree_map.h"
 #include "absl/container/btree_set.h"
 #include "store/object.h"
 #include "store/store.h"
@@ -33,9 +36,17 @@ ObjectPtr FindObject(const ObjectSet& objects, std::string_view name);
 // Inserts `object`, or replaces the one of the same name.
 void UpsertObject(ObjectSet& objects, ObjectPtr object);
 
+// What was different at an earlier revision: name -> the object as it was
+// then, or nullptr where there was none then. Laid over today's ObjectSet, it
+// reads the set as of that revision (a list continued at its first page's
+// revision, as etcd serves one).
+using ObjectOverlay = absl::btree_map<std::string, ObjectPtr, std::less<>>;
+
 // The list read of store.h's ListOptions: names after options.after_name that
 // pass options.predicate, cut at options.limit (next_name, remaining), stamped
-// with `revision`. at_revision and freshness are the caller's business.
-ListResult ListObjects(const ObjectSet& objects, const ListOptions& options, int64_t revision);
+// with `revision`; with `overlay`, of `objects` with the overlay laid over
+// them. at_revision and freshness are the caller's business.
+ListResult ListObjects(const ObjectSet& objects, const ListOptions& options, int64_t revision,
+                       const ObjectOverlay* overlay = nullptr);
 
 }  // namespace poolcoord::store

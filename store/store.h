@@ -119,8 +119,8 @@ struct ListOptions {
   // Reads the list as of this revision, so later pages of one list match the
   // first (kube-apiserver's etcd3 store continues a list at its first page's
   // revision). 0: the newest. A compacted revision: ExpiredError; a future one:
-  // TimeoutError(rv_too_large). The memory store keeps no past states and
-  // ignores it.
+  // TimeoutError(rv_too_large). The memory store keeps no past states: it
+  // undoes the history's later changes over today's objects.
   int64_t at_revision = 0;
   // How fresh the answer must be when at_revision is 0 and after_name empty.
   Freshness freshness;

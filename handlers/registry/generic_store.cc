@@ -103,6 +103,10 @@ absl::StatusOr<ListPage> GenericStore::List(const ListOptions& opts) const {
           "The provided continue parameter is too old to display a consistent list result. You "
           "can start a new list without the continue parameter.");
     }
+    // Every page of one list at the first page's revision, as kube-apiserver's
+    // etcd3 store continues a list: a consistent snapshot, and a token's
+    // revision checked by the store (future: 504 too large; gone: 410).
+    lo.at_revision = token_revision;
   }
   lo.limit = opts.limit;
   lo.predicate = [&opts](const Object& o) { return MatchesSelectors(opts, o); };

@@ -2,6 +2,7 @@
 concurrency, list and watch semantics, authentication and authorization, and a
 clean exit on SIGTERM. Runs with a small watch history so 410 Expired is
 reachable."""
+import base64
 import json
 import os
 import signal
@@ -329,6 +330,42 @@ def watch_initial_events_and_expired(s):
     expect(len(seen) == len(set(seen)) and all(f"{tag}-f{i}" in seen for i in range(HISTORY + 5)), "pages")
 
 
+def continued_list_is_a_snapshot(s):
+    # The input that showed it (a newcomer): a page of limit=1 at rv R, then one
+    # object of the next page patched and another deleted: the continued pages
+    # carried the later states, and a continue token with a forged revision was
+    # served as if the server had been there. kube-apiserver reads every page
+    # at the first page's revision (etcd), a future one is refused.
+    c = s.admin()
+    tag = uniq("snap")
+    names = [f"{tag}-{i}" for i in range(4)]
+    for n in names:
+        expect_status(c.request("POST", BASE + "/poolleases", pool_lease(n)), 201)
+    first = expect_status(c.request("GET", f"{BASE}/poolleases?limit=1"), 200).json()
+    rv = first["metadata"]["resourceVersion"]
+    snapshot = {x["metadata"]["name"]: x["metadata"]["resourceVersion"]
+                for x in expect_status(c.request("GET", f"{BASE}/poolleases"), 200).json()["items"]}
+    expect_status(c.request("PATCH", f"{BASE}/poolleases/{names[1]}",
+                            {"metadata": {"labels": {"later": "yes"}}}, "application/merge-patch+json"), 200)
+    expect_status(c.request("DELETE", f"{BASE}/poolleases/{names[2]}"), 200)
+    seen, cont, page = {}, first["metadata"]["continue"], first
+    seen.update({x["metadata"]["name"]: x for x in first["items"]})
+    while cont:
+        page = expect_status(c.request("GET", f"{BASE}/poolleases?limit=1&continue={cont}"), 200).json()
+        expect(page["metadata"]["resourceVersion"] == rv, page["metadata"])
+        seen.update({x["metadata"]["name"]: x for x in page["items"]})
+        cont = page["metadata"].get("continue", "")
+    expect(sorted(seen) == sorted(snapshot), (sorted(seen), sorted(snapshot)))
+    for n in names:
+        expect(seen[n]["metadata"]["resourceVersion"] == snapshot[n], (n, seen[n]["metadata"]))
+    expect("labels" not in seen[names[1]]["metadata"] or "later" not in seen[names[1]]["metadata"]["labels"],
+           seen[names[1]]["metadata"])
+    # A token naming a revision the server has not reached: 504, retry later.
+    forged = base64.urlsafe_b64encode(json.dumps(
+        {"v": "poolcoord/v1", "rv": 999999999, "start": names[0]}).encode()).decode()
+    expect_status(c.request("GET", f"{BASE}/poolleases?limit=1&continue={forged}"), 504, "Timeout")
+
+
 def authn_authz(s):
     expect_status(s.anonymous().request("GET", BASE + "/poolleases"), 401, "Unauthorized")
     expect_status(s.token("wrong").request("GET", BASE + "/poolleases"), 401, "Unauthorized")
@@ -468,7 +505,7 @@ def delegated_lease_values_quoted_and_required_in_schema(s):
            spec[0].get("required"))
 
 
-CASES = [impersonation_refused_not_ignored, delegated_lease_values_quoted_and_required_in_schema, dry_run_bad_value_names_the_options_kind, field_validation_bad_value_is_invalid_options, malformed_json_400, invalid_fields_422_with_causes, body_limits, transport_bad_input,
+CASES = [impersonation_refused_not_ignored, delegated_lease_values_quoted_and_required_in_schema, dry_run_bad_value_names_the_options_kind, field_validation_bad_value_is_invalid_options, continued_list_is_a_snapshot, malformed_json_400, invalid_fields_422_with_causes, body_limits, transport_bad_input,
          delete_options_and_field_manager_bad_input, media_types, paths_and_methods,
          optimistic_concurrency_and_preconditions, status_subresource, finalizers_hold_deletion,
          generate_name_and_dry_run, list_resource_version_semantics, watch_with_huge_timeout_stays_open,

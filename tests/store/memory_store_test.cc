@@ -340,6 +340,59 @@ BOOST_AUTO_TEST_CASE(HistoryWindowExpires) {
   BOOST_TEST(events[2]->revision == 7);
 }
 
+// A list continued at its first page's revision reads the objects as they were
+// then, as etcd serves it (a newcomer found page 2 carrying a later state, and
+// a forged continue token's revision taken as it came).
+BOOST_AUTO_TEST_CASE(ListAtAnEarlierRevisionUndoesLaterChanges) {
+  auto store = NewMemoryStore(MemoryStoreOptions{.watch_history_size = 8});
+  for (const char* name : {"a", "b", "c", "d"}) {
+    BOOST_REQUIRE(store->Update(Kind::kPoolLease, name, Put(Kind::kPoolLease, 1)).ok());
+  }
+  BOOST_REQUIRE(store->Update(Kind::kDelegatedLease, "b", Put(Kind::kDelegatedLease, 1)).ok());
+  const int64_t first_page = store->CurrentRevision();  // 6: a b c d at 2..5
+  BOOST_REQUIRE(store->Update(Kind::kPoolLease, "b", Put(Kind::kPoolLease, 7)).ok());
+  BOOST_REQUIRE(store->Update(Kind::kPoolLease, "b", Put(Kind::kPoolLease, 8)).ok());
+  BOOST_REQUIRE(store->Update(Kind::kPoolLease, "c", Remove()).ok());
+  BOOST_REQUIRE(store->Update(Kind::kPoolLease, "bb", Put(Kind::kPoolLease, 9)).ok());
+  BOOST_REQUIRE(store->Update(Kind::kDelegatedLease, "b", Remove()).ok());
+
+  ListOptions page2;
+  page2.after_name = "a";
+  page2.at_revision = first_page;
+  auto then = store->List(Kind::kPoolLease, page2);
+  BOOST_REQUIRE(then.ok());
+  BOOST_TEST(then->revision == first_page);
+  std::vector<std::string> names;
+  for (const auto& o : then->items) names.push_back(o->metadata.name);
+  BOOST_TEST(names == (std::vector<std::string>{"b", "c", "d"}));
+  BOOST_REQUIRE(then->items.size() == 3u);
+  BOOST_TEST(then->items[0]->metadata.resource_version == 3);  // b before its two updates
+  BOOST_TEST(*then->items[0]->spec.lease_duration_seconds == 1);
+  BOOST_TEST(then->items[1]->metadata.resource_version == 4);  // c before its delete
+
+  // The limit counts the list as it was.
+  page2.limit = 1;
+  auto cut = store->List(Kind::kPoolLease, page2);
+  BOOST_REQUIRE(cut.ok());
+  BOOST_TEST(cut->items.size() == 1u);
+  BOOST_TEST(cut->next_name == "c");
+  BOOST_TEST(cut->remaining == 2);
+
+  // Today's list is untouched.
+  auto now = store->List(Kind::kPoolLease, {});
+  BOOST_REQUIRE(now.ok());
+  BOOST_TEST(now->items.size() == 4u);  // a b bb d
+
+  // A revision in the future: 504 too large, as etcd3; before the history: 410.
+  page2.at_revision = store->CurrentRevision() + 1;
+  ApiErrorInfo future = ApiErrorFromStatus(store->List(Kind::kPoolLease, page2).status());
+  BOOST_TEST(future.code == 504);
+  page2.at_revision = 2;  // the history of 8 now starts after revision 3
+  ApiErrorInfo gone = ApiErrorFromStatus(store->List(Kind::kPoolLease, page2).status());
+  BOOST_TEST(gone.code == 410);
+  BOOST_TEST(gone.message.find("continue parameter is too old") != std::string::npos);
+}
+
 BOOST_FIXTURE_TEST_CASE(FutureRevisionTimesOut, Fixture) {
   Write(Kind::kPoolLease, "a", 1);
   auto w = store->Watch(Kind::kPoolLease, 100);
