@@ -1,7 +1,6 @@
 #define BOOST_TEST_MODULE cacher
 #include <boost/test/unit_test.hpp>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <map>
