@@ -24,6 +24,7 @@
 #include "handlers/type_meta.h"
 #include "handlers/watch_handler.h"
 #include "handlers/yaml_input.h"
+#include "handlers/yaml_output.h"
 #include "rapidjson/document.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
@@ -107,15 +108,28 @@ std::string JoinFindings(const std::vector<std::string>& findings) {
 }
 
 // Create and update bodies: Strict fails the request (400, as kube-apiserver's
-// decoder words it), Warn adds one Warning header per finding.
+// decoder words it), Warn adds one Warning header per finding. A YAML body's
+// repeated keys (`line 4: key "x" already set in map`) come first, as go-yaml's
+// unmarshal errors.
 absl::Status ApplyFieldValidation(FieldValidation mode, Kind kind, const BodyTypeMeta& type_meta,
+                                  const std::vector<std::string>& yaml_duplicates,
                                   const std::vector<std::string>& findings,
                                   std::vector<std::string>* warnings) {
-  if (findings.empty() || mode == FieldValidation::kIgnore) return absl::OkStatus();
-  if (mode == FieldValidation::kStrict) {
-    return store::BadRequestError(
-        absl::StrCat(CannotBeHandledAs(type_meta, kind), JoinFindings(findings)));
+  if ((findings.empty() && yaml_duplicates.empty()) || mode == FieldValidation::kIgnore) {
+    return absl::OkStatus();
   }
+  if (mode == FieldValidation::kStrict) {
+    std::string message = CannotBeHandledAs(type_meta, kind);
+    if (yaml_duplicates.empty()) {
+      absl::StrAppend(&message, JoinFindings(findings));
+    } else {
+      absl::StrAppend(&message, "strict decoding error: yaml: unmarshal errors:");
+      for (const std::string& d : yaml_duplicates) absl::StrAppend(&message, "\n  ", d);
+      for (const std::string& f : findings) absl::StrAppend(&message, ", ", f);
+    }
+    return store::BadRequestError(message);
+  }
+  warnings->insert(warnings->end(), yaml_duplicates.begin(), yaml_duplicates.end());
   warnings->insert(warnings->end(), findings.begin(), findings.end());
   return absl::OkStatus();
 }
@@ -258,6 +272,18 @@ void AddWarnings(Response* r, const std::vector<std::string>& warnings) {
   }
 }
 
+// A create or update body: JSON, or YAML as kube-apiserver also takes for a
+// custom resource.
+absl::StatusOr<bool> IsYamlWriteBody(const Request& request) {
+  std::string_view ct = request.Header("content-type");
+  if (ct.empty() || MediaTypeIs(ct, "application/json")) return false;
+  if (MediaTypeIs(ct, "application/yaml")) return true;
+  return store::UnsupportedMediaTypeError(absl::StrCat(
+      "the body of the request was in an unknown format - accepted media types include: "
+      "application/json, application/yaml (got \"",
+      std::string(ct), "\")"));
+}
+
 absl::Status CheckJsonContentType(const Request& request) {
   std::string_view ct = request.Header("content-type");
   if (ct.empty() || MediaTypeIs(ct, "application/json")) return absl::OkStatus();
@@ -274,6 +300,7 @@ absl::StatusOr<JsonBody> ParseBody(std::string_view body) { return ParseJsonBody
 struct DecodedBody {
   MutableObjectPtr object;
   BodyTypeMeta type_meta;
+  std::vector<std::string> yaml_duplicates;  // for fieldValidation: "line 4: key ..."
   std::vector<std::string> findings;  // for fieldValidation
   // The schema's refusals (store::DecodeObject's field_causes, `spec: Required
   // value`), for the registry to report with its own validation.
@@ -284,11 +311,18 @@ struct DecodedBody {
 // apiVersion and kind (400, handlers/type_meta.h), ObjectMeta as encoding/json
 // decodes it (400), a kind not ours (422); then the schema's field errors.
 absl::StatusOr<DecodedBody> DecodeBody(Kind kind, std::string_view body,
-                                       registry::Subresource subresource) {
+                                       registry::Subresource subresource, bool yaml) {
   if (IsBlank(body)) return EmptyBodyError(body, kind);
-  auto parsed = ParseBody(body);
+  auto parsed = yaml ? ParseYamlBody(body) : ParseBody(body);
   if (!parsed.ok()) return parsed.status();
   DecodedBody out;
+  if (yaml) {
+    for (const DuplicateField& d : parsed->duplicates) {
+      out.yaml_duplicates.push_back(
+          absl::StrCat("line ", d.line, ": key ", base::GoQuote(d.key), " already set in map"));
+    }
+    parsed->duplicates.clear();
+  }
   auto type_meta = CheckBodyTypeMeta(parsed->doc, body, kind);
   if (!type_meta.ok()) return type_meta.status();
   out.type_meta = *std::move(type_meta);
@@ -345,7 +379,8 @@ struct DecodedWrite {
 absl::StatusOr<DecodedWrite> DecodeWrite(const Request& request, Kind kind,
                                          std::string_view options_kind,
                                          registry::Subresource subresource) {
-  if (absl::Status s = CheckJsonContentType(request); !s.ok()) return s;
+  auto yaml = IsYamlWriteBody(request);
+  if (!yaml.ok()) return yaml.status();
   if (absl::Status s = ValidateFieldManager(request, options_kind); !s.ok()) return s;
   DecodedWrite out;
   auto dry = DryRun(request, options_kind);
@@ -353,12 +388,12 @@ absl::StatusOr<DecodedWrite> DecodeWrite(const Request& request, Kind kind,
   out.dry_run = *dry;
   auto validation = ParseFieldValidation(request, options_kind);
   if (!validation.ok()) return validation.status();
-  auto decoded = DecodeBody(kind, request.body, subresource);
+  auto decoded = DecodeBody(kind, request.body, subresource, *yaml);
   if (!decoded.ok()) return decoded.status();
   out.object = std::move(decoded->object);
   out.causes = std::move(decoded->causes);
-  if (absl::Status s = ApplyFieldValidation(*validation, kind, decoded->type_meta, decoded->findings,
-                                            &out.warnings);
+  if (absl::Status s = ApplyFieldValidation(*validation, kind, decoded->type_meta,
+                                            decoded->yaml_duplicates, decoded->findings, &out.warnings);
       !s.ok()) {
     return s;
   }
@@ -371,6 +406,7 @@ std::string EncodeOne(const Object& o) { return store::EncodeObject(o); }
 enum class Format { kJson, kTable, kPartial };
 
 absl::StatusOr<Format> NegotiateFormat(const Request& request, bool list) {
+  if (PrefersYaml(request)) return Format::kJson;  // ServeResource re-encodes it
   if (WantsTable(request)) {
     if (absl::Status s = ValidateTableOptions(request); !s.ok()) return s;
     return Format::kTable;
@@ -378,7 +414,7 @@ absl::StatusOr<Format> NegotiateFormat(const Request& request, bool list) {
   if (WantsPartialObjectMetadata(request, list)) return Format::kPartial;
   if (AcceptsJson(request.Header("accept"))) return Format::kJson;
   return store::NotAcceptableError(absl::StrCat(
-      "only the following media types are accepted: application/json, "
+      "only the following media types are accepted: application/json, application/yaml, "
       "application/json;as=Table;v=v1;g=meta.k8s.io, "
       "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io (got \"",
       std::string(request.Header("accept")), "\")"));
@@ -877,9 +913,21 @@ Response MethodNotAllowed(const Request& request) {
                    request.method, " ", request.path, ")")));
 }
 
+Response ServeResourceJson(const RestContext& ctx, const ResourcePath& path, Request& request);
+
 }  // namespace
 
+// Accept: application/yaml: the JSON answer (object, list or Status) in YAML, as
+// kube-apiserver serves a custom resource; watch streams and Tables stay as they are.
 Response ServeResource(const RestContext& ctx, const ResourcePath& path, Request& request) {
+  Response r = ServeResourceJson(ctx, path, request);
+  if (PrefersYaml(request)) r = ToYamlResponse(std::move(r));
+  return r;
+}
+
+namespace {
+
+Response ServeResourceJson(const RestContext& ctx, const ResourcePath& path, Request& request) {
   const GenericStore kind(registry::ForKind(path.kind), ctx.store, ctx.clock, ctx.rules);
   const std::string& m = request.method;
   if (!path.subresource.empty() && path.subresource != "status") {
@@ -915,5 +963,7 @@ Response ServeResource(const RestContext& ctx, const ResourcePath& path, Request
   if (m == "DELETE" && path.subresource.empty()) return Delete(kind, path, request);
   return MethodNotAllowed(request);
 }
+
+}  // namespace
 
 }  // namespace poolcoord::handlers

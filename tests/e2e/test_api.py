@@ -137,8 +137,11 @@ def media_types(s):
     c = s.admin()
     name = uniq("mt")
     expect_status(c.request("POST", BASE + "/poolleases", pool_lease(name)), 201)
-    expect_status(c.request("POST", BASE + "/poolleases", "a: b", ctype="application/yaml"), 415,
+    expect_status(c.request("POST", BASE + "/poolleases", "a: b", ctype="text/plain"), 415,
                   "UnsupportedMediaType")
+    # YAML is read (test_strict_input yaml_in_and_out): this one names no kind.
+    r = expect_status(c.request("POST", BASE + "/poolleases", "a: b", ctype="application/yaml"), 400, "BadRequest")
+    expect("Object 'Kind' is missing in 'a: b' (613a2062)" in r.json()["message"], r.body)
     expect_status(c.request("PATCH", f"{BASE}/poolleases/{name}", {"spec": {}},
                             ctype="application/strategic-merge-patch+json"), 415, "UnsupportedMediaType")
     expect_status(c.request("GET", f"{BASE}/poolleases/{name}",

@@ -303,10 +303,42 @@ def every_field_error_in_one_answer(s):
     expect(fields == ["spec.acquireTime", "spec.leaseDurationSeconds"], r.body)
 
 
+def yaml_in_and_out(s):
+    # The input that showed it: a YAML body got 415 and Accept: application/yaml
+    # 406; kube-apiserver takes and serves YAML for a custom resource.
+    c = s.admin()
+    name = uniq("yaml")
+    doc = ("apiVersion: coordination.pool/v1alpha1\nkind: PoolLease\nmetadata:\n  name: %s\n"
+           "  labels: {b: '1'}\nspec:\n  leaseDurationSeconds: 3\n" % name)
+    r = expect_status(c.request("POST", f"{BASE}/poolleases", doc, "application/yaml"), 201)
+    expect(r.json()["metadata"]["labels"] == {"b": "1"}, r.body)
+    r = expect_status(c.request("GET", f"{BASE}/poolleases/{name}", accept="application/yaml"), 200)
+    expect(r.header("content-type") == "application/yaml", r.headers)
+    lines = r.body.splitlines()
+    expect(lines[:2] == ["apiVersion: coordination.pool/v1alpha1", "kind: PoolLease"] and
+           '    b: "1"' in lines and "  leaseDurationSeconds: 3" in lines, r.body)
+    r = expect_status(c.request("GET", f"{BASE}/poolleases", accept="application/yaml"), 200)
+    expect(r.body.startswith("apiVersion: coordination.pool/v1alpha1\nitems:\n"), r.body[:200])
+    # Errors too, as Status in YAML.
+    r = c.request("GET", f"{BASE}/poolleases/{name}-none", accept="application/yaml")
+    expect(r.status == 404 and r.body.startswith("apiVersion: v1\ncode: 404\n") and "reason: NotFound" in r.body, r.body)
+    # A YAML body is judged as a JSON one: repeated keys by fieldValidation, as go-yaml words them.
+    dup = doc.replace("leaseDurationSeconds: 3", "leaseDurationSeconds: 3\n  leaseDurationSeconds: 4")
+    r = expect_status(c.request("POST", f"{BASE}/poolleases?fieldValidation=Strict", dup.replace(name, name + "-d"),
+                                "application/yaml"), 400, "BadRequest")
+    expect(r.json()["message"] == 'PoolLease in version "v1alpha1" cannot be handled as a PoolLease: strict '
+                                  'decoding error: yaml: unmarshal errors:\n  line 8: key "leaseDurationSeconds" '
+                                  'already set in map', r.body)
+    r = expect_status(c.request("PUT", f"{BASE}/poolleases/{name}", dup, "application/yaml"), 200)
+    expect(warnings(r) == ['299 - "line 8: key \\"leaseDurationSeconds\\" already set in map"'], warnings(r))
+    expect(r.json()["spec"]["leaseDurationSeconds"] == 4, r.body)
+    expect_status(c.request("POST", f"{BASE}/poolleases", "x", "text/plain"), 415, "UnsupportedMediaType")
+
+
 CASES = [invalid_utf8_stored_as_replacement, duplicate_and_unknown_fields_by_field_validation,
          many_fields_answered_whole_and_warnings_capped,
          kubectl_create_is_strict, spec_is_required, body_must_name_kind_and_api_version,
-         type_errors_are_invalid_by_json_path, every_field_error_in_one_answer]
+         type_errors_are_invalid_by_json_path, every_field_error_in_one_answer, yaml_in_and_out]
 
 if __name__ == "__main__":
     sys.exit(run_cases(CASES, lambda b: Server(b)))

@@ -215,7 +215,8 @@ BOOST_AUTO_TEST_CASE(dry_run_and_bad_input) {
   BOOST_TEST(Call("POST", kBase, "{oops").status == 400);
   BOOST_TEST(Call("POST", kBase, "[]").status == 400);
   BOOST_TEST(Call("POST", kBase, Lease("Bad_Name")).status == 422);
-  BOOST_TEST(Call("POST", kBase, "a: b", "application/yaml").status == 415);
+  BOOST_TEST(Call("POST", kBase, "a: b", "text/plain").status == 415);
+  BOOST_TEST(Call("POST", kBase, "a: b", "application/yaml").status == 400);  // no kind
   BOOST_TEST(Call("GET", std::string(kBase) + "/x", "", "", "application/vnd.kubernetes.protobuf").status ==
              406);
   BOOST_TEST(Call("DELETE", std::string(kBase) + "/nothing").status == 404);
