@@ -212,7 +212,13 @@ class TlsStream {
     has_due_ = false;
   }
 
+  // The BIO lets go of the descriptor first: a wait that had already completed
+  // (an operation queued on the strand before the close) must not run OpenSSL
+  // on the number, which the next accepted connection may reuse at once (a
+  // watch's background read took a new client's handshake bytes, and that
+  // connection hung until its handshake timeout).
   void close() {
+    if (ssl_ != nullptr) BIO_set_data(SSL_get_rbio(ssl_), reinterpret_cast<void*>(intptr_t{-1}));
     ++deadline_generation_;
     wait_armed_ = false;
     has_due_ = false;
@@ -248,7 +254,7 @@ class TlsStream {
   // A watch event costs one SSL_write this way, not a composed operation, a
   // posted completion and a deadline armed and cancelled (issue 13 part 4).
   bool TryWrite(const void* data, size_t len, size_t* n) {
-    if (ssl_ == nullptr || timed_out_ || len == 0) return false;
+    if (ssl_ == nullptr || timed_out_ || len == 0 || !socket_.is_open()) return false;
     // No ERR_clear_error first: nothing here reads the error queue, and the
     // asynchronous steps clear it before their own calls.
     if (SSL_write_ex(ssl_, data, len, n) == 1) return true;
@@ -404,6 +410,8 @@ class TlsStream {
       if (posted) return self.complete(result, bytes);
       if (s->timed_out_) {
         ec = beast::error::timeout;
+      } else if (!ec && !s->socket_.is_open()) {
+        ec = net::error::bad_descriptor;  // closed after its wait completed: see close()
       } else if (!ec) {
         size_t n = 0;
         Want want = step(*s, &n, &ec);
