@@ -566,7 +566,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void DrainPlain() {
-    if (drained_ > 1024 * 1024) return CloseSocket();
+    if (drained_ > drain_limit_) return CloseSocket();
     buffer_.consume(buffer_.size());
     stream_.socket().async_read_some(
         buffer_.prepare(16 * 1024), [self = shared_from_this()](beast::error_code ec, size_t n) {
@@ -1067,23 +1067,20 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // --- closing
 
-  // After a refusal: the client may still be sending its body. Reading it for a
-  // short while lets the response arrive instead of a reset.
+  // After a refusal (a framing error, a body or header too large), as Go's
+  // closeWriteAndWait: close_notify and a TCP half-close right after the
+  // answer, so the client sees the end at once (the answer said
+  // "Connection: close"; the connection used to stay open for the 2 s drain),
+  // then what it still sends (the rest of a refused body) is read and
+  // discarded for a short while, so that the answer arrives instead of a reset.
   void Drain() {
     state_ = State::kClosing;
+    drain_limit_ = 64 * 1024 * 1024;
     stream_.expires_after(std::chrono::seconds(2));
-    DrainSome();
-  }
-
-  void DrainSome() {
-    if (drained_ > 64 * 1024 * 1024) return CloseSocket();
-    buffer_.consume(buffer_.size());
-    stream_.async_read_some(buffer_.prepare(kReadChunk),
-                            [self = shared_from_this()](beast::error_code ec, size_t n) {
-                              if (ec) return self->CloseSocket();
-                              self->drained_ += n;
-                              self->DrainSome();
-                            });
+    stream_.async_shutdown([self = shared_from_this()](beast::error_code ec, size_t) {
+      if (ec) return self->CloseSocket();
+      self->LingeringClose();
+    });
   }
 
   void GracefulClose() {
@@ -1123,6 +1120,7 @@ class Session : public std::enable_shared_from_this<Session> {
   bool drain_after_write_ = false;
   bool request_counted_ = true;  // false while a request is counted in Shared
   size_t drained_ = 0;
+  size_t drain_limit_ = 1024 * 1024;  // bytes LingeringClose reads before it closes
   std::optional<http::request_parser<http::string_body>> parser_;
   std::optional<http::response<http::empty_body>> continue_res_;
   std::optional<http::response<http::string_body>> res_;

@@ -805,6 +805,30 @@ BOOST_AUTO_TEST_CASE(MalformedRequestGets400) {
   BOOST_TEST(c.Read().status == 400);
 }
 
+// A framing error (a bad chunk size, two different Content-Lengths) is
+// answered 400 with "Connection: close", and the connection then ends at once
+// with close_notify, as kube-apiserver's net/http ends it. It used to stay open
+// for the 2 s drain and end without close_notify.
+BOOST_AUTO_TEST_CASE(AFramingErrorIsAnswered400AndTheConnectionEnds) {
+  const std::string bad_chunk = "Transfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n";
+  const std::string two_lengths = "Content-Length: 2\r\nContent-Length: 3\r\n\r\n{}";
+  for (const std::string& connection : {std::string(), std::string("Connection: close\r\n")}) {
+    for (const std::string& rest : {bad_chunk, two_lengths}) {
+      BOOST_TEST_CONTEXT(connection << rest) {
+        Conn c(server->port());
+        BOOST_REQUIRE(c.Send("POST /echo HTTP/1.1\r\nHost: x\r\n" + connection + rest));
+        HttpResponse r = c.Read();
+        BOOST_TEST(r.status == 400);
+        BOOST_TEST(r.Header("connection") == "close");
+        char tmp[64];
+        const int n = SSL_read(c.ssl(), tmp, sizeof(tmp));
+        BOOST_TEST(n <= 0);
+        BOOST_TEST(SSL_get_error(c.ssl(), n) == SSL_ERROR_ZERO_RETURN);  // close_notify
+      }
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(ShutdownEndsALiveStreamCleanly) {
   Conn c(server->port());
   BOOST_REQUIRE(c.Send(Get("/forever")));
