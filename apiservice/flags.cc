@@ -81,6 +81,10 @@ void AddFlags(ServerOptions* o, base::FlagSet& t) {
   i64("watch-history-size", &o->watch_history_size, 1,
       "Events kept for resuming watches from a resourceVersion (per resource in the watch "
       "cache).");
+  i64("watch-history-bytes", &o->watch_history_bytes, 0,
+      "And at most this many bytes of objects in those events (0: no bound), so that large "
+      "objects cannot make the history hold gigabytes; older events then go sooner (410 "
+      "Expired for a watch resumed before them, as after --watch-history-size).");
   b("watch-cache", &o->watch_cache,
     "Serve watches, and lists that allow it, from an in-memory watch cache of each resource "
     "(kube-apiserver's --watch-cache): one storage watch per resource, whatever the number of "

@@ -54,6 +54,7 @@ struct ServerOptions {
   // Leases and storage.
   int max_lease_duration = 300;  // seconds
   int64_t watch_history_size = 10000;
+  int64_t watch_history_bytes = 256 << 20;  // 0: no bound in bytes
   bool watch_cache = true;  // store/cacher.h in front of either store
   absl::Duration delegated_lease_gc_period = absl::Minutes(5);
   int max_requests_inflight = 400;  // 0: no limit, as kube-apiserver

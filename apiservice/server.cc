@@ -344,6 +344,7 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ServerOptions&
   } else {
     store::MemoryStoreOptions store_options;
     store_options.watch_history_size = options.watch_history_size;
+    store_options.watch_history_bytes = options.watch_history_bytes;
     p->store = store::NewMemoryStore(store_options);
   }
   if (options.watch_cache) {
@@ -352,6 +353,7 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ServerOptions&
     handlers::registry::AllKinds();
     store::CacherOptions cache_options;
     cache_options.capacity = options.watch_history_size;
+    cache_options.capacity_bytes = options.watch_history_bytes;
     absl::StatusOr<std::unique_ptr<store::Store>> cached =
         store::NewCacher(std::move(p->store), cache_options);
     if (!cached.ok()) {

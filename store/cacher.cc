@@ -409,13 +409,14 @@ class KindCache : public std::enable_shared_from_this<KindCache> {
       } else {
         UpsertObject(objects_, event->object);
       }
-      if (end_ - start_ == options_.capacity) {
-        At(start_) = nullptr;
-        ++start_;
-        removed_since_list_ = true;
-      }
+      if (end_ - start_ == options_.capacity) DropOldestLocked();
       At(end_) = event;
       ++end_;
+      ring_bytes_ += static_cast<int64_t>(ApproximateBytes(*event->object));
+      while (options_.capacity_bytes > 0 && ring_bytes_ > options_.capacity_bytes &&
+             end_ - start_ > 1) {
+        DropOldestLocked();
+      }
       revision_ = std::max(revision_, event->revision);
       subscribers = subscribers_;
     }
@@ -504,6 +505,7 @@ class KindCache : public std::enable_shared_from_this<KindCache> {
       for (auto& item : listed.items) objects_.insert(objects_.end(), std::move(item));
       for (int64_t i = start_; i < end_; ++i) At(i) = nullptr;
       start_ = end_;
+      ring_bytes_ = 0;
       removed_since_list_ = false;
       list_revision_ = listed.revision;
       revision_ = listed.revision;
@@ -607,9 +609,17 @@ class KindCache : public std::enable_shared_from_this<KindCache> {
 
   mutable absl::Mutex mu_;
   ObjectSet objects_ ABSL_GUARDED_BY(mu_);
+  void DropOldestLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ring_bytes_ -= static_cast<int64_t>(ApproximateBytes(*At(start_)->object));
+    At(start_) = nullptr;
+    ++start_;
+    removed_since_list_ = true;
+  }
+
   // The ring: events [start_, end_) sit at index % capacity.
   std::vector<EventPtr> ring_ ABSL_GUARDED_BY(mu_);
   int64_t start_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t ring_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // ApproximateBytes of the ring's objects
   int64_t end_ ABSL_GUARDED_BY(mu_) = 0;
   bool removed_since_list_ ABSL_GUARDED_BY(mu_) = false;
   int64_t list_revision_ ABSL_GUARDED_BY(mu_) = 0;

@@ -66,6 +66,9 @@ struct CacherOptions {
   // Events kept per kind for resuming watches (kube-apiserver's watch cache
   // capacity; here --watch-history-size, as the memory store's window).
   int64_t capacity = 10000;
+  // And at most this many bytes of objects per kind (ApproximateBytes;
+  // --watch-history-bytes); the newest event always stays. 0: no bound in bytes.
+  int64_t capacity_bytes = 256 << 20;
   // Events a watcher may have pending before it is closed as too slow.
   size_t watcher_queue_limit = 10000;
 };

@@ -250,8 +250,12 @@ class MemoryStore final : public Store {
     EventPtr shared = std::move(event);
 
     history_.push_back(shared);
+    history_bytes_ += static_cast<int64_t>(ApproximateBytes(*shared->object));
     const int64_t keep = std::max<int64_t>(options_.watch_history_size, 0);
-    while (static_cast<int64_t>(history_.size()) > keep) {
+    const int64_t keep_bytes = options_.watch_history_bytes;
+    while (static_cast<int64_t>(history_.size()) > keep ||
+           (keep_bytes > 0 && history_bytes_ > keep_bytes && history_.size() > 1)) {
+      history_bytes_ -= static_cast<int64_t>(ApproximateBytes(*history_.front()->object));
       compacted_ = history_.front()->revision;
       history_.pop_front();
     }
@@ -287,6 +291,7 @@ class MemoryStore final : public Store {
   // Wake-ups collected by RecordLocked, run by Update once mu_ is released.
   std::vector<std::function<void()>> deferred_wakes_ ABSL_GUARDED_BY(mu_);
   std::deque<EventPtr> history_ ABSL_GUARDED_BY(mu_);
+  int64_t history_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // ApproximateBytes of history_'s objects
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   const std::shared_ptr<StoreLink> link_;
 };

@@ -28,6 +28,10 @@ namespace poolcoord::store {
 struct MemoryStoreOptions {
   // Events kept for resuming watches (--watch-history-size). 0 keeps none.
   int64_t watch_history_size = 10000;
+  // And at most this many bytes of objects (ApproximateBytes; --watch-history-bytes),
+  // so large objects cannot make the window hold gigabytes; the newest event
+  // always stays. 0: no bound in bytes.
+  int64_t watch_history_bytes = 256 << 20;
   // Events a watcher may have pending before it is closed as too slow.
   size_t watcher_queue_limit = 10000;
 };

@@ -465,4 +465,22 @@ void ClearDelegationProof(Object& object) {
   DropIfEmpty(object);
 }
 
+size_t ApproximateBytes(const Object& object) {
+  const ObjectMeta& m = object.metadata;
+  size_t n = sizeof(Object) + m.name.size() + m.generate_name.size() + m.uid.size() +
+             m.owner_references_json.size();
+  for (const StringMap* map : {&m.labels, &m.annotations}) {
+    for (const auto& [key, value] : *map) n += key.size() + value.size();
+  }
+  for (const std::string& f : m.finalizers) n += f.size();
+  for (const auto* text : {&object.spec.holder_identity, &object.spec.pool_name, &object.spec.delegate}) {
+    if (*text) n += (*text)->size();
+  }
+  const DelegationFields& d = DelegationOf(object);
+  if (d.proof) n += d.proof->heartbeat.size() + d.proof->certificate.size();
+  if (d.accepted_proof) n += d.accepted_proof->boot_id.size() + d.accepted_proof->challenge.size();
+  for (const DelegationChallenge& c : d.challenges) n += c.value.size();
+  return n;
+}
+
 }  // namespace poolcoord::store

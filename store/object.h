@@ -463,4 +463,9 @@ void ClearDelegationProof(Object& object);
 using ObjectPtr = std::shared_ptr<const Object>;
 using MutableObjectPtr = std::shared_ptr<Object>;
 
+// About how many bytes `object` holds: the struct and every string behind it,
+// shared (interned maps, managedFields) or not, counted in full. What bounds a
+// watch history in bytes (--watch-history-bytes).
+size_t ApproximateBytes(const Object& object);
+
 }  // namespace poolcoord::store

@@ -287,6 +287,42 @@ BOOST_AUTO_TEST_CASE(RingWrapsAroundAndOlderStartsExpire) {
              (std::vector<int64_t>{r[12], r[13], r[14], r[15], r[16]}));
 }
 
+// Large objects shorten the window: at most capacity_bytes of objects stay (a
+// newcomer's 400 writes of 250 KB annotations held ~300 MB for good), while a
+// watch from within it still gets every event.
+BOOST_AUTO_TEST_CASE(RingIsBoundedInBytesToo) {
+  CacherOptions options = Capacity(1000);
+  MemoryStoreOptions below_options;
+  below_options.watch_history_bytes = 0;  // the cache's bound alone
+  const std::string big(100 * 1024, 'x');
+  options.capacity_bytes = 3 * 100 * 1024 + 50 * 1024;  // three of them and a half
+  Fixture f(options, below_options);
+  auto put_big = [&](const std::string& name) {
+    auto r = f.cache->Update(Kind::kPoolLease, name,
+                             [&](const ObjectPtr&, TxnReader&) -> absl::StatusOr<MutableObjectPtr> {
+                               auto o = test_util::NewLease(Kind::kPoolLease);
+                               o->metadata.annotations["big"] = big;
+                               return o;
+                             });
+    BOOST_REQUIRE(r.ok());
+    return r->object->metadata.resource_version;
+  };
+  auto all = f.MustWatch(Kind::kPoolLease, 0);
+  std::vector<int64_t> r;
+  for (int i = 0; i < 6; ++i) r.push_back(put_big("b" + std::to_string(i)));
+  BOOST_REQUIRE(Revisions(DrainUntil(*all, r.back())) == r);
+  // Kept: the last three (r[3..5]); from r[2] every kept event arrives.
+  auto w = f.MustWatch(Kind::kPoolLease, r[2]);
+  BOOST_TEST(Revisions(DrainUntil(*w, r[5])) == (std::vector<int64_t>{r[3], r[4], r[5]}));
+  auto too_old = f.cache->Watch(Kind::kPoolLease, r[1]);
+  BOOST_REQUIRE(!too_old.ok());
+  BOOST_TEST(ApiErrorFromStatus(too_old.status()).code == 410);
+  // Small events fill the bytes a big one left: the count bound still holds too.
+  for (int i = 0; i < 20; ++i) r.push_back(f.Write(Kind::kPoolLease, "s" + std::to_string(i), 1));
+  auto small = f.MustWatch(Kind::kPoolLease, r[5]);
+  BOOST_TEST(Revisions(DrainUntil(*small, r.back())).size() == 20u);
+}
+
 // Before anything left the ring, the window reaches back to the cache's list.
 BOOST_AUTO_TEST_CASE(WindowStartsAtTheCachesList) {
   auto owned = std::make_unique<Below>(MemoryStoreOptions{});

@@ -393,6 +393,33 @@ BOOST_AUTO_TEST_CASE(ListAtAnEarlierRevisionUndoesLaterChanges) {
   BOOST_TEST(gone.message.find("continue parameter is too old") != std::string::npos);
 }
 
+// The history is bounded in bytes as well as in events: 400 writes of 250 KB
+// annotations held ~300 MB of history for good (newcomer finding).
+BOOST_AUTO_TEST_CASE(HistoryWindowIsBoundedInBytes) {
+  const std::string big(100 * 1024, 'x');
+  auto store = NewMemoryStore(
+      MemoryStoreOptions{.watch_history_size = 1000, .watch_history_bytes = 350 * 1024});
+  for (int i = 0; i < 6; ++i) {
+    auto r = store->Update(Kind::kPoolLease, "k" + std::to_string(i),
+                           [&](const ObjectPtr&, TxnReader&) -> absl::StatusOr<MutableObjectPtr> {
+                             auto o = NewLease(Kind::kPoolLease);
+                             o->metadata.annotations["big"] = big;
+                             return o;
+                           });
+    BOOST_REQUIRE(r.ok());
+  }
+  // Revisions 2..7 written, about 100 KB each: the last three stay.
+  BOOST_TEST(store->CurrentRevision() == 7);
+  BOOST_TEST(store->OldestWatchableRevision() == 4);
+  BOOST_TEST(store->Watch(Kind::kPoolLease, 4).ok());
+  BOOST_TEST(ApiErrorFromStatus(store->Watch(Kind::kPoolLease, 3).status()).code == 410);
+  // The newest event stays whatever its size.
+  auto one = NewMemoryStore(MemoryStoreOptions{.watch_history_bytes = 1});
+  BOOST_REQUIRE(one->Update(Kind::kPoolLease, "a", Put(Kind::kPoolLease, 1)).ok());
+  BOOST_REQUIRE(one->Update(Kind::kPoolLease, "b", Put(Kind::kPoolLease, 1)).ok());
+  BOOST_TEST(one->OldestWatchableRevision() == 2);
+}
+
 BOOST_FIXTURE_TEST_CASE(FutureRevisionTimesOut, Fixture) {
   Write(Kind::kPoolLease, "a", 1);
   auto w = store->Watch(Kind::kPoolLease, 100);
