@@ -121,8 +121,9 @@ void AddFlags(ServerOptions* o, base::FlagSet& t) {
     "node Leases its forwarder renews from DelegatedLeases; optional standalone, where a "
     "DelegatedLease is only stored (the chart sets required).");
   d("delegation-challenge-period", &o->delegation_challenge_period,
-    "How often each pool with a live PoolLease gets a fresh challenge (its status.challenges), "
-    "which members sign into their heartbeats.");
+    "The age at which a pool's challenge (its PoolLease's status.challenges, which members "
+    "sign into their heartbeats) is replaced: by the next accepted write of the leader that "
+    "leaves the lease held, its renewals.");
   d("delegation-proof-max-age", &o->delegation_proof_max_age,
     "The oldest challenge a delegation proof may carry, judged on the server's clock (default: "
     "2 x the agents' 5s heartbeat interval + the challenge period); also the longest "

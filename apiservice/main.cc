@@ -49,7 +49,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (options->help) {
-    std::fputs(poolcoord::apiservice::FlagUsage(argv[0]).c_str(), stdout);
+    std::fputs(poolcoord::apiservice::FlagUsage("poolcoord-apiserver").c_str(), stdout);
     return 0;
   }
   if (options->storage_backend == "etcd3" && options->etcd_servers.empty()) {

@@ -1,5 +1,9 @@
 #include "base/flag_set.h"
 
+#include <algorithm>
+#include <utility>
+#include <vector>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -189,7 +193,7 @@ std::string FlagSet::DefaultText(const Flag& f) {
 }
 
 std::string FlagSet::Usage(int head_width) const {
-  std::string out;
+  std::vector<std::string> heads;
   for (const Flag& f : flags_) {
     std::string head = f.name == "v"      ? "  -v, --v"
                        : f.name == "help" ? "  -h, --help"
@@ -204,7 +208,13 @@ std::string FlagSet::Usage(int head_width) const {
       case Type::kStringList: type = "strings"; break;
     }
     if (*type) absl::StrAppend(&head, " ", type);
-    std::string line = absl::StrFormat("%-*s %s", head_width, head, f.help);
+    head_width = std::max(head_width, static_cast<int>(head.size()) + 1);
+    heads.push_back(std::move(head));
+  }
+  std::string out;
+  for (size_t i = 0; i < flags_.size(); ++i) {
+    const Flag& f = flags_[i];
+    std::string line = absl::StrFormat("%-*s %s", head_width, heads[i], f.help);
     std::string def = DefaultText(f);
     if (!def.empty() && f.name != "help") absl::StrAppend(&line, " (default ", def, ")");
     absl::StrAppend(&out, line, "\n");

@@ -43,8 +43,9 @@ class FlagSet {
   // first error.
   absl::Status Parse(const std::vector<std::string>& args);
 
-  // One line per flag: "      --name type" padded to `head_width`, the help,
-  // and "(default ...)" when the value is not empty.
+  // One line per flag: "      --name type" padded to the longest such head (at
+  // least `head_width`), the help, and "(default ...)" when the value is not
+  // empty: every help starts in one column, as pflag's FlagUsages aligns them.
   std::string Usage(int head_width) const;
 
  private:

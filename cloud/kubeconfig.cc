@@ -475,6 +475,14 @@ absl::StatusOr<ClientConfig> LoadClientConfig(const KubeconfigLoadingRules& rule
   if (overrides.timeout.has_value()) config.timeout = *overrides.timeout;
 
   if (config.server.empty()) {
+    if (m.files.empty() && !rules.precedence.empty()) {
+      // KUBECONFIG (or ~/.kube/config) named only files that do not exist:
+      // "set KUBECONFIG" would send a user whose KUBECONFIG is set nowhere.
+      return absl::InvalidArgumentError(absl::StrCat(
+          "no configuration has been provided: ", FileList(rules.precedence),
+          rules.precedence.size() == 1 ? " does" : " do", " not exist; point KUBECONFIG at a "
+          "kubeconfig file, or pass --kubeconfig or --server"));
+    }
     if (m.files.empty()) {
       return absl::InvalidArgumentError(
           "no configuration has been provided: set KUBECONFIG, or pass --kubeconfig or --server");

@@ -154,7 +154,13 @@ absl::StatusOr<Options> ParseArgs(const std::vector<std::string>& args) {
     o.pool = positional[1];
     return o;
   }
-  if (positional[0] == "list" && positional.size() == 1) return o;
+  if (positional[0] == "list") {
+    if (positional.size() == 1) return o;
+    // "kubectl pool list extra" said: unknown command "list".
+    return absl::InvalidArgumentError(absl::StrCat(
+        "list takes no arguments, got ", positional.size() - 1, " (\"", positional[1],
+        "\"); to show one pool: kubectl pool describe <pool>"));
+  }
   return absl::InvalidArgumentError(
       absl::StrCat("unknown command \"", positional[0], "\" for \"kubectl pool\""));
 }

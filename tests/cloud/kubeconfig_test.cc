@@ -153,6 +153,12 @@ BOOST_FIXTURE_TEST_CASE(broken_files_are_errors_naming_the_file, TwoFiles) {
   c = Load(r);
   BOOST_TEST(std::string(c.status().message()) ==
              "no configuration has been provided: set KUBECONFIG, or pass --kubeconfig or --server");
+  // KUBECONFIG=/nonexistent (a newcomer): the message said "set KUBECONFIG".
+  r.precedence = {"/nonexistent"};
+  c = Load(r);
+  BOOST_TEST(std::string(c.status().message()) ==
+             "no configuration has been provided: /nonexistent does not exist; point KUBECONFIG at a "
+             "kubeconfig file, or pass --kubeconfig or --server");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

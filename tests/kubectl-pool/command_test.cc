@@ -81,6 +81,10 @@ BOOST_AUTO_TEST_CASE(usage_mistakes_as_kubectl_prints_them) {
       {{"describe"}, "Error: describe takes one pool name, got 0\n"},
       {{"describe", "a", "b"}, "Error: describe takes one pool name, got 2\n"},
       {{"frobnicate"}, "Error: unknown command \"frobnicate\" for \"kubectl pool\"\n"},
+      // It said: unknown command "list" (a newcomer).
+      {{"list", "extra"},
+       "Error: list takes no arguments, got 1 (\"extra\"); to show one pool: kubectl pool "
+       "describe <pool>\n"},
   };
   for (const auto& [args, want] : cases) {
     Result r = Run(args);
