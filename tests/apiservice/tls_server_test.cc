@@ -476,6 +476,11 @@ struct Fixture {
     return out;
   }
 
+  // Opens `n` streams of /pushed into `conns`; returns their sources in the
+  // order the server accepted them (the order of `conns`).
+  std::vector<std::shared_ptr<PushedLines>> OpenPushedStreams(
+      int n, std::vector<std::unique_ptr<Conn>>& conns);
+
   // A serving pair from the same CA, for rotation.
   CertKeyPem NewServingPair(const std::string& cn) {
     CertSpec spec;
@@ -498,6 +503,18 @@ struct Fixture {
 
 std::string Get(const std::string& target, const std::string& extra = "") {
   return "GET " + target + " HTTP/1.1\r\nHost: x\r\n" + extra + "\r\n";
+}
+
+std::vector<std::shared_ptr<PushedLines>> Fixture::OpenPushedStreams(
+    int n, std::vector<std::unique_ptr<Conn>>& conns) {
+  for (int i = 0; i < n; ++i) {
+    conns.push_back(std::make_unique<Conn>(server->port()));
+    BOOST_REQUIRE(conns.back()->Send(Get("/pushed")));
+    BOOST_REQUIRE(conns.back()->ReadHead().status == 200);
+  }
+  absl::MutexLock lock(&pushed_mu);
+  BOOST_REQUIRE(pushed.size() == static_cast<size_t>(n));
+  return pushed;
 }
 
 BOOST_FIXTURE_TEST_SUITE(TlsServerTest, Fixture)
@@ -632,17 +649,7 @@ BOOST_AUTO_TEST_CASE(WokenStreamsDeliverWithoutAThreadEach) {
   const auto threads_before = threads();
   constexpr int kStreams = 200;
   std::vector<std::unique_ptr<Conn>> conns;
-  for (int i = 0; i < kStreams; ++i) {
-    conns.push_back(std::make_unique<Conn>(server->port()));
-    BOOST_REQUIRE(conns.back()->Send(Get("/pushed")));
-    BOOST_REQUIRE(conns.back()->ReadHead().status == 200);
-  }
-  std::vector<std::shared_ptr<PushedLines>> sources;
-  {
-    absl::MutexLock lock(&pushed_mu);
-    sources = pushed;
-  }
-  BOOST_REQUIRE(sources.size() == static_cast<size_t>(kStreams));
+  std::vector<std::shared_ptr<PushedLines>> sources = OpenPushedStreams(kStreams, conns);
   BOOST_TEST(threads() == threads_before);
   for (int i = 0; i < kStreams; ++i) sources[i]->Push(absl::StrCat("event-", i, "\n"));
   for (int i = 0; i < kStreams; ++i) {
@@ -669,17 +676,7 @@ BOOST_AUTO_TEST_CASE(WokenStreamsDeliverWithoutAThreadEach) {
 BOOST_AUTO_TEST_CASE(ABurstOfWakeUpsSkipsStreamsWhoseClientLeft) {
   constexpr int kStreams = 150;
   std::vector<std::unique_ptr<Conn>> conns;
-  for (int i = 0; i < kStreams; ++i) {
-    conns.push_back(std::make_unique<Conn>(server->port()));
-    BOOST_REQUIRE(conns.back()->Send(Get("/pushed")));
-    BOOST_REQUIRE(conns.back()->ReadHead().status == 200);
-  }
-  std::vector<std::shared_ptr<PushedLines>> sources;
-  {
-    absl::MutexLock lock(&pushed_mu);
-    sources = pushed;
-  }
-  BOOST_REQUIRE(sources.size() == static_cast<size_t>(kStreams));
+  std::vector<std::shared_ptr<PushedLines>> sources = OpenPushedStreams(kStreams, conns);
   for (int i = 0; i < kStreams; i += 3) conns[i].reset();  // every third client leaves
   for (int round = 0; round < 3; ++round) {
     for (int i = 0; i < kStreams; ++i) sources[i]->Push(absl::StrCat("event-", round, "-", i, "\n"));
