@@ -66,7 +66,7 @@ struct DelegationChallenge {
 // only; coordination.k8s.io Leases have no status, so it stays empty there. Read
 // only: never sent (the server keeps its own on every write of the main resource).
 struct PoolLeaseStatus {
-  // The server's wall-clock time of the last accepted write: the lease expires
+  // The server's wall-clock time of the last renewal: the lease expires
   // leaseDurationSeconds after it, on the server's clock.
   std::optional<int64_t> observed_time_us;
   // Newest first: the first is the pool's current challenge, which the leader
@@ -107,7 +107,7 @@ struct LeaderTerm {
 
 // Written by the server only.
 struct DelegatedLeaseStatus {
-  // The server's wall-clock time of the last accepted write: the heartbeat is
+  // The server's wall-clock time of the last renewal: the heartbeat is
   // live while observed_time_us + leaseDurationSeconds lies ahead on its clock.
   std::optional<int64_t> observed_time_us;
   std::optional<int64_t> last_forward_time_us;  // the forwarder's last renewal of the cloud Lease

@@ -43,15 +43,31 @@ absl::Status Invalid(const Object& o, std::vector<FieldCause> causes) {
   return store::InvalidError(KindNameOf(o), o.metadata.name, std::move(causes));
 }
 
-void Stamp(const base::Clock& clock, Object& proposed) {
+}  // namespace
+
+bool RenewsLease(const store::Object* current, const store::Object& proposed) {
+  return current == nullptr || proposed.spec.renew_time_us != current->spec.renew_time_us ||
+         proposed.spec.holder_identity != current->spec.holder_identity;
+}
+
+namespace {
+
+// The server's time of the last renewal moves only with a renewal or an
+// acquisition: a Lease is renewed by its holder setting renewTime, never by a
+// label, an annotation or another field (whoever writes them). Otherwise
+// `proposed` keeps the stored status.observedTime and observed_monotonic_us it
+// already carries. Returns whether it stamped.
+bool Stamp(const base::Clock& clock, const Object* current, Object& proposed) {
+  if (!RenewsLease(current, proposed)) return false;
   proposed.status.observed_time_us = clock.NowMicros();
   proposed.observed_monotonic_us = clock.MonotonicMicros();
+  return true;
 }
 
 }  // namespace
 
-void LeaseRules::StampPoolLease(store::Object& proposed) const {
-  Stamp(*clock_, proposed);
+void LeaseRules::StampPoolLease(const store::Object* current, store::Object& proposed) const {
+  Stamp(*clock_, current, proposed);
   DelegationProofs* proofs = options_.delegation_proofs;
   if (proofs != nullptr && proofs->mode() != ProofMode::kOff && !HolderOf(proposed).empty()) {
     proofs->MaybeIssueChallenge(proposed);
@@ -69,7 +85,7 @@ int64_t LeaseRules::RemainingMicros(const store::Object& lease) const {
     return lease.observed_monotonic_us + duration_us - clock_->MonotonicMicros();
   }
   // Not observed by this process (e.g. read back from a shared store): the
-  // server's own wall time of the last accepted write is the best evidence left.
+  // server's own wall time of the last renewal is the best evidence left.
   if (lease.status.observed_time_us) {
     return *lease.status.observed_time_us + duration_us - clock_->NowMicros();
   }
@@ -93,7 +109,7 @@ absl::Status LeaseRules::AdmitPoolLeaseWrite(const base::UserInfo& user, const s
   const std::string& pool = proposed.metadata.name;
   const std::string new_holder = HolderOf(proposed);
   if (user.IsMaster()) {
-    StampPoolLease(proposed);
+    StampPoolLease(current.get(), proposed);
     return absl::OkStatus();
   }
 
@@ -124,7 +140,7 @@ absl::Status LeaseRules::AdmitPoolLeaseWrite(const base::UserInfo& user, const s
   if (current == nullptr) {
     // Creating the lease: an acquisition (new term) or an unheld lease; client-go
     // creates with leaseTransitions 0, but any valid count is accepted.
-    StampPoolLease(proposed);
+    StampPoolLease(nullptr, proposed);
     return absl::OkStatus();
   }
 
@@ -180,7 +196,7 @@ absl::Status LeaseRules::AdmitPoolLeaseWrite(const base::UserInfo& user, const s
       return s;
     }
   }
-  StampPoolLease(proposed);
+  StampPoolLease(current.get(), proposed);
   return absl::OkStatus();
 }
 
@@ -280,9 +296,12 @@ absl::Status LeaseRules::AdmitDelegatedLeaseWrite(const base::UserInfo& user,
     }
   }
 
-  Stamp(*clock_, proposed);
-  proposed.status.leader_term = term;
-  proposed.status.expired = false;
+  if (Stamp(*clock_, current.get(), proposed)) {
+    // A renewal belongs to the term it was written in; another write keeps the
+    // term (and the expired mark) of the renewal the lease still carries.
+    proposed.status.leader_term = term;
+    proposed.status.expired = false;
+  }
   proposed.metadata.labels.Set(kPoolLabel, *pool);  // unchanged on a renewal: no copy
   // Write-only (as a Secret's stringData): checked above, never stored.
   store::ClearDelegationProof(proposed);
@@ -291,8 +310,11 @@ absl::Status LeaseRules::AdmitDelegatedLeaseWrite(const base::UserInfo& user,
 
 absl::Status LeaseRules::AdmitStatusWrite(const base::UserInfo& user, const store::Object& current,
                                           store::Object& proposed) const {
-  // Server-internal: never writable through any API.
+  // Server-internal: never writable through any API. observedTime too: the
+  // server's time of the last renewal (the generic registry store keeps it as
+  // well, before this runs).
   proposed.observed_monotonic_us = current.observed_monotonic_us;
+  proposed.status.observed_time_us = current.status.observed_time_us;
   if (user.IsMaster()) return absl::OkStatus();
   if (options_.forwarder_user.empty() || user.username != options_.forwarder_user) {
     return store::ForbiddenError(absl::StrCat(
@@ -304,17 +326,13 @@ absl::Status LeaseRules::AdmitStatusWrite(const base::UserInfo& user, const stor
   std::vector<FieldCause> causes;
   const auto& a = proposed.status;
   const auto& b = current.status;
-  if (a.observed_time_us != b.observed_time_us) {
-    causes.push_back(store::FieldForbidden(
-        "status.observedTime", "set by the server on each accepted write; leave it unchanged"));
-  }
   if (a.expired != b.expired) {
     causes.push_back(store::FieldForbidden(
         "status.expired", "set by the server's expiry sweep; leave it unchanged"));
   }
   if (a.leader_term != b.leader_term) {
     causes.push_back(store::FieldForbidden(
-        "status.leaderTerm", "set by the server on each accepted write; leave it unchanged"));
+        "status.leaderTerm", "set by the server on each renewal; leave it unchanged"));
   }
   const store::DelegationFields& da = store::DelegationOf(proposed);
   const store::DelegationFields& db = store::DelegationOf(current);

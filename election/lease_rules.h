@@ -36,6 +36,14 @@ struct LeaseRulesOptions {
   DelegationProofs* delegation_proofs = nullptr;
 };
 
+// Whether a write of a lease renews or acquires it: a create (current ==
+// nullptr), or a change of spec.renewTime or of spec.holderIdentity (a takeover
+// or a release). Only these move the server's time of the last renewal
+// (status.observedTime), as in Kubernetes only the holder setting renewTime
+// renews a Lease: labels, annotations and other fields renew nothing, whoever
+// writes them (system:masters too).
+bool RenewsLease(const store::Object* current, const store::Object& proposed);
+
 class LeaseRules {
  public:
   LeaseRules(const base::Clock* clock, const MembershipIndex* membership, LeaseRulesOptions options);
@@ -43,9 +51,10 @@ class LeaseRules {
   // A write of a PoolLease (create: current == nullptr) by `user`: members of
   // the pool only, for themselves; a live lease is taken by nobody but its
   // holder (409); a takeover raises leaseTransitions by exactly 1, a renewal
-  // keeps it and acquireTime (422). system:masters pass. On success stamps
-  // status.observedTime and observed_monotonic_us on `proposed`, which already
-  // carries server metadata and the current status, and, while the lease is
+  // keeps it and acquireTime (422). system:masters pass. On success, when the
+  // write renews or acquires (RenewsLease), stamps status.observedTime and
+  // observed_monotonic_us on `proposed`, which already carries server metadata
+  // and the current status (kept as they are otherwise), and, while the lease is
   // held and delegation proofs are on, a fresh delegation challenge when the
   // current one is a challenge period old (DelegationProofs::MaybeIssueChallenge).
   // Errors: PermissionDenied (403), Aborted (409 Conflict), InvalidArgument (422
@@ -64,15 +73,19 @@ class LeaseRules {
   // not backwards within one leader term (409); with --delegation-proof
   // required, the member's own fresh, signed proof of life in spec.proof
   // (checked with optional too when given: DelegationProofs::Verify, 403/422).
-  // system:masters pass. On success stamps status.observedTime, leaderTerm,
-  // expired=false, observed_monotonic_us, status.proof (a proof accepted) and
-  // the label coordination.pool/pool=<pool>; spec.proof is dropped (write-only).
+  // system:masters pass. On success, when the write renews (RenewsLease), stamps
+  // status.observedTime, leaderTerm, expired=false and observed_monotonic_us
+  // (another write keeps them as stored); always status.proof (a proof
+  // accepted) and the label coordination.pool/pool=<pool>; spec.proof is
+  // dropped (write-only).
   absl::Status AdmitDelegatedLeaseWrite(const base::UserInfo& user,
                                         const store::ObjectPtr& current, store::Object& proposed,
                                         store::TxnReader& reader) const;
 
   // Checks a write of the status subresource (only status may change): system:masters
   // and the forwarder (--forwarder-user), which may set lastForwardTime only.
+  // status.observedTime is not the client's: the generic registry store keeps the
+  // stored value before this runs (as a strategy's PrepareForUpdate would).
   absl::Status AdmitStatusWrite(const base::UserInfo& user, const store::Object& current,
                                 store::Object& proposed) const;
 
@@ -100,8 +113,9 @@ class LeaseRules {
  private:
   const base::Clock* clock_;
   const MembershipIndex* membership_;
-  // Stamps an accepted PoolLease write (observed times, and a challenge).
-  void StampPoolLease(store::Object& proposed) const;
+  // Stamps an accepted PoolLease write (observed times when it renews, and a
+  // challenge).
+  void StampPoolLease(const store::Object* current, store::Object& proposed) const;
 
   LeaseRulesOptions options_;
 };

@@ -43,6 +43,18 @@ const FieldSet& StatusField() {
   return *set;
 }
 
+// status.observedTime: the server's time of the last renewal, reset on every
+// write (/status too), so nobody's, as kube-apiserver's field manager leaves a
+// strategy's reset fields unowned.
+const FieldSet& ResetStatusFields() {
+  static const FieldSet* const set = [] {
+    auto* s = new FieldSet();
+    s->Insert(FieldPath({"status", "observedTime"}));
+    return s;
+  }();
+  return *set;
+}
+
 // The paths of `fields` at or below .status.
 FieldSet OnlyStatus(const FieldSet& fields) {
   FieldSet out;
@@ -249,7 +261,7 @@ store::ManagedFields EncodeManagers(const Managers& managers) {
 // ---------------------------------------------------------------- filters
 
 FieldSet FilterOwnedFields(const FieldSet& fields, std::string_view subresource) {
-  if (subresource == "status") return OnlyStatus(fields);
+  if (subresource == "status") return OnlyStatus(fields).Difference(ResetStatusFields());
   return fields.RecursiveDifference(StatusField()).Difference(StrippedFields());
 }
 

@@ -614,7 +614,6 @@ Response Apply(const GenericStore& kind, const ResourcePath& path, Request& requ
   const bool force = request.QueryBool("force");
   registry::UpdateOptions options;
   options.create_if_missing = true;
-  options.skip_if_unchanged = true;
   auto result = kind.Update(
       request.user, path.name, subresource,
       [&](const ObjectPtr& current) -> absl::StatusOr<MutableObjectPtr> {

@@ -28,7 +28,7 @@
 //
 // Object::observed_monotonic_us (the server's time of the last renewal) is
 // per-process: the store stamps each renewal of a key (a new
-// status.observedTime, which the lease rules stamp on every accepted write)
+// status.observedTime, which the lease rules stamp on every renewal)
 // with this process's monotonic time when it first sees it, and its own writes
 // with the value fn set. A renewal made through another replica thus counts
 // from when this replica first saw it, never earlier, so no replica expires a

@@ -420,7 +420,7 @@ struct DelegationFields
 // Server-written status. Clients cannot set it through the main resource.
 // (`expired` last: Object places `kind` in the padding after it.)
 struct LeaseStatus {
-  std::optional<int64_t> observed_time_us;      // server wall time of the last accepted write
+  std::optional<int64_t> observed_time_us;      // server wall time of the last renewal
   std::optional<int64_t> last_forward_time_us;  // DelegatedLease: last forward to the cloud Lease
   OptionalLeaderTerm leader_term;               // DelegatedLease: term it was written in
   bool expired = false;                         // DelegatedLease: marked by the GC sweep

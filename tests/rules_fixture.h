@@ -48,6 +48,7 @@ struct RulesFixture {
                     const base::UserInfo* as = nullptr) {
     store::Object pool_lease = PoolLeaseFor(pool, holder, 15);
     pool_lease.spec.lease_transitions = transitions;
+    pool_lease.spec.renew_time_us = clock.NowMicros();  // a renewal sets renewTime
     return Write(as ? *as : NodeUser(holder), pool_lease);
   }
   // `leader` writes `node`'s DelegatedLease (40 s, renewed now).

@@ -21,8 +21,9 @@
 //              current, unexpired leader of the node's pool; renewTime never
 //              backwards within one leader term (403/409); the proof of life
 //              (--delegation-proof: election/delegation_proof.h, 403/422). The
-//              server stamps status.observedTime, leaderTerm, status.proof and
-//              the label coordination.pool/pool=<pool>. /status: system:masters and the
+//              server stamps status.observedTime and leaderTerm on a renewal (a
+//              new renewTime: election::RenewsLease), status.proof and the label
+//              coordination.pool/pool=<pool>. /status: system:masters and the
 //              forwarder (LeaseKind). Delete: the node itself or its pool's leader.
 //   columns    Pool, Delegate, Renewed, Expired (-o wide).
 //   selectors  spec.poolName, besides metadata.name and metadata.namespace.
@@ -193,7 +194,7 @@ std::vector<Definition> DelegatedLeaseKind::Definitions() const {
                    "otherwise)."),
         Int32Prop("leaseDurationSeconds",
                   "How long, in seconds, the heartbeat stays live after the server accepted the "
-                  "last write (status.observedTime). From 1 to the server's --max-lease-duration "
+                  "last renewal (status.observedTime). From 1 to the server's --max-lease-duration "
                   "(default 300)."),
         RefProp("renewTime", Meta("MicroTime"),
                 "The pool leader's last in-pool observation of the node, on the leader's clock "
@@ -256,7 +257,8 @@ std::vector<Definition> DelegatedLeaseKind::Definitions() const {
        "object",
        "",
        {RefProp("observedTime", Meta("MicroTime"),
-                "The server's wall-clock time of the last accepted write (MicroTime). The "
+                "The server's wall-clock time of the last renewal: the create, or the last "
+                "write that changed spec.renewTime (MicroTime). The "
                 "heartbeat is live while observedTime plus spec.leaseDurationSeconds lies ahead "
                 "on the server's clock."),
         RefProp("lastForwardTime", Meta("MicroTime"),

@@ -229,8 +229,11 @@ absl::StatusOr<MutableObjectPtr> GenericStore::BeforeUpdate(
     causes.insert(causes.end(), update_causes.begin(), update_causes.end());
     if (!causes.empty()) return Invalid(strategy_, name, MetaAndDecodeCauses(std::move(causes), decode_causes));
   }
-  // Server-owned: never writable through any API (rest.BeforeUpdate).
+  // Server-owned: never writable through any API (rest.BeforeUpdate). The
+  // server's time of the last renewal too, on /status as well: the lease rules
+  // stamp it on a renewal (election::RenewsLease), nothing else sets it.
   next->observed_monotonic_us = current->observed_monotonic_us;
+  next->status.observed_time_us = current->status.observed_time_us;
   next->metadata.name = name;
   next->metadata.uid = current->metadata.uid;
   next->metadata.creation_timestamp = current->metadata.creation_timestamp;
@@ -238,16 +241,20 @@ absl::StatusOr<MutableObjectPtr> GenericStore::BeforeUpdate(
   next->metadata.deletion_grace_period_seconds = current->metadata.deletion_grace_period_seconds;
   next->metadata.generate_name = current->metadata.generate_name;
   next->metadata.resource_version = current->metadata.resource_version;
-  next->metadata.generation =
-      current->metadata.generation + (next->spec == current->spec ? 0 : 1);
-  if (unchanged != nullptr) {
+  const bool same_spec = next->spec == current->spec;
+  next->metadata.generation = current->metadata.generation + (same_spec ? 0 : 1);
+  {
     const store::ObjectMeta& a = next->metadata;
     const store::ObjectMeta& b = current->metadata;
-    *unchanged = next->spec == current->spec && a.labels == b.labels &&
+    *unchanged = same_spec && a.labels == b.labels &&
                  a.annotations == b.annotations && a.finalizers == b.finalizers &&
                  a.owner_references_json == b.owner_references_json &&
                  a.managed_fields == b.managed_fields &&
-                 (subresource == Subresource::kMain || next->status == current->status);
+                 (subresource == Subresource::kMain ||
+                  (next->status == current->status &&
+                   store::DelegationOf(*next).accepted_proof ==
+                       store::DelegationOf(*current).accepted_proof &&
+                   store::DelegationOf(*next).challenges == store::DelegationOf(*current).challenges));
   }
   if (subresource == Subresource::kStatus) {
     if (rules_) RETURN_IF_ERROR(strategy_.AdmitStatusUpdate(ctx, *current, *next));
@@ -305,8 +312,7 @@ absl::StatusOr<store::WriteResult> GenericStore::Update(const base::UserInfo& us
         bool unchanged = false;
         ASSIGN_OR_RETURN(MutableObjectPtr next,
                          BeforeUpdate(ctx, current, std::move(proposed), subresource, reader,
-                                      &strategy_warnings, options.decode_causes,
-                                      options.skip_if_unchanged ? &unchanged : nullptr));
+                                      &strategy_warnings, options.decode_causes, &unchanged));
         if (unchanged && next) {
           unchanged_object = current;
           return kNothingToWrite;

@@ -50,19 +50,12 @@ enum class Subresource { kMain, kStatus };
 using UpdatedObjectFn =
     std::function<absl::StatusOr<store::MutableObjectPtr>(const store::ObjectPtr& current)>;
 
-// How an update may go beyond PUT's (rest.Update's forceAllowCreate, and the
-// registry's skipping of a write that changes nothing).
+// How an update may go beyond PUT's (rest.Update's forceAllowCreate).
 struct UpdateOptions {
   // A missing object is created from what `updated(nullptr)` proposes, whatever
   // the strategy's AllowCreateOnUpdate (an apply patch creates, as
   // kube-apiserver's patcher asks the registry to).
   bool create_if_missing = false;
-  // When the proposed object equals the stored one in everything a client can
-  // write (spec, metadata, managedFields), nothing is written: the checks still
-  // run, and the result is the stored object, unchanged (kube-apiserver's store
-  // does not write an update whose bytes equal the stored ones; ours stamp
-  // status on every accepted write, so equality is judged before that).
-  bool skip_if_unchanged = false;
   // The field causes decoding the proposed object found (store::DecodeObject's
   // field_causes: schema type errors, bad times), reported in one 422 with
   // ObjectMeta's and the kind's validation, as kube-apiserver validates a whole
@@ -117,7 +110,14 @@ class GenericStore {
   // removes the last finalizer of an object being deleted deletes it. The
   // proposed object's metadata.managedFields are kept, also on /status (the
   // field manager has recorded the write in them; handlers/field_manager.h).
-  // A created object comes back with WriteResult::created.
+  // A created object comes back with WriteResult::created. An update whose
+  // object equals the stored one in everything a client can write (spec,
+  // metadata, managedFields; on /status, status) writes nothing: the checks
+  // still run, and the result is the stored object with its resourceVersion, no
+  // watch event (kube-apiserver's store skips a write whose bytes equal the
+  // stored ones; the field manager leaves managedFields timestamps alone when a
+  // write changes no field). Such a write renews nothing, so the status the
+  // rules stamp (election::RenewsLease) stays too.
   absl::StatusOr<store::WriteResult> Update(const base::UserInfo& user, const std::string& name,
                                             Subresource subresource,
                                             const UpdatedObjectFn& updated, bool dry_run,
@@ -154,7 +154,7 @@ class GenericStore {
                                                        store::TxnReader& reader,
                                                        std::vector<std::string>* warnings,
                                                        const std::vector<store::FieldCause>* decode_causes,
-                                                       bool* unchanged = nullptr) const;
+                                                       bool* unchanged) const;
 
   const Strategy& strategy_;
   store::Store* store_;

@@ -15,7 +15,8 @@
 //   admission  election/'s PoolLease rules: members only, for themselves; takeover
 //              only of a released or expired lease, leaseTransitions + 1; renewals
 //              keep acquireTime and leaseTransitions (403/409/422/503); the server
-//              stamps status.observedTime. /status: system:masters and the
+//              stamps status.observedTime on a renewal or acquisition (a create, a
+//              new renewTime or holderIdentity: election::RenewsLease). /status: system:masters and the
 //              forwarder (LeaseKind). Delete: the holder, any member once it is
 //              not live.
 //   columns    Holder, Transitions (-o wide), Renewed.
@@ -148,7 +149,9 @@ class PoolLeaseKind final : public LeaseKind {
                  "object",
                  "",
                  {RefProp("observedTime", Meta("MicroTime"),
-                          "The server's wall-clock time of the last accepted write (MicroTime). "
+                          "The server's wall-clock time of the last renewal or acquisition: the "
+                          "create, or the last write that changed spec.renewTime or "
+                          "spec.holderIdentity (MicroTime). "
                           "Expiry is judged on the server's own clock from this renewal."),
                   openapi::WithListType(ArrayRefProp(
                       "challenges", Ours("DelegationChallenge"),

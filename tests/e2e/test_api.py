@@ -201,6 +201,52 @@ def status_subresource(s):
     expect(g["metadata"]["name"] == name, "GET /status")
 
 
+def only_renewals_stamp_observed_time_and_no_ops_write_nothing(s):
+    # The inputs a newcomer found: `kubectl label pl hangzhou team=ops` on an
+    # expired PoolLease made it live again (observedTime restamped on every
+    # write); `kubectl patch pl y1 --type merge -p '{}'` bumped resourceVersion
+    # and sent a watch event each time; PATCH .../status with observedTime
+    # 2099-01-01 as admin was stored ("in 72y" in kubectl pool).
+    c = s.admin()
+    name = uniq("obs")
+    url = f"{BASE}/poolleases/{name}"
+    merge = "application/merge-patch+json"
+    o = expect_status(c.request("POST", BASE + "/poolleases", pool_lease(name, "hz-1")), 201).json()
+    observed = o["status"]["observedTime"]
+    r, events, conn = c.watch(f"{url.rsplit('/', 1)[0]}?watch=true&fieldSelector=metadata.name%3D{name}"
+                              f"&resourceVersion={o['metadata']['resourceVersion']}&timeoutSeconds=10")
+    try:
+        expect(r.status == 200, f"watch {r.status}")
+        labelled = expect_status(c.request("PATCH", url, {"metadata": {"labels": {"team": "ops"}}},
+                                           ctype=merge), 200).json()
+        expect(labelled["status"]["observedTime"] == observed, ("a label renews nothing", labelled, observed))
+        expect(labelled["metadata"]["resourceVersion"] != o["metadata"]["resourceVersion"], labelled)
+        annotated = expect_status(c.request("PATCH", url, {"metadata": {"annotations": {"note": "x"}},
+                                                           "spec": {"leaseDurationSeconds": 20}},
+                                            ctype=merge), 200).json()
+        expect(annotated["status"]["observedTime"] == observed, ("nor an annotation", annotated))
+        rv = annotated["metadata"]["resourceVersion"]
+        for _ in range(2):
+            same = expect_status(c.request("PATCH", url, {}, ctype=merge), 200).json()
+            expect(same == annotated, ("patched (no change)", same, annotated))
+        put = expect_status(c.request("PUT", url, annotated), 200).json()
+        expect(put["metadata"]["resourceVersion"] == rv, ("a PUT of the object read writes nothing", put))
+        forged = expect_status(c.request("PATCH", url + "/status",
+                                         {"status": {"observedTime": "2099-01-01T00:00:00.000000Z"}},
+                                         ctype=merge), 200).json()
+        expect(forged["status"]["observedTime"] == observed and forged["metadata"]["resourceVersion"] == rv,
+               ("observedTime is the server's", forged))
+        expect(expect_status(c.request("GET", url), 200).json()["status"]["observedTime"] == observed, "stored")
+        renewed = expect_status(c.request("PATCH", url, {"spec": {"renewTime": "2030-01-01T00:00:00.000000Z"}},
+                                          ctype=merge), 200).json()
+        expect(renewed["status"]["observedTime"] > observed, ("a renewal stamps it", renewed, observed))
+        got = [(ev["type"], ev["object"]["metadata"]["resourceVersion"]) for ev, _ in zip(events, range(3))]
+        expect(got == [("MODIFIED", labelled["metadata"]["resourceVersion"]), ("MODIFIED", rv),
+                       ("MODIFIED", renewed["metadata"]["resourceVersion"])], ("no event for a no-op", got))
+    finally:
+        conn.close()
+
+
 def finalizers_hold_deletion(s):
     c = s.admin()
     name = uniq("fin")
@@ -510,7 +556,8 @@ def delegated_lease_values_quoted_and_required_in_schema(s):
 
 CASES = [impersonation_refused_not_ignored, delegated_lease_values_quoted_and_required_in_schema, dry_run_bad_value_names_the_options_kind, field_validation_bad_value_is_invalid_options, continued_list_is_a_snapshot, malformed_json_400, invalid_fields_422_with_causes, body_limits, transport_bad_input,
          delete_options_and_field_manager_bad_input, media_types, paths_and_methods,
-         optimistic_concurrency_and_preconditions, status_subresource, finalizers_hold_deletion,
+         optimistic_concurrency_and_preconditions, status_subresource,
+         only_renewals_stamp_observed_time_and_no_ops_write_nothing, finalizers_hold_deletion,
          generate_name_and_dry_run, list_resource_version_semantics, watch_with_huge_timeout_stays_open,
          watch_selector_transitions,
          watch_initial_events_and_expired, authn_authz, stalled_handshake_does_not_block,

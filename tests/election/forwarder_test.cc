@@ -52,7 +52,9 @@ struct Fixture {
 
   // hz-1 takes or renews the PoolLease of hangzhou.
   void RenewPool() {
-    absl::Status s = Write(poolcoord::testing::PoolLeaseFor("hangzhou", "hz-1"));
+    ps::Object o = poolcoord::testing::PoolLeaseFor("hangzhou", "hz-1");
+    o.spec.renew_time_us = clock.NowMicros();  // a renewal sets renewTime
+    absl::Status s = Write(o);
     BOOST_REQUIRE_MESSAGE(s.ok(), s.ToString());
   }
 
