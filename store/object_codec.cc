@@ -188,17 +188,21 @@ struct FieldPos {
   std::string path;
 };
 
-// encoding/json's UnmarshalTypeError.Value: the JSON kind, with the literal for
-// numbers that have the right kind but do not fit.
-std::string JsonKind(const rapidjson::Value& v) {
+// The kind of a JSON value as each of kube-apiserver's two decoders names it:
+// encoding/json's UnmarshalTypeError.Value ("bool", "number"), or the type a
+// CustomResourceDefinition's schema validation sees (go-openapi's type
+// validator over the unstructured object: "boolean", an integer literal
+// "integer", any other number "number").
+enum class KindNames { kGoJson, kSchema };
+const char* JsonKindName(const rapidjson::Value& v, KindNames names) {
   switch (v.GetType()) {
     case rapidjson::kStringType:
       return "string";
     case rapidjson::kNumberType:
-      return "number";
+      return names == KindNames::kSchema && v.IsInt64() ? "integer" : "number";
     case rapidjson::kTrueType:
     case rapidjson::kFalseType:
-      return "bool";
+      return names == KindNames::kSchema ? "boolean" : "bool";
     case rapidjson::kArrayType:
       return "array";
     case rapidjson::kObjectType:
@@ -207,6 +211,8 @@ std::string JsonKind(const rapidjson::Value& v) {
       return "null";
   }
 }
+std::string JsonKind(const rapidjson::Value& v) { return JsonKindName(v, KindNames::kGoJson); }
+const char* SchemaKind(const rapidjson::Value& v) { return JsonKindName(v, KindNames::kSchema); }
 
 std::string NumberLiteral(const rapidjson::Value& v) {
   if (v.IsInt64()) return std::to_string(v.GetInt64());
@@ -217,27 +223,6 @@ std::string NumberLiteral(const rapidjson::Value& v) {
 absl::Status TypeError(std::string_view got, const FieldPos& pos, std::string_view go_type) {
   return BadRequestError(absl::StrCat("json: cannot unmarshal ", base::Av(got), " into Go struct field ",
                                       pos.go_struct, ".", pos.path, " of type ", base::Av(go_type)));
-}
-
-// The type a CustomResourceDefinition's schema validation sees in a JSON value
-// (go-openapi's type validator over the unstructured object): an integer
-// literal is "integer", any other number "number".
-const char* SchemaKind(const rapidjson::Value& v) {
-  switch (v.GetType()) {
-    case rapidjson::kStringType:
-      return "string";
-    case rapidjson::kNumberType:
-      return v.IsInt64() ? "integer" : "number";
-    case rapidjson::kTrueType:
-    case rapidjson::kFalseType:
-      return "boolean";
-    case rapidjson::kArrayType:
-      return "array";
-    case rapidjson::kObjectType:
-      return "object";
-    default:
-      return "null";
-  }
 }
 
 // A schema type error, worded as kube-apiserver words it for a custom resource:
