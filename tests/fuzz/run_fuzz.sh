@@ -27,8 +27,8 @@ case "$TARGET" in
           election/admission_rules.cc election/lease_rules.cc election/delegation_proof.cc
           election/heartbeat.cc election/node_certificate.cc election/membership.cc
           store/api_error.cc store/memory_store.cc store/object_set.cc store/object_codec.cc
-          store/object.cc store/managed_fields_entry.cc base/microtime.cc base/metrics.cc
-          base/quote.cc)
+          store/object.cc store/managed_fields_entry.cc store/store.cc base/microtime.cc
+          base/metrics.cc base/quote.cc base/k8s_names.cc)
     FLAGS=("${RAPIDJSON[@]}")  # ASan only: UBSan trips over RapidJSON's stack here
     LIBS=(-lyaml-cpp)
     MAX_LEN=65536 DICT=admission.dict CORPUS=corpus ;;
