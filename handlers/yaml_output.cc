@@ -5,9 +5,9 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "base/string_view.h"
+#include "base/yaml_quoting.h"
 #include "handlers/discovery.h"
 #include "handlers/media_types.h"
 #include "rapidjson/document.h"
@@ -15,25 +15,6 @@
 
 namespace poolcoord::handlers {
 namespace {
-
-// Plain only when no YAML reader can take it for anything but this string: a
-// letter first, then letters, digits and . _ / -, and no YAML 1.1 bool or null
-// word. Everything else is double-quoted (digits first: numbers, dates, also
-// uids; kube-apiserver's encoder quotes fewer, the values are the same).
-bool PlainSafe(std::string_view s) {
-  if (s.empty() || !absl::ascii_isalpha(static_cast<unsigned char>(s.front()))) return false;
-  for (char c : s) {
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '/' &&
-        c != '-') {
-      return false;
-    }
-  }
-  static constexpr std::string_view kWords[] = {"y", "n", "yes", "no", "on", "off", "true", "false",
-                                                "null"};
-  std::string lower(s);
-  absl::AsciiStrToLower(&lower);
-  return std::find(std::begin(kWords), std::end(kWords), lower) == std::end(kWords);
-}
 
 void Emit(YAML::Emitter& out, const rapidjson::Value& v) {
   switch (v.GetType()) {
@@ -69,7 +50,9 @@ void Emit(YAML::Emitter& out, const rapidjson::Value& v) {
       return;
     case rapidjson::kStringType: {
       const std::string s(v.GetString(), v.GetStringLength());
-      if (!PlainSafe(s)) out << YAML::DoubleQuoted;
+      // Digits-first strings too (uids, dates): kube-apiserver's encoder quotes
+      // fewer, the values read back the same.
+      if (base::YamlNeedsQuotes(s)) out << YAML::DoubleQuoted;
       out << s;
       return;
     }

@@ -1,11 +1,10 @@
 #include "kubectl-pool/print.h"
 
 #include <algorithm>
-#include <cctype>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "base/microtime.h"
+#include "base/yaml_quoting.h"
 #include "rapidjson/document.h"
 #include "rapidjson/prettywriter.h"
 #include "rapidjson/stringbuffer.h"
@@ -149,20 +148,6 @@ Value PoolObject(const PoolView& p, int64_t now, Alloc& a) {
   return o;
 }
 
-// A string YAML would read as something else (a number, bool, null or
-// timestamp) is double-quoted, as Go's YAML encoder does for kubectl.
-bool NeedsQuotes(const std::string& s) {
-  if (s.empty()) return true;
-  const char c = s[0];
-  if (std::isdigit(static_cast<unsigned char>(c)) || c == '-' || c == '+' || c == '.') return true;
-  static const char* kWords[] = {"true", "false", "yes", "no", "on", "off", "y", "n", "null", "~"};
-  const std::string lower = absl::AsciiStrToLower(s);
-  for (const char* w : kWords) {
-    if (lower == w) return true;
-  }
-  return false;
-}
-
 void EmitYaml(const Value& v, YAML::Emitter& e) {
   switch (v.GetType()) {
     case rapidjson::kNullType:
@@ -183,7 +168,9 @@ void EmitYaml(const Value& v, YAML::Emitter& e) {
       break;
     case rapidjson::kStringType: {
       const std::string s(v.GetString(), v.GetStringLength());
-      if (NeedsQuotes(s)) e << YAML::DoubleQuoted;
+      // Whatever YAML would read as another type (a number, bool, null or
+      // timestamp) is double-quoted, decided as the server's YAML answers do.
+      if (base::YamlNeedsQuotes(s)) e << YAML::DoubleQuoted;
       e << s;
       break;
     }
