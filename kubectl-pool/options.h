@@ -42,7 +42,8 @@ absl::StatusOr<Options> ParseArgs(const std::vector<std::string>& args);
 absl::StatusOr<Output> ParseOutput(const std::string& output);
 
 // A pool is named as PoolLeases and OpenYurt NodePools are: an RFC 1123
-// subdomain. InvalidArgument with the reason otherwise.
+// subdomain (base::IsDNS1123Subdomain). InvalidArgument with apimachinery's
+// messages otherwise.
 absl::Status ValidatePoolName(const std::string& name);
 
 // The --help text (stdout, exit status 0).

@@ -102,7 +102,14 @@ BOOST_AUTO_TEST_CASE(usage_mistakes_as_kubectl_prints_them) {
   BOOST_TEST(r.err.rfind("error: Invalid timeout value.", 0) == 0, r.err);
   r = Run({"describe", "Hang/zhou"});
   BOOST_TEST(r.code == 1);
-  BOOST_TEST(r.err.rfind("error: invalid pool name \"Hang/zhou\": may not contain 'H'", 0) == 0, r.err);
+  BOOST_TEST(r.err.rfind("error: invalid pool name \"Hang/zhou\": a lowercase RFC 1123 subdomain must "
+                         "consist of lower case alphanumeric characters",
+                         0) == 0,
+             r.err);
+  // Not a subdomain either (an empty label), though every character is allowed.
+  r = Run({"describe", "hang..zhou"});
+  BOOST_TEST(r.code == 1);
+  BOOST_TEST(r.err.rfind("error: invalid pool name \"hang..zhou\"", 0) == 0, r.err);
   BOOST_TEST(!loaded_for.has_value());
 }
 
