@@ -2,25 +2,16 @@
 -- lease-sized values, prepared by bench/fixtures.py), cycled; keys split between
 -- wrk's threads as in renew.lua.
 local report = dofile(os.getenv("BENCH_LUA_DIR") .. "/report.lua")
-local threads = 0
+local shard = dofile(os.getenv("BENCH_LUA_DIR") .. "/shard.lua")
 
-function setup(thread)
-  thread:set("id", threads)
-  threads = threads + 1
-end
+setup = shard.setup
 
 local reqs, counter
 
 function init(args)
-  local nthreads = tonumber(os.getenv("BENCH_WRK_THREADS"))
-  reqs = {}
-  local i = 0
-  for line in io.lines(os.getenv("BENCH_ETCD_BODIES")) do
-    if i % nthreads == id then
-      reqs[#reqs + 1] = wrk.format("POST", "/v3/kv/put", {["Content-Type"] = "application/json"}, line)
-    end
-    i = i + 1
-  end
+  reqs = shard.my_lines(os.getenv("BENCH_ETCD_BODIES"), function(line)
+    return wrk.format("POST", "/v3/kv/put", {["Content-Type"] = "application/json"}, line)
+  end)
   counter = 0
 end
 

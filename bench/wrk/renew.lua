@@ -4,34 +4,25 @@
 -- one thread, in order: renewTime = $BENCH_RENEW_BASE (unix seconds) + a per-thread
 -- counter in microseconds, which never goes backwards for a key.
 local report = dofile(os.getenv("BENCH_LUA_DIR") .. "/report.lua")
-local threads = 0
+local shard = dofile(os.getenv("BENCH_LUA_DIR") .. "/shard.lua")
 
-function setup(thread)
-  thread:set("id", threads)
-  threads = threads + 1
-end
+setup = shard.setup
 
 local keys, counter, base, cached_sec, cached_prefix
 
 function init(args)
-  local nthreads = tonumber(os.getenv("BENCH_WRK_THREADS"))
   base = tonumber(os.getenv("BENCH_RENEW_BASE"))
-  keys = {}
-  local i = 0
-  for line in io.lines(os.getenv("BENCH_KEYS")) do
-    if i % nthreads == id then
-      local token, node = line:match("^([^\t]+)\t([^\t]+)")
-      keys[#keys + 1] = {
-        path = "/apis/coordination.pool/v1alpha1/delegatedleases/" .. node,
-        headers = {
-          ["Authorization"] = "Bearer " .. token,
-          ["Content-Type"] = "application/merge-patch+json",
-          ["Accept"] = "application/json",
-        },
-      }
-    end
-    i = i + 1
-  end
+  keys = shard.my_lines(os.getenv("BENCH_KEYS"), function(line)
+    local token, node = line:match("^([^\t]+)\t([^\t]+)")
+    return {
+      path = "/apis/coordination.pool/v1alpha1/delegatedleases/" .. node,
+      headers = {
+        ["Authorization"] = "Bearer " .. token,
+        ["Content-Type"] = "application/merge-patch+json",
+        ["Accept"] = "application/json",
+      },
+    }
+  end)
   counter = 0
 end
 
