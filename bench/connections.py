@@ -27,9 +27,7 @@ import argparse
 import json
 import os
 import resource
-import selectors
 import shutil
-import socket
 import ssl
 import statistics
 import subprocess
@@ -37,13 +35,10 @@ import sys
 import tempfile
 import time
 
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+# The end-to-end tests' raw-TLS helpers: one way to open, and to watch the
+# server close, a hand-written client connection.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "e2e"))
+from harness import await_server_closes, free_port, tls_socket  # noqa: E402
 
 
 def rss_kib(pid):
@@ -91,11 +86,7 @@ class Server:
         return ctx
 
     def connect(self, ctx=None, timeout=10):
-        raw = socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
-        # Without it, Nagle holds the request behind the handshake's last
-        # flight until the server's delayed ACK: 40 ms per connection.
-        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return (ctx or self.context()).wrap_socket(raw, server_hostname="127.0.0.1")
+        return tls_socket(self.port, ctx or self.context(), timeout)
 
     def stop(self):
         self.proc.terminate()
@@ -110,7 +101,6 @@ class Server:
 
 def stalled(server, n, limit):
     ctx = server.context()
-    sel = selectors.DefaultSelector()
     conns = []
     for _ in range(n):
         s = server.connect(ctx)
@@ -119,31 +109,12 @@ def stalled(server, n, limit):
         conns.append(s)
     t0 = time.monotonic()
     rss_held = rss_kib(server.proc.pid)
-    for s in conns:
-        sel.register(s, selectors.EVENT_READ)
-    held = []
-    open_ = set(conns)
-    while open_ and time.monotonic() - t0 < limit:
-        for key, _ in sel.select(timeout=1.0):
-            s = key.fileobj
-            try:
-                data = s.recv(4096)
-            except ssl.SSLWantReadError:
-                continue
-            except OSError:
-                data = b""
-            if not data:  # closed by the server (answers are not expected)
-                held.append(time.monotonic() - t0)
-                sel.unregister(s)
-                s.close()
-                open_.discard(s)
-    for s in open_:
-        sel.unregister(s)
-        s.close()
+    # Answers are not expected; a stalled client counts only when closed.
+    held, _, still_open = await_server_closes(conns, t0, limit)
     return {
         "connections": n,
         "closed_by_server": len(held),
-        "still_open_at_limit": len(open_),
+        "still_open_at_limit": still_open,
         "limit_s": limit,
         "held_min_s": round(min(held), 1) if held else None,
         "held_median_s": round(statistics.median(held), 1) if held else None,

@@ -10,6 +10,7 @@ import base64
 import http.client
 import json
 import os
+import selectors
 import shutil
 import signal
 import socket
@@ -182,7 +183,7 @@ class Server:
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.read_log()}")
-            if os.path.exists(self.kubeconfig) and os.path.exists(os.path.join(self.cert_dir, "ca.crt")):
+            if self.wrote_start_files():
                 try:
                     c = Client(self.port, self.ca)
                     if c.request("GET", "/readyz", accept=None).status == 200:
@@ -198,6 +199,12 @@ class Server:
     @property
     def ca(self):
         return os.path.join(self.cert_dir, "ca.crt")
+
+    def wrote_start_files(self):
+        """Whether the server has written what it writes before it serves: its
+        kubeconfig and generated CA (a subclass on certificates of its own says
+        True)."""
+        return os.path.exists(self.kubeconfig) and os.path.exists(os.path.join(self.cert_dir, "ca.crt"))
 
     def _write_admin_cert(self):
         # The kubeconfig embeds the admin certificate; unpack it for Python's ssl.
@@ -293,6 +300,82 @@ def wait_for(what, fn, timeout=20, every=0.2):
             return last
         time.sleep(every)
     raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last})")
+
+
+def tls_socket(port, ctx, timeout=10):
+    """A raw TLS socket to 127.0.0.1:port, for tests (and bench/connections.py)
+    that write HTTP bytes by hand: half requests, stalled or idle clients."""
+    raw = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    # Without it, Nagle holds the request behind the handshake's last flight
+    # until the server's delayed ACK: 40 ms per connection.
+    raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return ctx.wrap_socket(raw, server_hostname="127.0.0.1")
+
+
+def await_server_closes(socks, t0, limit_s):
+    """Waits until the server has closed each of `socks` (TLS sockets; made
+    non-blocking here), at most until `limit_s` seconds after `t0`
+    (time.monotonic()). Returns (closed_after, answers, still_open): the seconds
+    after t0 at which each close was seen, the first bytes of every answer a
+    socket got instead (it stays watched), and how many were still open at the
+    limit. Closes every socket before it returns."""
+    sel = selectors.DefaultSelector()
+    for s in socks:
+        s.setblocking(False)
+        sel.register(s, selectors.EVENT_READ)
+    open_ = set(socks)
+    closed_after, answers = [], []
+    while open_ and time.monotonic() - t0 < limit_s:
+        for key, _ in sel.select(timeout=1.0):
+            s = key.fileobj
+            try:
+                data = s.recv(4096)
+            except ssl.SSLWantReadError:
+                continue
+            except OSError:
+                data = b""
+            if data:
+                answers.append(data[:80])
+                continue
+            closed_after.append(time.monotonic() - t0)
+            sel.unregister(s)
+            s.close()
+            open_.discard(s)
+    for s in open_:
+        sel.unregister(s)
+        s.close()
+    sel.close()
+    return closed_after, answers, len(open_)
+
+
+def sim_beside(server_binary):
+    """The poolcoord-sim built beside `server_binary` (the same build directory),
+    for the tests that drive the simulator; None, after printing why, when it
+    is not there."""
+    sim = os.path.join(os.path.dirname(os.path.abspath(server_binary)), "poolcoord-sim")
+    if not os.access(sim, os.X_OK):
+        print(f"FAIL: {sim} not found; build the poolcoord-sim target", file=sys.stderr)
+        return None
+    return sim
+
+
+def server_log_tail(work_dir):
+    """The last 2,000 characters of the server.log poolcoord-sim leaves in its
+    --work-dir, as a failure message; None when there is none."""
+    log = os.path.join(work_dir, "server.log")
+    if not os.path.exists(log):
+        return None
+    with open(log) as f:
+        return "server.log tail:\n" + f.read()[-2000:]
+
+
+def verdict(failures):
+    """Prints each failure (stderr) and PASS or FAIL; the exit status of a
+    script-style test: 0 when nothing failed."""
+    for f in failures:
+        print("FAIL:", f, file=sys.stderr)
+    print("PASS" if not failures else "FAIL")
+    return 0 if not failures else 1
 
 
 def uniq(prefix):

@@ -10,24 +10,19 @@ idles. The server must close the first 21 within a bound (45 s: 32 s plus slack
 for a loaded machine, far below the old 100-125 s), and still serve the
 keep-alive client's next request after all of them were closed."""
 import os
-import selectors
-import socket
 import ssl
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Server, expect, run_cases  # noqa: E402
+from harness import Server, await_server_closes, expect, run_cases, tls_socket  # noqa: E402
 
 BOUND_S = 45
 STALLED = 20
 
 
 def connect(server):
-    ctx = ssl.create_default_context(cafile=server.ca)
-    raw = socket.create_connection(("127.0.0.1", server.port), timeout=10)
-    raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    return ctx.wrap_socket(raw, server_hostname="127.0.0.1")
+    return tls_socket(server.port, ssl.create_default_context(cafile=server.ca))
 
 
 def read_response(s):
@@ -62,29 +57,9 @@ def test_stalled_headers_are_closed_within_the_bound_and_keepalive_is_not(server
     expect(read_response(keepalive).startswith(b"HTTP/1.1 200"), "first keep-alive request failed")
     t0 = time.monotonic()
 
-    sel = selectors.DefaultSelector()
-    for s in stalled + [silent]:
-        s.setblocking(False)
-        sel.register(s, selectors.EVENT_READ)
-    open_ = set(stalled + [silent])
-    closed_at = []
-    while open_ and time.monotonic() - t0 < BOUND_S:
-        for key, _ in sel.select(timeout=1.0):
-            s = key.fileobj
-            try:
-                data = s.recv(4096)
-            except ssl.SSLWantReadError:
-                continue
-            except OSError:
-                data = b""
-            expect(not data, f"a stalled client got an answer: {data[:80]!r}")
-            closed_at.append(time.monotonic() - t0)
-            sel.unregister(s)
-            s.close()
-            open_.discard(s)
-    for s in open_:
-        s.close()
-    expect(not open_, f"{len(open_)} of {STALLED + 1} stalled clients still open after {BOUND_S} s")
+    closed_at, answers, still_open = await_server_closes(stalled + [silent], t0, BOUND_S)
+    expect(not answers, f"a stalled client got an answer: {answers[:1]!r}")
+    expect(not still_open, f"{still_open} of {STALLED + 1} stalled clients still open after {BOUND_S} s")
     print(f"  stalled clients closed after {min(closed_at):.1f}-{max(closed_at):.1f} s")
 
     # The keep-alive connection idled as long as the stalled ones lived (more
