@@ -19,6 +19,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import server_log_tail, sim_beside, verdict  # noqa: E402
+
 CHECKS = [
     "two_electors_exactly_one_leads",
     "killed_leader_handover_within_lease_plus_2_retry",
@@ -33,9 +36,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--binary", required=True, help="poolcoord-apiserver")
     args = ap.parse_args()
-    sim = os.path.join(os.path.dirname(os.path.abspath(args.binary)), "poolcoord-sim")
-    if not os.access(sim, os.X_OK):
-        print(f"FAIL: {sim} not found; build the poolcoord-sim target", file=sys.stderr)
+    sim = sim_beside(args.binary)
+    if sim is None:
         return 1
     with tempfile.TemporaryDirectory(prefix="e2e-elector-") as work:
         cmd = [sim, "--scenario=elector", f"--server-binary={os.path.abspath(args.binary)}",
@@ -51,16 +53,12 @@ def main():
         failures = []
         if p.returncode != 0:
             failures.append(f"exit {p.returncode}; stderr:\n{p.stderr[-2000:]}")
-            log = os.path.join(work, "server.log")
-            if os.path.exists(log):
-                failures.append("server.log tail:\n" + open(log).read()[-2000:])
+            if log := server_log_tail(work):
+                failures.append(log)
         for name in CHECKS:
             if f"PASS {name}" not in p.stdout:
                 failures.append(f"check {name} did not pass")
-        for f in failures:
-            print("FAIL:", f, file=sys.stderr)
-        print("PASS" if not failures else "FAIL")
-        return 0 if not failures else 1
+        return verdict(failures)
 
 
 if __name__ == "__main__":

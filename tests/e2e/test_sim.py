@@ -21,15 +21,17 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import server_log_tail, sim_beside, verdict  # noqa: E402
+
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--binary", required=True, help="poolcoord-apiserver")
     ap.add_argument("--duration", type=int, default=75)
     args = ap.parse_args()
-    sim = os.path.join(os.path.dirname(os.path.abspath(args.binary)), "poolcoord-sim")
-    if not os.access(sim, os.X_OK):
-        print(f"FAIL: {sim} not found; build the poolcoord-sim target", file=sys.stderr)
+    sim = sim_beside(args.binary)
+    if sim is None:
         return 1
     st = subprocess.run([sim, "--scenario=term-selftest"], stdout=subprocess.PIPE,
                         stderr=subprocess.STDOUT, text=True, timeout=30)
@@ -56,9 +58,8 @@ def main():
         failures = []
         if p.returncode != 0:
             failures.append(f"poolcoord-sim exited {p.returncode}; stderr tail:\n{tail}")
-            log = os.path.join(work, "server.log")
-            if os.path.exists(log):
-                failures.append("server.log tail:\n" + open(log).read()[-2000:])
+            if log := server_log_tail(work):
+                failures.append(log)
         if not os.path.exists(summary):
             failures.append("no summary JSON written")
         else:
@@ -89,10 +90,7 @@ def main():
                 "summary says ok": s["ok"] is True,
             }
             failures += [f"summary check failed: {k} ({json.dumps(s)})" for k, v in want.items() if not v]
-        for f in failures:
-            print("FAIL:", f, file=sys.stderr)
-        print("PASS" if not failures else "FAIL")
-        return 0 if not failures else 1
+        return verdict(failures)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import sim_beside, verdict  # noqa: E402
+
 
 def run(sim, binary, duration, extra):
     with tempfile.TemporaryDirectory(prefix="e2e-sim-lying-") as work:
@@ -38,9 +41,8 @@ def main():
     ap.add_argument("--duration", type=int, default=60)
     args = ap.parse_args()
     binary = os.path.abspath(args.binary)
-    sim = os.path.join(os.path.dirname(binary), "poolcoord-sim")
-    if not os.access(sim, os.X_OK):
-        print(f"FAIL: {sim} not found; build the poolcoord-sim target", file=sys.stderr)
+    sim = sim_beside(binary)
+    if sim is None:
         return 1
     failures = []
     rc, off, tail = run(sim, binary, args.duration, ["--server-arg=--delegation-proof=off"])
@@ -72,12 +74,7 @@ def main():
               f"false liveness {off['false_liveness']} writes / {off['cloud_false_liveness']} cloud Leases; "
               f"required {req['forged_accepted']}/{req['forged_writes']} accepted, false liveness "
               f"{req['false_liveness']} / {req['cloud_false_liveness']}")
-    for f in failures:
-        print(f"FAIL: {f}", file=sys.stderr)
-    if failures:
-        return 1
-    print("PASS")
-    return 0
+    return verdict(failures)
 
 
 if __name__ == "__main__":
