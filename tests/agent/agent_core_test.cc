@@ -216,12 +216,7 @@ BOOST_AUTO_TEST_CASE(OnlyWhatDecisionsRestOnIsVerified) {
   BOOST_TEST(w.nodes[leader].core->status().peers_fresh >= 1u);
 }
 
-BOOST_AUTO_TEST_CASE(AgentCoreValidatesOptions) {
-  pb::FakeClock clock;
-  Lan lan;
-  FakeLan fake(&lan, "hz-1");
-  std::shared_ptr<const pa::NodeIdentity> id(&TestPki::Get().Identity("hz-1"),
-                                              [](const pa::NodeIdentity*) {});
+BOOST_FIXTURE_TEST_CASE(AgentCoreValidatesOptions, LoneNode) {
   pa::AgentOptions o;
   o.reachability.request_timeout_us = 10 * kS;  // = renew deadline
   BOOST_TEST(pa::AgentCore::New(id, TestPki::Get().ca(), &clock, &fake, nullptr, o).status().code() ==

@@ -10,6 +10,7 @@
 #include "cloud/errors.h"
 #include "election/forwarder.h"
 #include "rapidjson/document.h"
+#include "tests/agent/agent_testing.h"
 
 namespace pa = poolcoord::agent;
 
@@ -66,12 +67,7 @@ BOOST_AUTO_TEST_CASE(Usage) {
 }
 
 BOOST_AUTO_TEST_CASE(DelegatedLeaseJson) {
-  pa::DelegatedLeaseWrite w;
-  w.node = "hz-2";
-  w.pool = "hangzhou";
-  w.delegate = "hz-1";
-  w.renew_time_us = 1'767'225'600'123'456;
-  w.lease_duration_seconds = 7;
+  pa::DelegatedLeaseWrite w = pa::testing::HangzhouWrite();
   rapidjson::Document d;
   const std::string create = pa::EncodeDelegatedLease(w);
   d.Parse(create.c_str());

@@ -8,6 +8,7 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include "agent/agent_cloud.h"
 #include "agent/heartbeat.h"
 #include "agent/minted_pki.h"
 #include "agent/node_certificate.h"
@@ -38,6 +39,11 @@ class TestPki : public election::testing::ProofPki {
   }
   const MintedKeyPair& ca_pair() const { return ProofPki::ca(); }
   std::shared_ptr<const CertificateAuthority> ca() const { return authority_; }
+  // `node`'s identity as AgentCore::New takes it: shared but not owned, since
+  // the PKI outlives every core of the test binary.
+  std::shared_ptr<const NodeIdentity> SharedIdentity(const std::string& node) {
+    return std::shared_ptr<const NodeIdentity>(&Identity(node), [](const NodeIdentity*) {});
+  }
 
  private:
   TestPki() {
@@ -47,6 +53,18 @@ class TestPki : public election::testing::ProofPki {
   }
   std::shared_ptr<const CertificateAuthority> authority_;
 };
+
+// The leader hz-1's DelegatedLease write for hz-2 in hangzhou (renewTime
+// 2026-01-01T00:00:00.123456Z, 7 s), as the tests of its encoding start from.
+inline DelegatedLeaseWrite HangzhouWrite() {
+  DelegatedLeaseWrite w;
+  w.node = "hz-2";
+  w.pool = "hangzhou";
+  w.delegate = "hz-1";
+  w.renew_time_us = 1'767'225'600'123'456;
+  w.lease_duration_seconds = 7;
+  return w;
+}
 
 // DER of a PEM certificate (also one NodeIdentity would refuse).
 inline std::string PemToDer(const std::string& pem) { return election::testing::PemDer(pem); }

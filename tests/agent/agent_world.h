@@ -305,6 +305,15 @@ struct Node {
   bool alive = true;
 };
 
+// What one agent core needs to be made, without a world around it: for the
+// tests of AgentCore::New's checks of its options.
+struct LoneNode {
+  pb::FakeClock clock;
+  Lan lan;
+  FakeLan fake{&lan, "hz-1"};
+  std::shared_ptr<const pa::NodeIdentity> id = TestPki::Get().SharedIdentity("hz-1");
+};
+
 struct World {
   pb::FakeClock clock{RealNowUs()};
   Lan lan;
@@ -335,9 +344,8 @@ struct World {
     pa::AgentOptions o;
     o.jitter_seed = seed;
     if (customize) customize(name, o);
-    std::shared_ptr<const pa::NodeIdentity> id(&TestPki::Get().Identity(name),
-                                                [](const pa::NodeIdentity*) {});
-    auto core = pa::AgentCore::New(id, TestPki::Get().ca(), &clock, n.lan.get(), n.cloud.get(), o);
+    auto core = pa::AgentCore::New(TestPki::Get().SharedIdentity(name), TestPki::Get().ca(), &clock,
+                                   n.lan.get(), n.cloud.get(), o);
     BOOST_REQUIRE_MESSAGE(core.ok(), core.status().ToString());
     n.core = std::move(*core);
     auto pool = std::make_shared<pa::PoolView>(*pool_template);

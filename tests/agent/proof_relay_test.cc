@@ -76,12 +76,7 @@ std::string CutOffTheMember(World& w, std::string* leader) {
 
 BOOST_AUTO_TEST_CASE(TheProofIsTheHeartbeatAsReceivedAndItsCertificate) {
   std::string datagram;
-  pa::DelegatedLeaseWrite w;
-  w.node = "hz-2";
-  w.pool = "hangzhou";
-  w.delegate = "hz-1";
-  w.renew_time_us = 1'767'225'600'123'456;
-  w.lease_duration_seconds = 7;
+  pa::DelegatedLeaseWrite w = pa::testing::HangzhouWrite();
   w.evidence = Evidence("hz-2", "Y2hhbGxlbmdl", &datagram);
   rapidjson::Document d;
   d.Parse(pa::EncodeDelegatedLease(w).c_str());
@@ -438,12 +433,7 @@ BOOST_AUTO_TEST_CASE(NoEarlyRoundsInSteadyState) {
   BOOST_TEST(w.nodes[leader].core->stats().challenge_rounds.load() >= 8);
 }
 
-BOOST_AUTO_TEST_CASE(LeaseDurationStaysWithinTheProofMaxAge) {
-  pb::FakeClock clock;
-  Lan lan;
-  FakeLan fake(&lan, "hz-1");
-  std::shared_ptr<const pa::NodeIdentity> id(&TestPki::Get().Identity("hz-1"),
-                                              [](const pa::NodeIdentity*) {});
+BOOST_FIXTURE_TEST_CASE(LeaseDurationStaysWithinTheProofMaxAge, LoneNode) {
   pa::AgentOptions o;
   auto core = pa::AgentCore::New(id, TestPki::Get().ca(), &clock, &fake, nullptr, o);
   BOOST_REQUIRE(core.ok());

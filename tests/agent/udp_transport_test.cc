@@ -113,8 +113,8 @@ BOOST_AUTO_TEST_CASE(TwoAgentsHearEachOther) {
   pa::AgentOptions o;
   o.freshness.heartbeat_interval_us = 200'000;  // fast rounds for the test
   auto make = [&](const std::string& name, pa::UdpTransport* udp) {
-    std::shared_ptr<const pa::NodeIdentity> id(&TestPki::Get().Identity(name), [](const pa::NodeIdentity*) {});
-    auto core = pa::AgentCore::New(id, TestPki::Get().ca(), pb::RealClock::Get(), udp, nullptr, o);
+    auto core = pa::AgentCore::New(TestPki::Get().SharedIdentity(name), TestPki::Get().ca(),
+                                   pb::RealClock::Get(), udp, nullptr, o);
     BOOST_REQUIRE(core.ok());
     auto view = std::make_shared<pa::PoolView>(*pool);
     view->self = name;
