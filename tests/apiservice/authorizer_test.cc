@@ -4,6 +4,7 @@
 #include "apiservice/authenticator.h"
 #include "apiservice/authorizer.h"
 #include "store/api_error.h"
+#include "tests/apiservice/request_info_testing.h"
 
 namespace poolcoord::apiservice {
 namespace {
@@ -16,16 +17,8 @@ base::UserInfo User(std::string name, std::vector<std::string> groups) {
   return u;
 }
 
-RequestInfo Info(const std::string& method, const std::string& path,
-                 std::vector<std::pair<std::string, std::string>> query = {}) {
-  handlers::Request r;
-  r.method = method;
-  r.path = path;
-  r.query = std::move(query);
-  return ResolveRequestInfo(r);
-}
-
-const std::string kBase = "/apis/coordination.pool/v1alpha1";
+using testing::Info;
+using testing::kBase;
 
 struct Fixture {
   Fixture()

@@ -13,6 +13,7 @@
 #include "rapidjson/document.h"
 #include "cloud/codec.h"
 #include "store/api_error.h"
+#include "tests/apiservice/request_info_testing.h"
 
 namespace poolcoord::apiservice {
 namespace {
@@ -20,14 +21,8 @@ namespace {
 using namespace std::chrono_literals;
 using Strings = std::vector<std::string>;
 
-RequestInfo Info(const std::string& method, const std::string& path,
-                 std::vector<std::pair<std::string, std::string>> query = {}) {
-  handlers::Request r;
-  r.method = method;
-  r.path = path;
-  r.query = std::move(query);
-  return ResolveRequestInfo(r);
-}
+using testing::Info;
+using testing::kBase;
 
 base::UserInfo Alice() {
   base::UserInfo u;
@@ -37,8 +32,6 @@ base::UserInfo Alice() {
   u.extra["scopes.example.com"] = {"read", "write"};
   return u;
 }
-
-const std::string kBase = "/apis/coordination.pool/v1alpha1";
 
 // Stands in for kube-apiserver's SubjectAccessReview: records each spec and
 // answers with `decide`.
