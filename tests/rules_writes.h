@@ -4,7 +4,9 @@
 // too (the kinds' field validation aside: pass valid objects).
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -16,6 +18,13 @@ namespace poolcoord::testing {
 
 inline base::UserInfo NodeUser(const std::string& name) {
   return {"system:node:" + name, "", {"system:nodes", "system:authenticated"}, {}};
+}
+
+inline base::UserInfo AdminUser() { return {"admin", "", {"system:masters", "system:authenticated"}, {}}; }
+
+// The server's own forwarder, as the tests configure --forwarder-user.
+inline base::UserInfo ForwarderUser() {
+  return {"system:serviceaccount:kube-system:poolcoord", "", {"system:serviceaccounts"}, {}};
 }
 
 // `proposed` written by `user` through `rules` (the uid kept or made up, the
@@ -52,6 +61,18 @@ inline store::Object PoolLeaseFor(const std::string& pool, const std::string& ho
   o.spec.holder_identity = holder;
   o.spec.lease_duration_seconds = duration_seconds;
   o.spec.lease_transitions = 0;
+  return o;
+}
+
+// A PoolLease of `pool` as a client sends it, with every spec field set:
+// acquired at `acquire_us` (none when nullopt), renewed at 2000 us.
+inline store::Object HeldPoolLease(const std::string& pool, const std::string& holder,
+                                   int32_t duration_seconds, int32_t transitions,
+                                   std::optional<int64_t> acquire_us = 1000) {
+  store::Object o = PoolLeaseFor(pool, holder, duration_seconds);
+  o.spec.lease_transitions = transitions;
+  o.spec.acquire_time_us = acquire_us;
+  o.spec.renew_time_us = 2000;
   return o;
 }
 

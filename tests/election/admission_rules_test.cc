@@ -19,13 +19,12 @@ using std::chrono::seconds;
 
 namespace {
 
+using poolcoord::testing::NodeUser;
+
 using poolcoord::testing::kForwarder;
 using poolcoord::testing::kProxy;
 constexpr int64_t kRenew = 1'767'225'600'000'000;
 
-poolcoord::base::UserInfo Node(const std::string& name) {
-  return {"system:node:" + name, "", {"system:nodes", "system:authenticated"}, {}};
-}
 poolcoord::base::UserInfo User(const std::string& name, const std::string& group = "") {
   poolcoord::base::UserInfo u{name, "", {"system:authenticated"}, {}};
   if (!group.empty()) u.groups.push_back(group);
@@ -76,10 +75,10 @@ struct Unloaded : Fixture {
 BOOST_FIXTURE_TEST_SUITE(validity, Fixture)
 
 BOOST_AUTO_TEST_CASE(no_annotation_passes_whoever_writes) {
-  BOOST_TEST(Decide(Review("hz-3", Node("hz-3"), std::nullopt)).allowed);
+  BOOST_TEST(Decide(Review("hz-3", NodeUser("hz-3"), std::nullopt)).allowed);
   BOOST_TEST(Decide(Review("lonely", User("mallory"), std::nullopt)).allowed);
   // Dropping an existing annotation is a write without it.
-  BOOST_TEST(Decide(Review("hz-3", Node("hz-3"), std::nullopt, "true")).allowed);
+  BOOST_TEST(Decide(Review("hz-3", NodeUser("hz-3"), std::nullopt, "true")).allowed);
 }
 
 BOOST_AUTO_TEST_CASE(value_must_be_exactly_true) {
@@ -126,7 +125,7 @@ BOOST_FIXTURE_TEST_SUITE(not_loaded, Unloaded)
 
 BOOST_AUTO_TEST_CASE(annotated_denied_with_retry_plain_allowed) {
   ExpectDenied(Review("bj-2", User(kProxy)), "retry");
-  BOOST_TEST(Decide(Review("bj-2", Node("bj-2"), std::nullopt)).allowed);
+  BOOST_TEST(Decide(Review("bj-2", NodeUser("bj-2"), std::nullopt)).allowed);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -134,24 +133,24 @@ BOOST_AUTO_TEST_SUITE_END()
 BOOST_FIXTURE_TEST_SUITE(requesters, Fixture)
 
 BOOST_AUTO_TEST_CASE(node_itself_may_keep_or_drop_never_add_or_change) {
-  ExpectDenied(Review("hz-3", Node("hz-3")), "may not add");
-  auto create = Review("hz-3", Node("hz-3"));
+  ExpectDenied(Review("hz-3", NodeUser("hz-3")), "may not add");
+  auto create = Review("hz-3", NodeUser("hz-3"));
   create.operation = "CREATE";
   create.old_object = {};
   ExpectDenied(create, "may not add");
-  BOOST_TEST(Decide(Review("hz-3", Node("hz-3"), "true", "true")).allowed);  // kept
-  ExpectDenied(Review("hz-3", Node("hz-3"), "true", "yes"), "may not change");
+  BOOST_TEST(Decide(Review("hz-3", NodeUser("hz-3"), "true", "true")).allowed);  // kept
+  ExpectDenied(Review("hz-3", NodeUser("hz-3"), "true", "yes"), "may not change");
   // Another node is "anyone else".
-  ExpectDenied(Review("hz-3", Node("hz-1")), "may not set");
+  ExpectDenied(Review("hz-3", NodeUser("hz-1")), "may not set");
 }
 
 // A returning node's kubelet writes back the forwarder's annotation with its own,
 // earlier clock: denying it would lock the node out of its own heartbeat.
 BOOST_AUTO_TEST_CASE(kubelet_write_back_passes_with_backwards_clock_or_no_pool) {
-  auto a = Review("hz-3", Node("hz-3"), "true", "true");
+  auto a = Review("hz-3", NodeUser("hz-3"), "true", "true");
   a.object.renew_time_us = *a.old_object.renew_time_us - 5'000'000;
   BOOST_TEST(Decide(a).allowed);
-  BOOST_TEST(Decide(Review("lonely", Node("lonely"), "true", "true")).allowed);
+  BOOST_TEST(Decide(Review("lonely", NodeUser("lonely"), "true", "true")).allowed);
   // The exemption covers only the node itself keeping the value it read.
   auto other = Review("hz-3", User(kProxy), "true", "true");
   other.object.renew_time_us = *other.old_object.renew_time_us - 1;
@@ -184,7 +183,7 @@ BOOST_AUTO_TEST_CASE(forwarder_needs_a_current_delegation) {
   ps::Object take = **cur;
   take.spec.holder_identity = "hz-2";
   take.spec.lease_transitions = 1;
-  BOOST_REQUIRE(Write(Node("hz-2"), take).ok());
+  BOOST_REQUIRE(Write(NodeUser("hz-2"), take).ok());
   ExpectDenied(Review("hz-3", User(kForwarder)), "earlier leader term");
   BOOST_REQUIRE(Delegate("hz-3", "hangzhou", "hz-2").ok());
   BOOST_TEST(Decide(Review("hz-3", User(kForwarder))).allowed);
@@ -198,7 +197,7 @@ BOOST_AUTO_TEST_CASE(forwarder_denied_once_the_delegated_lease_expires) {
     clock.Advance(seconds(10));
     ps::Object renewal = **store->Get(ps::Kind::kPoolLease, "hangzhou");
     renewal.spec.renew_time_us = clock.NowMicros();  // a renewal: writing it back renews nothing
-    BOOST_REQUIRE(Write(Node("hz-1"), renewal).ok());
+    BOOST_REQUIRE(Write(NodeUser("hz-1"), renewal).ok());
   }
   ExpectDenied(Review("hz-3", User(kForwarder)), "expired");
 }
@@ -206,18 +205,18 @@ BOOST_AUTO_TEST_CASE(forwarder_denied_once_the_delegated_lease_expires) {
 // "The node itself" is exactly system:node:<the Lease's name>: a longer or
 // shorter node name, or another prefix, is someone else.
 BOOST_AUTO_TEST_CASE(node_itself_is_the_exact_node_identity) {
-  BOOST_TEST(Decide(Review("hz-3", Node("hz-3"), "true", "true")).allowed);
+  BOOST_TEST(Decide(Review("hz-3", NodeUser("hz-3"), "true", "true")).allowed);
   for (const char* username : {"system:node:hz-33", "system:node:hz-", "system:node:", "system:nodehz-3",
                                "xsystem:node:hz-3", "hz-3"}) {
     BOOST_TEST_CONTEXT(username) {
-      poolcoord::base::UserInfo u = Node("hz-3");
+      poolcoord::base::UserInfo u = NodeUser("hz-3");
       u.username = username;
       ExpectDenied(Review("hz-3", u, "true", "true"), "may not set");
       ExpectDenied(Review("hz-3", u), "may not set");
     }
   }
   // Every denial still names the annotation.
-  ExpectDenied(Review("hz-3", Node("hz-3")), "may not add the annotation openyurt.io/delegate-heartbeat");
+  ExpectDenied(Review("hz-3", NodeUser("hz-3")), "may not add the annotation openyurt.io/delegate-heartbeat");
   ExpectDenied(Review("hz-3", User(kProxy), "yes"),
                "annotation openyurt.io/delegate-heartbeat has the value \"yes\"");
 }

@@ -14,6 +14,7 @@
 #include "store/api_error.h"
 #include "store/object.h"
 #include "tests/expect_api_error.h"
+#include "tests/rules_writes.h"
 
 namespace pe = poolcoord::election;
 namespace ps = poolcoord::store;
@@ -22,41 +23,16 @@ using std::chrono::seconds;
 
 namespace {
 
+using poolcoord::testing::AdminUser;
+using poolcoord::testing::ForwarderUser;
+using poolcoord::testing::HeldPoolLease;
+using poolcoord::testing::NodeUser;
+
 constexpr int64_t kSec = 1'000'000;
-
-poolcoord::base::UserInfo Node(const std::string& name) {
-  return {"system:node:" + name, "", {"system:nodes", "system:authenticated"}, {}};
-}
-poolcoord::base::UserInfo Admin() { return {"admin", "", {"system:masters", "system:authenticated"}, {}}; }
-poolcoord::base::UserInfo Forwarder() {
-  return {"system:serviceaccount:kube-system:poolcoord", "", {"system:serviceaccounts"}, {}};
-}
-
-ps::Object PoolLease(const std::string& pool, const std::string& holder, int32_t duration,
-                     int32_t transitions, std::optional<int64_t> acquire = 1000) {
-  ps::Object o;
-  o.kind = ps::Kind::kPoolLease;
-  o.metadata.name = pool;
-  o.spec.holder_identity = holder;
-  o.spec.lease_duration_seconds = duration;
-  o.spec.lease_transitions = transitions;
-  o.spec.acquire_time_us = acquire;
-  o.spec.renew_time_us = 2000;
-  return o;
-}
 
 ps::Object Delegated(const std::string& node, const std::string& pool,
                      const std::string& delegate, int64_t renew_us) {
-  ps::Object o;
-  o.kind = ps::Kind::kDelegatedLease;
-  o.metadata.name = node;
-  o.metadata.annotations[pe::kDelegateAnnotation] = "true";
-  o.spec.holder_identity = node;
-  o.spec.lease_duration_seconds = 40;
-  o.spec.renew_time_us = renew_us;
-  o.spec.pool_name = pool;
-  o.spec.delegate = delegate;
-  return o;
+  return poolcoord::testing::DelegatedLeaseFor(node, pool, delegate, 40, renew_us);
 }
 
 // A tiny stand-in for Store::Update: server metadata and the current status are
@@ -67,7 +43,7 @@ class World {
  public:
   explicit World(bool load_membership = true)
       : rules_(&clock_, &membership_,
-               pe::LeaseRulesOptions{300, Forwarder().username, {"proxy"}}) {
+               pe::LeaseRulesOptions{300, ForwarderUser().username, {"proxy"}}) {
     clock_.Advance(seconds(100));  // keep clear of monotonic 0
     if (load_membership) {
       BOOST_REQUIRE(membership_
@@ -156,7 +132,7 @@ ps::Object Takeover(const ps::Object& cur, const std::string& node, int32_t tran
 // A World whose pool hangzhou is led by hz-1 (lease of 15 s, leaseTransitions 4).
 struct Led : World {
   Led() {
-    BOOST_REQUIRE(Write(Node("hz-1"), PoolLease("hangzhou", "hz-1", 15, 4)).ok());
+    BOOST_REQUIRE(Write(NodeUser("hz-1"), HeldPoolLease("hangzhou", "hz-1", 15, 4)).ok());
   }
 };
 
@@ -166,7 +142,7 @@ BOOST_AUTO_TEST_SUITE(pool_lease)
 
 BOOST_AUTO_TEST_CASE(member_acquires_and_server_stamps_its_times) {
   World w;
-  BOOST_REQUIRE(w.Write(Node("hz-1"), PoolLease("hangzhou", "hz-1", 15, 0)).ok());
+  BOOST_REQUIRE(w.Write(NodeUser("hz-1"), HeldPoolLease("hangzhou", "hz-1", 15, 0)).ok());
   auto cur = w.Current(ps::Kind::kPoolLease, "hangzhou");
   BOOST_TEST(cur->status.observed_time_us.value() == w.clock_.NowMicros());
   BOOST_TEST(cur->observed_monotonic_us == w.clock_.MonotonicMicros());
@@ -176,54 +152,54 @@ BOOST_AUTO_TEST_CASE(member_acquires_and_server_stamps_its_times) {
 
 BOOST_AUTO_TEST_CASE(non_member_and_non_node_forbidden) {
   World w;
-  ExpectApiError(w.Write(Node("bj-1"), PoolLease("hangzhou", "bj-1", 15, 0)), 403, "",
+  ExpectApiError(w.Write(NodeUser("bj-1"), HeldPoolLease("hangzhou", "bj-1", 15, 0)), 403, "",
                  "not a member of pool \"hangzhou\"");
-  ExpectApiError(w.Write(Node("stranger"), PoolLease("hangzhou", "stranger", 15, 0)), 403, "",
+  ExpectApiError(w.Write(NodeUser("stranger"), HeldPoolLease("hangzhou", "stranger", 15, 0)), 403, "",
                  "belongs to no pool");
-  ExpectApiError(w.Write(Forwarder(), PoolLease("hangzhou", "", 15, 0)), 403, "", "not a node");
+  ExpectApiError(w.Write(ForwarderUser(), HeldPoolLease("hangzhou", "", 15, 0)), 403, "", "not a node");
   // A node name without the system:nodes group is not a node identity.
   poolcoord::base::UserInfo fake{"system:node:hz-1", "", {"system:authenticated"}, {}};
-  ExpectApiError(w.Write(fake, PoolLease("hangzhou", "hz-1", 15, 0)), 403);
+  ExpectApiError(w.Write(fake, HeldPoolLease("hangzhou", "hz-1", 15, 0)), 403);
 }
 
 BOOST_AUTO_TEST_CASE(acquiring_for_another_node_forbidden) {
   World w;
-  ExpectApiError(w.Write(Node("hz-1"), PoolLease("hangzhou", "hz-2", 15, 0)), 403, "",
+  ExpectApiError(w.Write(NodeUser("hz-1"), HeldPoolLease("hangzhou", "hz-2", 15, 0)), 403, "",
                  "for another node");
-  BOOST_TEST(w.Write(Node("hz-1"), PoolLease("hangzhou", "", 15, 0)).ok());  // unheld create
+  BOOST_TEST(w.Write(NodeUser("hz-1"), HeldPoolLease("hangzhou", "", 15, 0)).ok());  // unheld create
 }
 
 BOOST_AUTO_TEST_CASE(expiry_exactly_at_the_duration_on_the_monotonic_clock) {
   World w;
-  BOOST_REQUIRE(w.Write(Node("hz-1"), PoolLease("hangzhou", "hz-1", 10, 0)).ok());
+  BOOST_REQUIRE(w.Write(NodeUser("hz-1"), HeldPoolLease("hangzhou", "hz-1", 10, 0)).ok());
   auto cur = w.Copy(ps::Kind::kPoolLease, "hangzhou");
   w.clock_.StepWall(seconds(3600));  // a wall-clock step changes nothing
   w.clock_.Advance(microseconds(10 * kSec - 1));
   BOOST_TEST(w.rules_.PoolLeaseLive(cur));
   BOOST_TEST(w.rules_.RemainingMicros(cur) == 1);
-  ExpectApiError(w.Write(Node("hz-2"), Takeover(cur, "hz-2", 1)), 409, "", "held by hz-1");
+  ExpectApiError(w.Write(NodeUser("hz-2"), Takeover(cur, "hz-2", 1)), 409, "", "held by hz-1");
   w.clock_.Advance(microseconds(1));
   BOOST_TEST(!w.rules_.PoolLeaseLive(cur));
   BOOST_TEST(w.rules_.RemainingMicros(cur) == 0);
-  BOOST_TEST(w.Write(Node("hz-2"), Takeover(cur, "hz-2", 1)).ok());
+  BOOST_TEST(w.Write(NodeUser("hz-2"), Takeover(cur, "hz-2", 1)).ok());
   BOOST_TEST(w.Current(ps::Kind::kPoolLease, "hangzhou")->spec.holder_identity.value() == "hz-2");
 }
 
 BOOST_AUTO_TEST_CASE(client_renew_time_never_decides_expiry) {
   World w;
-  ps::Object o = PoolLease("hangzhou", "hz-1", 10, 0);
+  ps::Object o = HeldPoolLease("hangzhou", "hz-1", 10, 0);
   o.spec.renew_time_us = 1;  // 1970: a client clock far behind
-  BOOST_REQUIRE(w.Write(Node("hz-1"), o).ok());
+  BOOST_REQUIRE(w.Write(NodeUser("hz-1"), o).ok());
   auto cur = w.Copy(ps::Kind::kPoolLease, "hangzhou");
-  ExpectApiError(w.Write(Node("hz-2"), Takeover(cur, "hz-2", 1)), 409);
+  ExpectApiError(w.Write(NodeUser("hz-2"), Takeover(cur, "hz-2", 1)), 409);
 }
 
 BOOST_AUTO_TEST_CASE(live_lease_conflict_names_holder_and_time_left) {
   World w;
-  BOOST_REQUIRE(w.Write(Node("hz-1"), PoolLease("hangzhou", "hz-1", 15, 0)).ok());
+  BOOST_REQUIRE(w.Write(NodeUser("hz-1"), HeldPoolLease("hangzhou", "hz-1", 15, 0)).ok());
   auto cur = w.Copy(ps::Kind::kPoolLease, "hangzhou");
   w.clock_.Advance(microseconds(2'700'000));
-  absl::Status s = w.Write(Node("hz-2"), Takeover(cur, "hz-2", 1));
+  absl::Status s = w.Write(NodeUser("hz-2"), Takeover(cur, "hz-2", 1));
   ExpectApiError(s, 409, "",
                  "pool lease hangzhou is held by hz-1 for another 12.3s; retry after it expires");
   BOOST_TEST(ps::ApiErrorFromStatus(s).reason == "Conflict");
@@ -231,46 +207,46 @@ BOOST_AUTO_TEST_CASE(live_lease_conflict_names_holder_and_time_left) {
 
 BOOST_AUTO_TEST_CASE(takeover_transitions_exactly_plus_one) {
   World w;
-  BOOST_REQUIRE(w.Write(Node("hz-1"), PoolLease("hangzhou", "hz-1", 5, 3)).ok());
+  BOOST_REQUIRE(w.Write(NodeUser("hz-1"), HeldPoolLease("hangzhou", "hz-1", 5, 3)).ok());
   auto cur = w.Copy(ps::Kind::kPoolLease, "hangzhou");
   w.clock_.Advance(seconds(6));
-  ExpectApiError(w.Write(Node("hz-2"), Takeover(cur, "hz-2", 3)), 422, "spec.leaseTransitions");
-  ExpectApiError(w.Write(Node("hz-2"), Takeover(cur, "hz-2", 5)), 422, "spec.leaseTransitions");
-  ExpectApiError(w.Write(Node("hz-2"), Takeover(cur, "hz-2", 2)), 422, "spec.leaseTransitions");
-  BOOST_TEST(w.Write(Node("hz-2"), Takeover(cur, "hz-2", 4)).ok());
+  ExpectApiError(w.Write(NodeUser("hz-2"), Takeover(cur, "hz-2", 3)), 422, "spec.leaseTransitions");
+  ExpectApiError(w.Write(NodeUser("hz-2"), Takeover(cur, "hz-2", 5)), 422, "spec.leaseTransitions");
+  ExpectApiError(w.Write(NodeUser("hz-2"), Takeover(cur, "hz-2", 2)), 422, "spec.leaseTransitions");
+  BOOST_TEST(w.Write(NodeUser("hz-2"), Takeover(cur, "hz-2", 4)).ok());
 }
 
 BOOST_AUTO_TEST_CASE(renewal_keeps_transitions_and_acquire_time) {
   World w;
-  BOOST_REQUIRE(w.Write(Node("hz-1"), PoolLease("hangzhou", "hz-1", 15, 2)).ok());
+  BOOST_REQUIRE(w.Write(NodeUser("hz-1"), HeldPoolLease("hangzhou", "hz-1", 15, 2)).ok());
   auto cur = w.Copy(ps::Kind::kPoolLease, "hangzhou");
   for (int32_t t : {1, 3}) {
     ps::Object o = cur;
     o.spec.lease_transitions = t;
-    ExpectApiError(w.Write(Node("hz-1"), o), 422, "spec.leaseTransitions");
+    ExpectApiError(w.Write(NodeUser("hz-1"), o), 422, "spec.leaseTransitions");
   }
   ps::Object moved = cur;
   moved.spec.acquire_time_us = *cur.spec.acquire_time_us + 1;
-  ExpectApiError(w.Write(Node("hz-1"), moved), 422, "spec.acquireTime");
+  ExpectApiError(w.Write(NodeUser("hz-1"), moved), 422, "spec.acquireTime");
   ps::Object renew = cur;
   renew.spec.renew_time_us = 5000;
-  BOOST_TEST(w.Write(Node("hz-1"), renew).ok());
+  BOOST_TEST(w.Write(NodeUser("hz-1"), renew).ok());
 }
 
 BOOST_AUTO_TEST_CASE(holder_renews_after_expiry_keeping_its_term) {
   World w;
-  BOOST_REQUIRE(w.Write(Node("hz-1"), PoolLease("hangzhou", "hz-1", 2, 7)).ok());
+  BOOST_REQUIRE(w.Write(NodeUser("hz-1"), HeldPoolLease("hangzhou", "hz-1", 2, 7)).ok());
   auto cur = w.Copy(ps::Kind::kPoolLease, "hangzhou");
   w.clock_.Advance(seconds(30));
   BOOST_TEST(!w.rules_.PoolLeaseLive(cur));
   // Writing it back unchanged, or with a label, renews nothing.
   ps::Object labelled = cur;
   labelled.metadata.labels.Set("team", "ops");
-  BOOST_TEST(w.Write(Node("hz-1"), labelled).ok());
+  BOOST_TEST(w.Write(NodeUser("hz-1"), labelled).ok());
   BOOST_TEST(!w.rules_.PoolLeaseLive(*w.Current(ps::Kind::kPoolLease, "hangzhou")));
   ps::Object renew = cur;
   renew.spec.renew_time_us = *cur.spec.renew_time_us + 30 * kSec;
-  BOOST_TEST(w.Write(Node("hz-1"), renew).ok());
+  BOOST_TEST(w.Write(NodeUser("hz-1"), renew).ok());
   auto renewed = w.Current(ps::Kind::kPoolLease, "hangzhou");
   BOOST_TEST(renewed->spec.lease_transitions.value() == 7);
   BOOST_TEST(w.rules_.PoolLeaseLive(*renewed));
@@ -283,11 +259,11 @@ BOOST_AUTO_TEST_CASE(holder_renews_after_expiry_keeping_its_term) {
 // holderIdentity), whoever writes.
 BOOST_AUTO_TEST_CASE(only_a_renewal_or_an_acquisition_stamps_observed_time) {
   World w;
-  BOOST_REQUIRE(w.Write(Node("hz-1"), PoolLease("hangzhou", "hz-1", 15, 0)).ok());
+  BOOST_REQUIRE(w.Write(NodeUser("hz-1"), HeldPoolLease("hangzhou", "hz-1", 15, 0)).ok());
   const ps::Object created = w.Copy(ps::Kind::kPoolLease, "hangzhou");
   BOOST_REQUIRE(created.status.observed_time_us.has_value());
   w.clock_.Advance(seconds(195));
-  for (const poolcoord::base::UserInfo& who : {Node("hz-1"), Admin()}) {
+  for (const poolcoord::base::UserInfo& who : {NodeUser("hz-1"), AdminUser()}) {
     ps::Object labelled = w.Copy(ps::Kind::kPoolLease, "hangzhou");
     labelled.metadata.labels.Set("team", who.username);
     labelled.spec.lease_duration_seconds = 20;  // another spec field: no renewal either
@@ -300,49 +276,49 @@ BOOST_AUTO_TEST_CASE(only_a_renewal_or_an_acquisition_stamps_observed_time) {
   // A release (holderIdentity changes) is the server's time of the last change of hands.
   ps::Object released = w.Copy(ps::Kind::kPoolLease, "hangzhou");
   released.spec.holder_identity = "";
-  BOOST_REQUIRE(w.Write(Node("hz-1"), released).ok());
+  BOOST_REQUIRE(w.Write(NodeUser("hz-1"), released).ok());
   auto after = w.Current(ps::Kind::kPoolLease, "hangzhou");
   BOOST_TEST(*after->status.observed_time_us == *created.status.observed_time_us + 195 * kSec);
 }
 
 BOOST_AUTO_TEST_CASE(release_then_immediate_takeover) {
   World w;
-  BOOST_REQUIRE(w.Write(Node("hz-1"), PoolLease("hangzhou", "hz-1", 60, 0)).ok());
+  BOOST_REQUIRE(w.Write(NodeUser("hz-1"), HeldPoolLease("hangzhou", "hz-1", 60, 0)).ok());
   ps::Object release = w.Copy(ps::Kind::kPoolLease, "hangzhou");
   release.spec.holder_identity = "";
   release.spec.lease_duration_seconds = 1;
   ps::Object bad_release = release;
   bad_release.spec.lease_transitions = 1;
-  ExpectApiError(w.Write(Node("hz-1"), bad_release), 422, "spec.leaseTransitions");
-  BOOST_REQUIRE(w.Write(Node("hz-1"), release).ok());
+  ExpectApiError(w.Write(NodeUser("hz-1"), bad_release), 422, "spec.leaseTransitions");
+  BOOST_REQUIRE(w.Write(NodeUser("hz-1"), release).ok());
   auto cur = w.Copy(ps::Kind::kPoolLease, "hangzhou");
   BOOST_TEST(!w.rules_.PoolLeaseLive(cur));
-  BOOST_TEST(w.Write(Node("hz-2"), Takeover(cur, "hz-2", 1)).ok());
+  BOOST_TEST(w.Write(NodeUser("hz-2"), Takeover(cur, "hz-2", 1)).ok());
 }
 
 BOOST_AUTO_TEST_CASE(releasing_another_nodes_live_lease_conflicts) {
   World w;
-  BOOST_REQUIRE(w.Write(Node("hz-1"), PoolLease("hangzhou", "hz-1", 60, 0)).ok());
+  BOOST_REQUIRE(w.Write(NodeUser("hz-1"), HeldPoolLease("hangzhou", "hz-1", 60, 0)).ok());
   ps::Object o = w.Copy(ps::Kind::kPoolLease, "hangzhou");
   o.spec.holder_identity = "";
-  ExpectApiError(w.Write(Node("hz-2"), o), 409, "", "held by hz-1");
+  ExpectApiError(w.Write(NodeUser("hz-2"), o), 409, "", "held by hz-1");
   w.clock_.Advance(seconds(60));
-  BOOST_TEST(w.Write(Node("hz-2"), o).ok());  // expired: clearing it is harmless
+  BOOST_TEST(w.Write(NodeUser("hz-2"), o).ok());  // expired: clearing it is harmless
 }
 
 BOOST_AUTO_TEST_CASE(masters_exempt_from_identity_and_takeover_rules) {
   World w;
-  BOOST_REQUIRE(w.Write(Node("hz-1"), PoolLease("hangzhou", "hz-1", 60, 0)).ok());
+  BOOST_REQUIRE(w.Write(NodeUser("hz-1"), HeldPoolLease("hangzhou", "hz-1", 60, 0)).ok());
   ps::Object o = w.Copy(ps::Kind::kPoolLease, "hangzhou");
   o.spec.holder_identity = "someone";
   o.spec.lease_transitions = 42;
-  BOOST_TEST(w.Write(Admin(), o).ok());  // a live lease repaired by an admin
-  BOOST_TEST(w.Write(Admin(), PoolLease("not-a-pool", "racer-1", 15, 0)).ok());
+  BOOST_TEST(w.Write(AdminUser(), o).ok());  // a live lease repaired by an admin
+  BOOST_TEST(w.Write(AdminUser(), HeldPoolLease("not-a-pool", "racer-1", 15, 0)).ok());
 }
 
 BOOST_AUTO_TEST_CASE(membership_not_loaded_is_unavailable) {
   World w(/*load_membership=*/false);
-  ExpectApiError(w.Write(Node("hz-1"), PoolLease("hangzhou", "hz-1", 15, 0)), 503, "", "retry");
+  ExpectApiError(w.Write(NodeUser("hz-1"), HeldPoolLease("hangzhou", "hz-1", 15, 0)), 503, "", "retry");
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -350,7 +326,7 @@ BOOST_AUTO_TEST_SUITE_END()
 BOOST_AUTO_TEST_SUITE(delegated_lease)
 
 BOOST_FIXTURE_TEST_CASE(leader_writes_and_server_stamps, Led) {
-  BOOST_REQUIRE(Write(Node("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 5000)).ok());
+  BOOST_REQUIRE(Write(NodeUser("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 5000)).ok());
   auto dl = Current(ps::Kind::kDelegatedLease, "hz-3");
   auto pl = Current(ps::Kind::kPoolLease, "hangzhou");
   BOOST_TEST(dl->metadata.labels.at(pe::kPoolLabel) == "hangzhou");
@@ -364,84 +340,84 @@ BOOST_FIXTURE_TEST_CASE(leader_writes_and_server_stamps, Led) {
 }
 
 BOOST_FIXTURE_TEST_CASE(only_the_current_leader_writes, Led) {
-  ExpectApiError(Write(Node("hz-2"), Delegated("hz-4", "hangzhou", "hz-2", 5000)), 403, "",
+  ExpectApiError(Write(NodeUser("hz-2"), Delegated("hz-4", "hangzhou", "hz-2", 5000)), 403, "",
                  "held by \"hz-1\"");
-  ExpectApiError(Write(Node("bj-1"), Delegated("hz-4", "hangzhou", "bj-1", 5000)), 403, "",
+  ExpectApiError(Write(NodeUser("bj-1"), Delegated("hz-4", "hangzhou", "bj-1", 5000)), 403, "",
                  "belongs to pool \"beijing\"");
   // The leader of hangzhou writing for a node of beijing.
-  ExpectApiError(Write(Node("hz-1"), Delegated("bj-2", "beijing", "hz-1", 5000)), 403, "",
+  ExpectApiError(Write(NodeUser("hz-1"), Delegated("bj-2", "beijing", "hz-1", 5000)), 403, "",
                  "not to pool \"beijing\"");
-  ExpectApiError(Write(Forwarder(), Delegated("hz-4", "hangzhou", "x", 5000)), 403, "",
+  ExpectApiError(Write(ForwarderUser(), Delegated("hz-4", "hangzhou", "x", 5000)), 403, "",
                  "not a node");
   // Pool without a PoolLease.
-  ExpectApiError(Write(Node("bj-1"), Delegated("bj-2", "beijing", "bj-1", 5000)), 403, "",
+  ExpectApiError(Write(NodeUser("bj-1"), Delegated("bj-2", "beijing", "bj-1", 5000)), 403, "",
                  "has no PoolLease");
 }
 
 BOOST_FIXTURE_TEST_CASE(released_pool_has_no_leader, Led) {
   ps::Object release = Copy(ps::Kind::kPoolLease, "hangzhou");
   release.spec.holder_identity = "";
-  BOOST_REQUIRE(Write(Node("hz-1"), release).ok());
-  ExpectApiError(Write(Node("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 5000)), 403, "",
+  BOOST_REQUIRE(Write(NodeUser("hz-1"), release).ok());
+  ExpectApiError(Write(NodeUser("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 5000)), 403, "",
                  "not held by anyone");
 }
 
 BOOST_FIXTURE_TEST_CASE(renew_time_monotonic_within_a_term_only, Led) {
-  BOOST_REQUIRE(Write(Node("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 5000)).ok());
-  BOOST_TEST(Write(Node("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 5000)).ok());  // equal
-  absl::Status s = Write(Node("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 4999));
+  BOOST_REQUIRE(Write(NodeUser("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 5000)).ok());
+  BOOST_TEST(Write(NodeUser("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 5000)).ok());  // equal
+  absl::Status s = Write(NodeUser("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 4999));
   ExpectApiError(s, 409, "", "written in this term");
   BOOST_TEST(ps::ApiErrorFromStatus(s).reason == "Conflict");
   // A new term (takeover after expiry) starts fresh, even with a clock far behind.
   clock_.Advance(seconds(15));
-  BOOST_REQUIRE(Write(Node("hz-2"), Takeover(Copy(ps::Kind::kPoolLease, "hangzhou"), "hz-2", 5)).ok());
-  BOOST_TEST(Write(Node("hz-2"), Delegated("hz-3", "hangzhou", "hz-2", 10)).ok());
-  ExpectApiError(Write(Node("hz-2"), Delegated("hz-3", "hangzhou", "hz-2", 9)), 409);
+  BOOST_REQUIRE(Write(NodeUser("hz-2"), Takeover(Copy(ps::Kind::kPoolLease, "hangzhou"), "hz-2", 5)).ok());
+  BOOST_TEST(Write(NodeUser("hz-2"), Delegated("hz-3", "hangzhou", "hz-2", 10)).ok());
+  ExpectApiError(Write(NodeUser("hz-2"), Delegated("hz-3", "hangzhou", "hz-2", 9)), 409);
   // Masters are exempt from the order check.
-  BOOST_TEST(Write(Admin(), Delegated("hz-3", "hangzhou", "hz-2", 1)).ok());
+  BOOST_TEST(Write(AdminUser(), Delegated("hz-3", "hangzhou", "hz-2", 1)).ok());
 }
 
 BOOST_FIXTURE_TEST_CASE(deposed_leader_fenced_on_its_very_next_request, Led) {
-  BOOST_REQUIRE(Write(Node("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 5000)).ok());
+  BOOST_REQUIRE(Write(NodeUser("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 5000)).ok());
   auto old_term = Copy(ps::Kind::kPoolLease, "hangzhou");
   clock_.Advance(seconds(15));
-  BOOST_REQUIRE(Write(Node("hz-2"), Takeover(old_term, "hz-2", 5)).ok());
-  ExpectApiError(Write(Node("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 6000)), 403, "",
+  BOOST_REQUIRE(Write(NodeUser("hz-2"), Takeover(old_term, "hz-2", 5)).ok());
+  ExpectApiError(Write(NodeUser("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 6000)), 403, "",
                  "held by \"hz-2\"");
   // And hz-1 cannot renew its way back: the lease is now live for hz-2.
-  ExpectApiError(Write(Node("hz-1"), old_term), 409, "", "held by hz-2");
+  ExpectApiError(Write(NodeUser("hz-1"), old_term), 409, "", "held by hz-2");
   auto dl = Current(ps::Kind::kDelegatedLease, "hz-3");
   auto pl = Current(ps::Kind::kPoolLease, "hangzhou");
   BOOST_TEST(!rules_.DelegationCurrent(*dl, pl.get()));  // written in the old term
 }
 
 BOOST_FIXTURE_TEST_CASE(expired_leader_fenced_until_it_renews, Led) {
-  BOOST_REQUIRE(Write(Node("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 5000)).ok());
+  BOOST_REQUIRE(Write(NodeUser("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 5000)).ok());
   clock_.Advance(microseconds(15 * kSec - 1));
-  BOOST_TEST(Write(Node("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 5001)).ok());
+  BOOST_TEST(Write(NodeUser("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 5001)).ok());
   clock_.Advance(microseconds(1));
-  ExpectApiError(Write(Node("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 5002)), 403, "",
+  ExpectApiError(Write(NodeUser("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 5002)), 403, "",
                  "expired");
   auto dl = Current(ps::Kind::kDelegatedLease, "hz-3");
   BOOST_TEST(!rules_.DelegationCurrent(*dl, Current(ps::Kind::kPoolLease, "hangzhou").get()));
   // The holder renews after expiry: the same term continues, order still enforced.
   ps::Object renew = Copy(ps::Kind::kPoolLease, "hangzhou");
   renew.spec.renew_time_us = *renew.spec.renew_time_us + 15 * kSec;
-  BOOST_REQUIRE(Write(Node("hz-1"), renew).ok());
-  ExpectApiError(Write(Node("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 5000)), 409);
-  BOOST_TEST(Write(Node("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 5002)).ok());
+  BOOST_REQUIRE(Write(NodeUser("hz-1"), renew).ok());
+  ExpectApiError(Write(NodeUser("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 5000)), 409);
+  BOOST_TEST(Write(NodeUser("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 5002)).ok());
 }
 
 // `kubectl annotate dl hz-3 note=x` (system:masters, which bypass proofs) on an
 // expired DelegatedLease made it live again, and a forwarder renewed the node's
 // cloud Lease from it. A write that does not change renewTime renews nothing.
 BOOST_FIXTURE_TEST_CASE(annotating_an_expired_delegation_renews_nothing, Led) {
-  BOOST_REQUIRE(Write(Node("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 5000)).ok());
+  BOOST_REQUIRE(Write(NodeUser("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 5000)).ok());
   const ps::Object written = Copy(ps::Kind::kDelegatedLease, "hz-3");
   clock_.Advance(seconds(41));
   ps::Object annotated = written;
   annotated.metadata.annotations["note"] = "x";
-  BOOST_REQUIRE(Write(Admin(), annotated).ok());
+  BOOST_REQUIRE(Write(AdminUser(), annotated).ok());
   auto dl = Current(ps::Kind::kDelegatedLease, "hz-3");
   BOOST_TEST(dl->metadata.annotations.at("note") == "x");
   BOOST_TEST((dl->status.observed_time_us == written.status.observed_time_us));
@@ -450,26 +426,26 @@ BOOST_FIXTURE_TEST_CASE(annotating_an_expired_delegation_renews_nothing, Led) {
   // A new renewTime from system:masters is a renewal, as from the leader.
   ps::Object renewed = *dl;
   renewed.spec.renew_time_us = 6000;
-  BOOST_REQUIRE(Write(Admin(), renewed).ok());
+  BOOST_REQUIRE(Write(AdminUser(), renewed).ok());
   BOOST_TEST(rules_.RemainingMicros(*Current(ps::Kind::kDelegatedLease, "hz-3")) == 40 * kSec);
 }
 
 BOOST_FIXTURE_TEST_CASE(recreated_pool_lease_is_a_new_term, Led) {
-  BOOST_REQUIRE(Write(Node("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 5000)).ok());
+  BOOST_REQUIRE(Write(NodeUser("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 5000)).ok());
   Erase(ps::Kind::kPoolLease, "hangzhou");
-  BOOST_REQUIRE(Write(Node("hz-1"), PoolLease("hangzhou", "hz-1", 15, 4)).ok());  // same count
+  BOOST_REQUIRE(Write(NodeUser("hz-1"), HeldPoolLease("hangzhou", "hz-1", 15, 4)).ok());  // same count
   BOOST_TEST(!rules_.DelegationCurrent(*Current(ps::Kind::kDelegatedLease, "hz-3"),
                                        Current(ps::Kind::kPoolLease, "hangzhou").get()));
-  BOOST_TEST(Write(Node("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 1)).ok());
+  BOOST_TEST(Write(NodeUser("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 1)).ok());
 }
 
 BOOST_FIXTURE_TEST_CASE(delegation_current_follows_the_delegated_lease_expiry, Led) {
-  BOOST_REQUIRE(Write(Node("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 5000)).ok());
+  BOOST_REQUIRE(Write(NodeUser("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 5000)).ok());
   auto dl = Current(ps::Kind::kDelegatedLease, "hz-3");
   // Keep the pool lease live while the DelegatedLease (40 s) runs out.
   for (int i = 0; i < 4; ++i) {
     clock_.Advance(seconds(10));
-    BOOST_REQUIRE(Write(Node("hz-1"), Copy(ps::Kind::kPoolLease, "hangzhou")).ok());
+    BOOST_REQUIRE(Write(NodeUser("hz-1"), Copy(ps::Kind::kPoolLease, "hangzhou")).ok());
   }
   auto pl = Current(ps::Kind::kPoolLease, "hangzhou");
   BOOST_TEST(rules_.RemainingMicros(*dl) == 0);
@@ -482,46 +458,46 @@ BOOST_AUTO_TEST_SUITE_END()
 BOOST_AUTO_TEST_SUITE(delete_and_status)
 
 BOOST_FIXTURE_TEST_CASE(delegated_lease_delete, Led) {
-  BOOST_REQUIRE(Write(Node("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 5000)).ok());
-  ExpectApiError(Delete(Node("hz-2"), ps::Kind::kDelegatedLease, "hz-3"), 403, "", "node itself");
-  ExpectApiError(Delete(Forwarder(), ps::Kind::kDelegatedLease, "hz-3"), 403);
-  BOOST_TEST(Delete(Node("hz-3"), ps::Kind::kDelegatedLease, "hz-3").ok());
-  BOOST_REQUIRE(Write(Node("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 5000)).ok());
-  BOOST_TEST(Delete(Node("hz-1"), ps::Kind::kDelegatedLease, "hz-3").ok());
-  BOOST_REQUIRE(Write(Node("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 5000)).ok());
+  BOOST_REQUIRE(Write(NodeUser("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 5000)).ok());
+  ExpectApiError(Delete(NodeUser("hz-2"), ps::Kind::kDelegatedLease, "hz-3"), 403, "", "node itself");
+  ExpectApiError(Delete(ForwarderUser(), ps::Kind::kDelegatedLease, "hz-3"), 403);
+  BOOST_TEST(Delete(NodeUser("hz-3"), ps::Kind::kDelegatedLease, "hz-3").ok());
+  BOOST_REQUIRE(Write(NodeUser("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 5000)).ok());
+  BOOST_TEST(Delete(NodeUser("hz-1"), ps::Kind::kDelegatedLease, "hz-3").ok());
+  BOOST_REQUIRE(Write(NodeUser("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 5000)).ok());
   clock_.Advance(seconds(15));  // the leader's lease expired: no longer the leader
-  ExpectApiError(Delete(Node("hz-1"), ps::Kind::kDelegatedLease, "hz-3"), 403);
-  BOOST_TEST(Delete(Admin(), ps::Kind::kDelegatedLease, "hz-3").ok());
+  ExpectApiError(Delete(NodeUser("hz-1"), ps::Kind::kDelegatedLease, "hz-3"), 403);
+  BOOST_TEST(Delete(AdminUser(), ps::Kind::kDelegatedLease, "hz-3").ok());
 }
 
 BOOST_FIXTURE_TEST_CASE(pool_lease_delete, Led) {
-  ExpectApiError(Delete(Node("bj-1"), ps::Kind::kPoolLease, "hangzhou"), 403);
-  ExpectApiError(Delete(Node("hz-2"), ps::Kind::kPoolLease, "hangzhou"), 409, "", "held by hz-1");
+  ExpectApiError(Delete(NodeUser("bj-1"), ps::Kind::kPoolLease, "hangzhou"), 403);
+  ExpectApiError(Delete(NodeUser("hz-2"), ps::Kind::kPoolLease, "hangzhou"), 409, "", "held by hz-1");
   clock_.Advance(seconds(15));
-  BOOST_TEST(Delete(Node("hz-2"), ps::Kind::kPoolLease, "hangzhou").ok());  // expired
-  BOOST_REQUIRE(Write(Node("hz-1"), PoolLease("hangzhou", "hz-1", 15, 0)).ok());
-  BOOST_TEST(Delete(Node("hz-1"), ps::Kind::kPoolLease, "hangzhou").ok());  // the holder
-  BOOST_REQUIRE(Write(Node("hz-1"), PoolLease("hangzhou", "hz-1", 15, 0)).ok());
-  BOOST_TEST(Delete(Admin(), ps::Kind::kPoolLease, "hangzhou").ok());
+  BOOST_TEST(Delete(NodeUser("hz-2"), ps::Kind::kPoolLease, "hangzhou").ok());  // expired
+  BOOST_REQUIRE(Write(NodeUser("hz-1"), HeldPoolLease("hangzhou", "hz-1", 15, 0)).ok());
+  BOOST_TEST(Delete(NodeUser("hz-1"), ps::Kind::kPoolLease, "hangzhou").ok());  // the holder
+  BOOST_REQUIRE(Write(NodeUser("hz-1"), HeldPoolLease("hangzhou", "hz-1", 15, 0)).ok());
+  BOOST_TEST(Delete(AdminUser(), ps::Kind::kPoolLease, "hangzhou").ok());
 }
 
 BOOST_FIXTURE_TEST_CASE(status_writes, Led) {
-  BOOST_REQUIRE(Write(Node("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 5000)).ok());
+  BOOST_REQUIRE(Write(NodeUser("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 5000)).ok());
   ps::Object current = Copy(ps::Kind::kDelegatedLease, "hz-3");
   ps::Object forwarded = current;
   forwarded.status.last_forward_time_us = 123;
   forwarded.observed_monotonic_us = 0;  // clients cannot touch it
-  BOOST_TEST(rules_.AdmitStatusWrite(Forwarder(), current, forwarded).ok());
+  BOOST_TEST(rules_.AdmitStatusWrite(ForwarderUser(), current, forwarded).ok());
   BOOST_TEST(forwarded.observed_monotonic_us == current.observed_monotonic_us);
   // observedTime is the server's, whoever writes /status: 2099 as admin made
   // kubectl pool show "in 72y" while the server let another node take over.
-  for (const poolcoord::base::UserInfo& who : {Forwarder(), Admin()}) {
+  for (const poolcoord::base::UserInfo& who : {ForwarderUser(), AdminUser()}) {
     ps::Object forged = current;
     forged.status.observed_time_us = 4'070'908'800'000'000;  // 2099-01-01T00:00:00Z
     BOOST_TEST(rules_.AdmitStatusWrite(who, current, forged).ok());
     BOOST_TEST((forged.status.observed_time_us == current.status.observed_time_us));
   }
-  ExpectApiError(rules_.AdmitStatusWrite(Node("hz-1"), current, forwarded), 403, "",
+  ExpectApiError(rules_.AdmitStatusWrite(NodeUser("hz-1"), current, forwarded), 403, "",
                  "--forwarder-user");
 }
 

@@ -29,26 +29,10 @@ using std::chrono::seconds;
 
 namespace {
 
-UserInfo Node(const std::string& name) {
-  return {"system:node:" + name, "", {"system:nodes", "system:authenticated"}, {}};
-}
-UserInfo Admin() { return {"admin", "", {"system:masters", "system:authenticated"}, {}}; }
-UserInfo Forwarder() {
-  return {"system:serviceaccount:kube-system:poolcoord", "", {"system:serviceaccounts"}, {}};
-}
-
-ps::Object PoolLease(const std::string& pool, const std::string& holder, int32_t duration,
-                     int32_t transitions) {
-  ps::Object o;
-  o.kind = ps::Kind::kPoolLease;
-  o.metadata.name = pool;
-  o.spec.holder_identity = holder;
-  o.spec.lease_duration_seconds = duration;
-  o.spec.lease_transitions = transitions;
-  o.spec.acquire_time_us = 1000;
-  o.spec.renew_time_us = 2000;
-  return o;
-}
+using poolcoord::testing::AdminUser;
+using poolcoord::testing::ForwarderUser;
+using poolcoord::testing::HeldPoolLease;
+using poolcoord::testing::NodeUser;
 
 ps::Object Delegated(const std::string& node, const std::string& pool,
                      const std::string& delegate) {
@@ -60,7 +44,7 @@ ps::Object Delegated(const std::string& node, const std::string& pool,
 struct World {
   explicit World(bool load_membership = true)
       : store(ps::NewMemoryStore({})),
-        rules(&clock, &membership, pe::LeaseRulesOptions{300, Forwarder().username, {"proxy"}}) {
+        rules(&clock, &membership, pe::LeaseRulesOptions{300, ForwarderUser().username, {"proxy"}}) {
     clock.Advance(seconds(100));
     if (load_membership) {
       BOOST_REQUIRE(membership
@@ -96,7 +80,7 @@ struct World {
 
 // hz-1 holds hangzhou.
 struct Led : World {
-  Led() { BOOST_REQUIRE(Write(Node("hz-1"), PoolLease("hangzhou", "hz-1", 15, 4)).ok()); }
+  Led() { BOOST_REQUIRE(Write(NodeUser("hz-1"), HeldPoolLease("hangzhou", "hz-1", 15, 4)).ok()); }
 };
 
 using poolcoord::testing::ExpectApiError;
@@ -107,31 +91,31 @@ BOOST_AUTO_TEST_SUITE(pool_lease)
 
 BOOST_AUTO_TEST_CASE(duration_bounds_apply_to_everyone) {
   World w;
-  ExpectApiError(w.Write(Node("hz-1"), PoolLease("hangzhou", "hz-1", 0, 0)), 422,
+  ExpectApiError(w.Write(NodeUser("hz-1"), HeldPoolLease("hangzhou", "hz-1", 0, 0)), 422,
                  "spec.leaseDurationSeconds");
-  ExpectApiError(w.Write(Node("hz-1"), PoolLease("hangzhou", "hz-1", 301, 0)), 422,
+  ExpectApiError(w.Write(NodeUser("hz-1"), HeldPoolLease("hangzhou", "hz-1", 301, 0)), 422,
                  "spec.leaseDurationSeconds", "must be between 1 and 300 seconds");
-  ExpectApiError(w.Write(Admin(), PoolLease("anything", "x", 1'000'000'000, 0)), 422,
+  ExpectApiError(w.Write(AdminUser(), HeldPoolLease("anything", "x", 1'000'000'000, 0)), 422,
                  "spec.leaseDurationSeconds");
-  ExpectApiError(w.Write(Admin(), PoolLease("anything", "x", 10, -1)), 422,
+  ExpectApiError(w.Write(AdminUser(), HeldPoolLease("anything", "x", 10, -1)), 422,
                  "spec.leaseTransitions");
-  ps::Object no_duration = PoolLease("hangzhou", "hz-1", 1, 0);
+  ps::Object no_duration = HeldPoolLease("hangzhou", "hz-1", 1, 0);
   no_duration.spec.lease_duration_seconds.reset();
-  ExpectApiError(w.Write(Node("hz-1"), no_duration), 422, "spec.leaseDurationSeconds");
-  BOOST_TEST(w.Write(Node("hz-1"), PoolLease("hangzhou", "hz-1", 300, 0)).ok());
+  ExpectApiError(w.Write(NodeUser("hz-1"), no_duration), 422, "spec.leaseDurationSeconds");
+  BOOST_TEST(w.Write(NodeUser("hz-1"), HeldPoolLease("hangzhou", "hz-1", 300, 0)).ok());
   // Required also while nobody holds it, as the schema says (issue 12: a
   // `"spec": null` create made a PoolLease without one).
-  ps::Object unheld = PoolLease("beijing", "", 1, 0);
+  ps::Object unheld = HeldPoolLease("beijing", "", 1, 0);
   unheld.spec.lease_duration_seconds.reset();
-  ExpectApiError(w.Write(Node("bj-1"), unheld), 422, "spec.leaseDurationSeconds");
+  ExpectApiError(w.Write(NodeUser("bj-1"), unheld), 422, "spec.leaseDurationSeconds");
 }
 
 BOOST_AUTO_TEST_CASE(validation_comes_before_the_rules) {
   World w;
   // A stranger with a bad duration hears about the duration first, as before the split.
-  ExpectApiError(w.Write(Node("stranger"), PoolLease("hangzhou", "stranger", 0, 0)), 422,
+  ExpectApiError(w.Write(NodeUser("stranger"), HeldPoolLease("hangzhou", "stranger", 0, 0)), 422,
                  "spec.leaseDurationSeconds");
-  ExpectApiError(w.Write(Node("stranger"), PoolLease("hangzhou", "stranger", 15, 0)), 403);
+  ExpectApiError(w.Write(NodeUser("stranger"), HeldPoolLease("hangzhou", "stranger", 15, 0)), 403);
 }
 
 BOOST_AUTO_TEST_CASE(max_duration_follows_the_flag) {
@@ -139,7 +123,7 @@ BOOST_AUTO_TEST_CASE(max_duration_follows_the_flag) {
   pe::LeaseRules strict(&w.clock, &w.membership, pe::LeaseRulesOptions{60, "", {}});
   reg::GenericStore kind(reg::ForKind(ps::Kind::kPoolLease), w.store.get(), &w.clock, &strict);
   std::vector<std::string> warnings;
-  auto r = kind.Create(Node("hz-1"), std::make_shared<ps::Object>(PoolLease("hangzhou", "hz-1", 61, 0)),
+  auto r = kind.Create(NodeUser("hz-1"), std::make_shared<ps::Object>(HeldPoolLease("hangzhou", "hz-1", 61, 0)),
                        false, &warnings);
   ExpectApiError(r.status(), 422, "spec.leaseDurationSeconds", "between 1 and 60 seconds");
 }
@@ -182,39 +166,39 @@ BOOST_FIXTURE_TEST_CASE(each_field_checked_with_its_own_cause, Led) {
     BOOST_TEST_CONTEXT(c.what) {
       ps::Object o = Delegated("hz-3", "hangzhou", "hz-1");
       c.edit(o);
-      absl::Status s = Write(Node("hz-1"), o);
+      absl::Status s = Write(NodeUser("hz-1"), o);
       ExpectApiError(s, 422, c.field);
       BOOST_TEST(ps::ApiErrorFromStatus(s).causes.size() == 1u);
     }
   }
-  ExpectApiError(Write(Node("hz-1"), Delegated("lonely", "hangzhou", "hz-1")), 422,
+  ExpectApiError(Write(NodeUser("hz-1"), Delegated("lonely", "hangzhou", "hz-1")), 422,
                  "spec.poolName", "belongs to no pool");
   // All bad fields at once, in one 422.
   ps::Object bad = Delegated("hz-3", "beijing", "hz-2");
   bad.metadata.annotations.clear();
-  absl::Status s = Write(Node("hz-1"), bad);
+  absl::Status s = Write(NodeUser("hz-1"), bad);
   ExpectApiError(s, 422, "metadata.annotations");
   BOOST_TEST(ps::ApiErrorFromStatus(s).causes.size() == 3u);
   // Validity binds masters too; the delegate check does not.
   ps::Object by_admin = Delegated("hz-3", "hangzhou", "someone");
   by_admin.metadata.annotations.clear();
-  ExpectApiError(Write(Admin(), by_admin), 422, "metadata.annotations");
-  BOOST_TEST(Write(Admin(), Delegated("hz-3", "hangzhou", "someone")).ok());
+  ExpectApiError(Write(AdminUser(), by_admin), 422, "metadata.annotations");
+  BOOST_TEST(Write(AdminUser(), Delegated("hz-3", "hangzhou", "someone")).ok());
   // An update is checked as a create is.
   ps::Object renewed = Delegated("hz-3", "hangzhou", "hz-1");
-  BOOST_REQUIRE(Write(Node("hz-1"), renewed).ok());
+  BOOST_REQUIRE(Write(NodeUser("hz-1"), renewed).ok());
   renewed.spec.holder_identity = "hz-4";
-  ExpectApiError(Write(Node("hz-1"), renewed), 422, "spec.holderIdentity");
+  ExpectApiError(Write(NodeUser("hz-1"), renewed), 422, "spec.holderIdentity");
 }
 
 BOOST_FIXTURE_TEST_CASE(who_writes_is_checked_before_what, Led) {
   // Not a node: 403 before the fields are judged (delegate "x" is not the writer).
-  ExpectApiError(Write(Forwarder(), Delegated("hz-4", "hangzhou", "x")), 403, "", "not a node");
+  ExpectApiError(Write(ForwarderUser(), Delegated("hz-4", "hangzhou", "x")), 403, "", "not a node");
   ps::Object no_annotation = Delegated("hz-4", "hangzhou", "x");
   no_annotation.metadata.annotations.clear();
-  ExpectApiError(Write(Forwarder(), no_annotation), 403, "", "not a node");
+  ExpectApiError(Write(ForwarderUser(), no_annotation), 403, "", "not a node");
   // A valid object from a follower: the rules' 403.
-  ExpectApiError(Write(Node("hz-2"), Delegated("hz-4", "hangzhou", "hz-2")), 403, "",
+  ExpectApiError(Write(NodeUser("hz-2"), Delegated("hz-4", "hangzhou", "hz-2")), 403, "",
                  "held by \"hz-1\"");
 }
 
@@ -222,23 +206,23 @@ BOOST_AUTO_TEST_CASE(membership_not_loaded_is_unavailable_before_validation) {
   World w(/*load_membership=*/false);
   ps::Object invalid = Delegated("hz-3", "hangzhou", "hz-1");
   invalid.spec.pool_name.reset();
-  ExpectApiError(w.Write(Node("hz-1"), invalid), 503, "", "retry");
+  ExpectApiError(w.Write(NodeUser("hz-1"), invalid), 503, "", "retry");
 }
 
 BOOST_AUTO_TEST_CASE(without_rules_fields_are_still_validated) {
   World w;
   ps::Object o = Delegated("hz-3", "hangzhou", "hz-1");
   o.metadata.annotations.clear();
-  ExpectApiError(w.Write(Admin(), o, /*with_rules=*/false), 422, "metadata.annotations");
+  ExpectApiError(w.Write(AdminUser(), o, /*with_rules=*/false), 422, "metadata.annotations");
   // No membership to compare spec.poolName with, no admission: a valid object passes.
-  BOOST_TEST(w.Write(Admin(), Delegated("hz-3", "nowhere", "hz-1"), false).ok());
+  BOOST_TEST(w.Write(AdminUser(), Delegated("hz-3", "nowhere", "hz-1"), false).ok());
   auto stored = w.store->Get(ps::Kind::kDelegatedLease, "hz-3");
   BOOST_REQUIRE(stored.ok());
   BOOST_TEST(!(*stored)->status.observed_time_us.has_value());  // nobody stamped it
 }
 
 BOOST_FIXTURE_TEST_CASE(the_rules_stamp_an_accepted_write, Led) {
-  BOOST_REQUIRE(Write(Node("hz-1"), Delegated("hz-3", "hangzhou", "hz-1")).ok());
+  BOOST_REQUIRE(Write(NodeUser("hz-1"), Delegated("hz-3", "hangzhou", "hz-1")).ok());
   auto dl = store->Get(ps::Kind::kDelegatedLease, "hz-3");
   BOOST_REQUIRE(dl.ok());
   BOOST_TEST((*dl)->metadata.labels.at(pe::kPoolLabel) == "hangzhou");
@@ -260,17 +244,17 @@ BOOST_FIXTURE_TEST_CASE(delegation_status_is_the_servers_and_proofs_are_not_stor
                              })
                     .ok());
   // The holder renews with a body that carries other challenges: they are kept.
-  ps::Object renew = PoolLease("hangzhou", "hz-1", 15, 4);
+  ps::Object renew = HeldPoolLease("hangzhou", "hz-1", 15, 4);
   ps::MutableDelegation(renew).challenges = {{"forged", 1}};
-  BOOST_REQUIRE(Write(Node("hz-1"), renew).ok());
+  BOOST_REQUIRE(Write(NodeUser("hz-1"), renew).ok());
   auto pl = store->Get(ps::Kind::kPoolLease, "hangzhou");
   BOOST_REQUIRE(pl.ok());
   BOOST_REQUIRE(ps::DelegationOf(**pl).challenges.size() == 1u);
   BOOST_TEST(ps::DelegationOf(**pl).challenges[0].value == "c1");
   // A create cannot bring any.
-  ps::Object fresh = PoolLease("beijing", "bj-1", 15, 0);
+  ps::Object fresh = HeldPoolLease("beijing", "bj-1", 15, 0);
   ps::MutableDelegation(fresh).challenges = {{"forged", 1}};
-  BOOST_REQUIRE(Write(Node("bj-1"), fresh).ok());
+  BOOST_REQUIRE(Write(NodeUser("bj-1"), fresh).ok());
   auto bj = store->Get(ps::Kind::kPoolLease, "beijing");
   BOOST_TEST(ps::DelegationOf(**bj).challenges.empty());
   // spec.proof (no proof check configured here) and a client's status.proof are
@@ -278,7 +262,7 @@ BOOST_FIXTURE_TEST_CASE(delegation_status_is_the_servers_and_proofs_are_not_stor
   ps::Object dl = Delegated("hz-3", "hangzhou", "hz-1");
   ps::MutableDelegation(dl).proof = ps::DelegationProof{"aGI=", "Y2VydA=="};
   ps::MutableDelegation(dl).accepted_proof = ps::AcceptedProof{"00", 99, "x"};
-  BOOST_REQUIRE(Write(Node("hz-1"), dl).ok());
+  BOOST_REQUIRE(Write(NodeUser("hz-1"), dl).ok());
   auto stored = store->Get(ps::Kind::kDelegatedLease, "hz-3");
   BOOST_REQUIRE(stored.ok());
   BOOST_TEST(!(*stored)->delegation);
