@@ -9,6 +9,7 @@
 #include "handlers/registry/registry.h"
 #include "store/api_error.h"
 #include "store/object_codec.h"
+#include "tests/handlers/handler_testing.h"
 
 namespace poolcoord::handlers {
 namespace {
@@ -184,15 +185,10 @@ BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(Applies)
 
-rapidjson::Document Json(const std::string& text) {
-  rapidjson::Document d;
-  d.Parse(text.c_str(), text.size());
-  BOOST_REQUIRE(!d.HasParseError());
-  return d;
-}
+using testing::ParseJson;
 
 std::string Check(const std::string& config, std::string_view name = "n1") {
-  absl::Status s = CheckApplyConfiguration(Json(config), Kind::kDelegatedLease,
+  absl::Status s = CheckApplyConfiguration(ParseJson(config), Kind::kDelegatedLease,
                                            registry::ForKind(Kind::kDelegatedLease).MergeSchema().root(), name);
   return s.ok() ? "ok" : std::to_string(store::ApiErrorFromStatus(s).code) + " " + std::string(s.message());
 }
@@ -217,7 +213,7 @@ BOOST_AUTO_TEST_CASE(ConfigurationsRefusedAsKubeApiserverRefusesThem) {
 }
 
 BOOST_AUTO_TEST_CASE(ApplyCreatesThenConflicts) {
-  const auto config = Json(
+  const auto config = ParseJson(
       R"({"apiVersion":"coordination.pool/v1alpha1","kind":"DelegatedLease","metadata":{"name":"n1"},)"
       R"("spec":{"holderIdentity":"n1","leaseDurationSeconds":40}})");
   auto created = ApplyConfiguration(nullptr, config, As("m1", kT0), false);
@@ -234,7 +230,7 @@ BOOST_AUTO_TEST_CASE(ApplyCreatesThenConflicts) {
   BOOST_REQUIRE(again.ok());
   BOOST_TEST(!again->changed);
 
-  const auto other = Json(
+  const auto other = ParseJson(
       R"({"apiVersion":"coordination.pool/v1alpha1","kind":"DelegatedLease","metadata":{"name":"n1"},)"
       R"("spec":{"leaseDurationSeconds":20}})");
   auto conflict = ApplyConfiguration(&o, other, As("m2", kT0 + 2), false);

@@ -35,6 +35,14 @@ inline std::string HeaderOf(const Response& r, std::string_view name) {
   return "";
 }
 
+// `text` parsed (any JSON value); the test stops, naming it, when it is not JSON.
+inline rapidjson::Document ParseJson(const std::string& text) {
+  rapidjson::Document d;
+  d.Parse(text.c_str(), text.size());
+  BOOST_REQUIRE_MESSAGE(!d.HasParseError(), "not JSON: " << text);
+  return d;
+}
+
 // `body` parsed; the test stops unless it is a JSON object.
 inline rapidjson::Document ParseObject(const std::string& body) {
   rapidjson::Document d;

@@ -6,6 +6,7 @@
 
 #include "handlers/registry/registry.h"
 #include "handlers/managed_fields.h"
+#include "tests/handlers/handler_testing.h"
 
 namespace poolcoord::handlers::ssa {
 namespace {
@@ -14,12 +15,7 @@ constexpr char kV[] = "coordination.pool/v1alpha1";
 
 const SchemaNode& PoolLease() { return registry::ForKind(store::Kind::kPoolLease).MergeSchema().root(); }
 
-rapidjson::Document Json(const std::string& text) {
-  rapidjson::Document d;
-  d.Parse(text.c_str(), text.size());
-  BOOST_REQUIRE_MESSAGE(!d.HasParseError(), text);
-  return d;
-}
+using testing::ParseJson;
 
 FieldSet Set(const std::string& json) {
   auto s = FieldSet::FromJson(json);
@@ -45,7 +41,7 @@ Manager Updater(std::string name, std::string fields, int64_t time) {
 // One Update operation from `before` to `after`, as the field manager runs it.
 void Update(const std::string& before, const std::string& after, const std::string& manager,
             int64_t now, Managers& managers, std::string_view subresource = "") {
-  auto a = Json(before), b = Json(after);
+  auto a = ParseJson(before), b = ParseJson(after);
   RecordUpdate(FilterComparison(Compare(&a, &b, PoolLease()), subresource), manager, kV,
                std::string(subresource), now, managers);
 }

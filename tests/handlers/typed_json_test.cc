@@ -7,18 +7,14 @@
 #include "handlers/typed_json.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
+#include "tests/handlers/handler_testing.h"
 
 namespace poolcoord::handlers::ssa {
 namespace {
 
 const SchemaNode& PoolLease() { return registry::ForKind(store::Kind::kPoolLease).MergeSchema().root(); }
 
-rapidjson::Document Json(const std::string& text) {
-  rapidjson::Document d;
-  d.Parse(text.c_str(), text.size());
-  BOOST_REQUIRE_MESSAGE(!d.HasParseError(), text);
-  return d;
-}
+using testing::ParseJson;
 
 std::string Text(const rapidjson::Value& v) {
   rapidjson::StringBuffer buf;
@@ -28,7 +24,7 @@ std::string Text(const rapidjson::Value& v) {
 }
 
 std::string Error(const std::string& config) {
-  absl::Status s = Validate(Json(config), PoolLease());
+  absl::Status s = Validate(ParseJson(config), PoolLease());
   return s.ok() ? "ok" : std::string(s.message());
 }
 
@@ -62,7 +58,7 @@ BOOST_AUTO_TEST_SUITE(FieldSets)
 
 BOOST_AUTO_TEST_CASE(WhatAnAppliedConfigurationOwns) {
   // As kube-apiserver recorded the apply of the same configuration.
-  auto config = Json(
+  auto config = ParseJson(
       R"({"apiVersion":"coordination.pool/v1alpha1","kind":"PoolLease","metadata":{"name":"t1",)"
       R"("labels":{"a":"1","b":"2"},"finalizers":["x.io/f1"],)"
       R"("ownerReferences":[{"apiVersion":"v1","kind":"Node","name":"n1","uid":"u-1"}]},)"
@@ -74,7 +70,7 @@ BOOST_AUTO_TEST_CASE(WhatAnAppliedConfigurationOwns) {
              R"("f:ownerReferences":{"k:{\"uid\":\"u-1\"}":{}}},)"
              R"("f:spec":{"f:holderIdentity":{},"f:leaseDurationSeconds":{}}})");
   // An empty map is owned itself; null owns nothing.
-  BOOST_TEST(ToFieldSet(Json(R"({"spec":{},"metadata":{"labels":null}})"), PoolLease()).ToJson() ==
+  BOOST_TEST(ToFieldSet(ParseJson(R"({"spec":{},"metadata":{"labels":null}})"), PoolLease()).ToJson() ==
              R"({"f:spec":{}})");
 }
 
@@ -83,8 +79,8 @@ BOOST_AUTO_TEST_SUITE_END()
 BOOST_AUTO_TEST_SUITE(Comparisons)
 
 BOOST_AUTO_TEST_CASE(CreateAddsMapsAndLeaves) {
-  auto empty = Json(R"({"apiVersion":"v","kind":"PoolLease"})");
-  auto obj = Json(
+  auto empty = ParseJson(R"({"apiVersion":"v","kind":"PoolLease"})");
+  auto obj = ParseJson(
       R"({"apiVersion":"v","kind":"PoolLease","metadata":{"name":"a","annotations":{"x":"1"}},)"
       R"("spec":{"holderIdentity":"h","leaseDurationSeconds":3}})");
   Comparison c = Compare(&empty, &obj, PoolLease());
@@ -98,9 +94,9 @@ BOOST_AUTO_TEST_CASE(CreateAddsMapsAndLeaves) {
 }
 
 BOOST_AUTO_TEST_CASE(UpdateModifiesRemovesAndListItems) {
-  auto a = Json(R"({"metadata":{"labels":{"a":"1","b":"2"},"finalizers":["x","y"]},)"
+  auto a = ParseJson(R"({"metadata":{"labels":{"a":"1","b":"2"},"finalizers":["x","y"]},)"
                 R"("spec":{"holderIdentity":"h","renewTime":"t1"}})");
-  auto b = Json(R"({"metadata":{"labels":{"a":"1","c":"3"},"finalizers":["y","z"]},)"
+  auto b = ParseJson(R"({"metadata":{"labels":{"a":"1","c":"3"},"finalizers":["y","z"]},)"
                 R"("spec":{"holderIdentity":"h","renewTime":"t2"}})");
   Comparison c = Compare(&a, &b, PoolLease());
   BOOST_TEST(c.modified.ToJson() == R"({"f:spec":{"f:renewTime":{}}})");
@@ -112,8 +108,8 @@ BOOST_AUTO_TEST_CASE(UpdateModifiesRemovesAndListItems) {
 }
 
 BOOST_AUTO_TEST_CASE(AtomicItemsAreLeaves) {
-  auto a = Json(R"({"metadata":{"ownerReferences":[{"uid":"u","name":"a"}]}})");
-  auto b = Json(R"({"metadata":{"ownerReferences":[{"uid":"u","name":"b"}]}})");
+  auto a = ParseJson(R"({"metadata":{"ownerReferences":[{"uid":"u","name":"a"}]}})");
+  auto b = ParseJson(R"({"metadata":{"ownerReferences":[{"uid":"u","name":"b"}]}})");
   Comparison c = Compare(&a, &b, PoolLease());
   BOOST_TEST(c.modified.ToJson() == R"({"f:metadata":{"f:ownerReferences":{"k:{\"uid\":\"u\"}":{}}}})");
 }
@@ -123,14 +119,14 @@ BOOST_AUTO_TEST_SUITE_END()
 BOOST_AUTO_TEST_SUITE(Merging)
 
 BOOST_AUTO_TEST_CASE(GranularMapsMergeLeavesTakeTheConfig) {
-  auto live = Json(R"({"metadata":{"labels":{"a":"1","b":"2"}},"spec":{"holderIdentity":"h","renewTime":"t"}})");
-  auto config = Json(R"({"metadata":{"labels":{"b":"3","c":"4"}},"spec":{"holderIdentity":"k"}})");
+  auto live = ParseJson(R"({"metadata":{"labels":{"a":"1","b":"2"}},"spec":{"holderIdentity":"h","renewTime":"t"}})");
+  auto config = ParseJson(R"({"metadata":{"labels":{"b":"3","c":"4"}},"spec":{"holderIdentity":"k"}})");
   rapidjson::Document out;
   rapidjson::Value merged = Merge(&live, &config, PoolLease(), out.GetAllocator());
   BOOST_TEST(Text(merged) ==
              R"({"metadata":{"labels":{"a":"1","b":"3","c":"4"}},"spec":{"holderIdentity":"k","renewTime":"t"}})");
   // A null map in the configuration leaves the live one alone.
-  auto nulls = Json(R"({"metadata":{"labels":null}})");
+  auto nulls = ParseJson(R"({"metadata":{"labels":null}})");
   BOOST_TEST(Text(Merge(&live, &nulls, PoolLease(), out.GetAllocator())) == Text(live));
   // Nothing live: the configuration as it is.
   BOOST_TEST(Text(Merge(nullptr, &config, PoolLease(), out.GetAllocator())) == Text(config));
@@ -139,7 +135,7 @@ BOOST_AUTO_TEST_CASE(GranularMapsMergeLeavesTakeTheConfig) {
 BOOST_AUTO_TEST_CASE(ListsKeepLiveOrderAndPlaceNewItems) {
   rapidjson::Document out;
   auto merge = [&](const char* live, const char* config) {
-    auto l = Json(live), c = Json(config);
+    auto l = ParseJson(live), c = ParseJson(config);
     return Text(Merge(&l, &c, PoolLease(), out.GetAllocator()));
   };
   // The orders kube-apiserver 1.32 produced for the same two applies.
@@ -160,7 +156,7 @@ BOOST_AUTO_TEST_CASE(ListsKeepLiveOrderAndPlaceNewItems) {
 }
 
 BOOST_AUTO_TEST_CASE(RemoveItemsDropsMembers) {
-  auto v = Json(R"({"metadata":{"labels":{"a":"1","b":"2"},"finalizers":["x","y"]},"spec":{"holderIdentity":"h","renewTime":"t"}})");
+  auto v = ParseJson(R"({"metadata":{"labels":{"a":"1","b":"2"},"finalizers":["x","y"]},"spec":{"holderIdentity":"h","renewTime":"t"}})");
   FieldSet remove;
   remove.Insert(FieldPath({"metadata", "labels", "a"}));
   remove.Insert(FieldPath({"spec", "renewTime"}));
