@@ -37,6 +37,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_flags.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -54,45 +55,9 @@ namespace pb = poolcoord::base;
 
 namespace {
 
-std::map<std::string, std::string> Flags(int argc, char** argv, int first) {
-  std::map<std::string, std::string> f;
-  for (int i = first; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a.rfind("--", 0) != 0) {
-      std::fprintf(stderr, "unexpected argument %s\n", a.c_str());
-      std::exit(2);
-    }
-    const size_t eq = a.find('=');
-    f[a.substr(2, eq == std::string::npos ? std::string::npos : eq - 2)] =
-        eq == std::string::npos ? "true" : a.substr(eq + 1);
-  }
-  return f;
-}
-
-int IntFlag(const std::map<std::string, std::string>& f, const std::string& name, int def) {
-  auto it = f.find(name);
-  int v = def;
-  if (it != f.end() && !absl::SimpleAtoi(it->second, &v)) {
-    std::fprintf(stderr, "--%s: not a number\n", name.c_str());
-    std::exit(2);
-  }
-  return v;
-}
-
-std::string StrFlag(const std::map<std::string, std::string>& f, const std::string& name,
-                    const std::string& def) {
-  auto it = f.find(name);
-  return it == f.end() ? def : it->second;
-}
-
-template <typename T>
-T Must(absl::StatusOr<T> v, const char* what) {
-  if (!v.ok()) {
-    std::fprintf(stderr, "%s: %s\n", what, v.status().ToString().c_str());
-    std::exit(1);
-  }
-  return *std::move(v);
-}
+using poolcoord::bench::IntFlag;
+using poolcoord::bench::Must;
+using poolcoord::bench::StrFlag;
 
 int64_t ThreadCpuUs() {
   timespec ts;
@@ -462,7 +427,7 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   const std::string mode = argv[1];
-  auto flags = Flags(argc, argv, 2);
+  auto flags = poolcoord::bench::ParseFlags(argc, argv, 2);
   if (mode == "verify") return Verify(flags);
   if (mode == "lan") return Lan(argv[0], flags);
   if (mode == "receiver") return Receiver(flags);

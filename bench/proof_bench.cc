@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_flags.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
@@ -59,34 +60,8 @@ namespace {
   std::exit(1);
 }
 
-template <typename T>
-T Must(absl::StatusOr<T> v, const char* what) {
-  if (!v.ok()) Die(absl::StrFormat("%s: %s", what, v.status().ToString()));
-  return *std::move(v);
-}
-
-std::map<std::string, std::string> Flags(int argc, char** argv, int first,
-                                         std::vector<std::string>* positional) {
-  std::map<std::string, std::string> f;
-  for (int i = first; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a.rfind("--", 0) != 0) {
-      positional->push_back(a);
-      continue;
-    }
-    size_t eq = a.find('=');
-    f[a.substr(2, eq == std::string::npos ? std::string::npos : eq - 2)] =
-        eq == std::string::npos ? "true" : a.substr(eq + 1);
-  }
-  return f;
-}
-
-int IntFlag(const std::map<std::string, std::string>& f, const std::string& name, int def) {
-  auto it = f.find(name);
-  int v = def;
-  if (it != f.end() && !absl::SimpleAtoi(it->second, &v)) Die("--" + name + " wants a number");
-  return v;
-}
+using poolcoord::bench::IntFlag;
+using poolcoord::bench::Must;
 
 double ThreadCpuSeconds() {
   timespec ts{};
@@ -382,7 +357,7 @@ int main(int argc, char** argv) {
   }
   const std::string mode = argv[1];
   std::vector<std::string> pos;
-  const auto flags = Flags(argc, argv, 2, &pos);
+  const auto flags = poolcoord::bench::ParseFlags(argc, argv, 2, &pos);
   if (mode == "inproc") return RunInproc(flags);
   if (mode == "mint") return RunMint(pos, flags);
   if (mode == "sign") return RunSign(pos);
