@@ -23,10 +23,7 @@ using std::chrono::seconds;
 
 namespace {
 
-using poolcoord::testing::AdminUser;
-using poolcoord::testing::ForwarderUser;
-using poolcoord::testing::HeldPoolLease;
-using poolcoord::testing::NodeUser;
+using namespace poolcoord::testing;  // NOLINT: the users and leases of tests/rules_writes.h
 
 constexpr int64_t kSec = 1'000'000;
 

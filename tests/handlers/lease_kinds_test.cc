@@ -29,10 +29,7 @@ using std::chrono::seconds;
 
 namespace {
 
-using poolcoord::testing::AdminUser;
-using poolcoord::testing::ForwarderUser;
-using poolcoord::testing::HeldPoolLease;
-using poolcoord::testing::NodeUser;
+using namespace poolcoord::testing;  // NOLINT: the users and leases of tests/rules_writes.h
 
 ps::Object Delegated(const std::string& node, const std::string& pool,
                      const std::string& delegate) {
