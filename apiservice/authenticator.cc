@@ -288,31 +288,29 @@ absl::Status Authenticator::Rebuild(const std::string& client_ca_pem,
     state->client_ca_pem = client_pem;
     absl::StrAppend(&state->accepted_ca_pem, client_pem, "\n");
   }
+  // The flags' front proxy and the ConfigMap's are trusted alike, each with its
+  // own CA and header names (lower-cased, as the transport hands headers over).
+  auto add_requestheader = [&](X509_STORE* ca, const auto& from, const std::string& pem) {
+    RequestHeaderSource source;
+    source.ca = ca;
+    source.allowed_names = from.requestheader_allowed_names;
+    source.username_headers = LowerAll(from.requestheader_username_headers);
+    source.group_headers = LowerAll(from.requestheader_group_headers);
+    source.extra_prefixes = LowerAll(from.requestheader_extra_headers_prefix);
+    state->requestheader.push_back(std::move(source));
+    absl::StrAppend(&state->accepted_ca_pem, pem, "\n");
+  };
   if (!requestheader_ca_pem.empty()) {
     absl::StatusOr<X509_STORE*> store =
         CaStoreFromPem(requestheader_ca_pem, "--requestheader-client-ca-file");
     if (!store.ok()) return store.status();
-    RequestHeaderSource source;
-    source.ca = *store;
-    source.allowed_names = options_.requestheader_allowed_names;
-    source.username_headers = LowerAll(options_.requestheader_username_headers);
-    source.group_headers = LowerAll(options_.requestheader_group_headers);
-    source.extra_prefixes = LowerAll(options_.requestheader_extra_headers_prefix);
-    state->requestheader.push_back(std::move(source));
-    absl::StrAppend(&state->accepted_ca_pem, requestheader_ca_pem, "\n");
+    add_requestheader(*store, options_, requestheader_ca_pem);
   }
   if (config.exists && !config.requestheader_client_ca_pem.empty()) {
     absl::StatusOr<X509_STORE*> store = CaStoreFromPem(
         config.requestheader_client_ca_pem, absl::StrCat(where, " requestheader-client-ca-file"));
     if (!store.ok()) return store.status();
-    RequestHeaderSource source;
-    source.ca = *store;
-    source.allowed_names = config.requestheader_allowed_names;
-    source.username_headers = LowerAll(config.requestheader_username_headers);
-    source.group_headers = LowerAll(config.requestheader_group_headers);
-    source.extra_prefixes = LowerAll(config.requestheader_extra_headers_prefix);
-    state->requestheader.push_back(std::move(source));
-    absl::StrAppend(&state->accepted_ca_pem, config.requestheader_client_ca_pem, "\n");
+    add_requestheader(*store, config, config.requestheader_client_ca_pem);
   }
   absl::MutexLock lock(&mu_);
   if (state_ != nullptr) retired_.push_back(std::move(state_));
