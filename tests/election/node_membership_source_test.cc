@@ -46,6 +46,19 @@ bool Eventually(Pred pred) {
   return pred();
 }
 
+// A started source whose first list has put hz-1 (of hangzhou) in the index.
+// The test stops it.
+struct Watching {
+  Watching() {
+    nodes.Put(NodeIn("hz-1", "hangzhou"));
+    source.Start();
+    BOOST_REQUIRE(Eventually([&] { return PoolOf(index, "hz-1") == "hangzhou"; }));
+  }
+  poolcoord::testing::FakeNodes nodes;
+  pe::MembershipIndex index;
+  pe::NodeMembershipSource source{&nodes, &index, kLabel};
+};
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(list_fills_the_index_with_labelled_nodes) {
@@ -66,13 +79,7 @@ BOOST_AUTO_TEST_CASE(list_fills_the_index_with_labelled_nodes) {
   BOOST_TEST(nodes.Calls().front() == std::string("list ") + kLabel);
 }
 
-BOOST_AUTO_TEST_CASE(watch_follows_relabels_and_deletes) {
-  poolcoord::testing::FakeNodes nodes;
-  nodes.Put(NodeIn("hz-1", "hangzhou"));
-  pe::MembershipIndex index;
-  pe::NodeMembershipSource source(&nodes, &index, kLabel);
-  source.Start();
-  BOOST_TEST(Eventually([&] { return PoolOf(index, "hz-1") == "hangzhou"; }));
+BOOST_FIXTURE_TEST_CASE(watch_follows_relabels_and_deletes, Watching) {
   nodes.Put(NodeIn("hz-1", "beijing"), "MODIFIED");
   BOOST_TEST(Eventually([&] { return PoolOf(index, "hz-1") == "beijing"; }));
   nodes.Put(NodeIn("hz-2", "hangzhou"), "ADDED");
@@ -86,13 +93,7 @@ BOOST_AUTO_TEST_CASE(watch_follows_relabels_and_deletes) {
 
 // A watch that ends with 410 Expired makes the source list again (the
 // reflector's relist), picking up what changed meanwhile.
-BOOST_AUTO_TEST_CASE(expired_watch_relists) {
-  poolcoord::testing::FakeNodes nodes;
-  nodes.Put(NodeIn("hz-1", "hangzhou"));
-  pe::MembershipIndex index;
-  pe::NodeMembershipSource source(&nodes, &index, kLabel);
-  source.Start();
-  BOOST_TEST(Eventually([&] { return PoolOf(index, "hz-1") == "hangzhou"; }));
+BOOST_FIXTURE_TEST_CASE(expired_watch_relists, Watching) {
   auto lists = [&] {
     const auto calls = nodes.Calls();
     return std::count_if(calls.begin(), calls.end(),
