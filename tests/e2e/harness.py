@@ -411,14 +411,23 @@ def run_one(case, *subjects):
         return False
 
 
-def run_cases(cases, server_factory):
-    """Runs each case(server) and prints the closing tally; returns the exit code."""
+def e2e_args():
+    """The command line of every end-to-end script, as ctest runs it: --binary
+    (poolcoord-apiserver; made absolute) and --keep (print the server logs even
+    when every case passed)."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--binary", required=True)
     ap.add_argument("--keep", action="store_true")
     a = ap.parse_args()
+    a.binary = os.path.abspath(a.binary)
+    return a
+
+
+def run_cases(cases, server_factory):
+    """Runs each case(server) and prints the closing tally; returns the exit code."""
+    a = e2e_args()
     passed = failed = 0
-    server = server_factory(os.path.abspath(a.binary))
+    server = server_factory(a.binary)
     try:
         for case in cases:
             if run_one(case, server):

@@ -20,7 +20,6 @@ in this test shares code with the server's check.
   the other, and a challenge issued through one is honoured by the other.
 Prints one line per case and ends with "N passed, N failed".
 """
-import argparse
 import base64
 import hashlib
 import json
@@ -34,8 +33,8 @@ import time
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (BASE, GV, Server, expect, expect_status, kubectl_binary, microtime, run_one,  # noqa: E402
-                     pool_lease)
+from harness import (BASE, GV, Server, e2e_args, expect, expect_status, kubectl_binary, microtime,  # noqa: E402
+                     pool_lease, run_one)
 
 ANNOTATION = "openyurt.io/delegate-heartbeat"
 
@@ -284,11 +283,8 @@ def replicas_verify_alike(a, b):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--binary", required=True)
-    ap.add_argument("--keep", action="store_true")
-    args = ap.parse_args()
-    binary = os.path.abspath(args.binary)
+    args = e2e_args()
+    binary = args.binary
     if shutil.which("openssl") is None:
         print("FAIL: openssl CLI not found (scripts/install-deps.sh --test)")
         return 1

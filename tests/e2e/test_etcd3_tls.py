@@ -19,7 +19,6 @@ openssl CLI).
 
 Prints one line per case and ends with "N passed, N failed".
 """
-import argparse
 import base64
 import json
 import os
@@ -33,7 +32,7 @@ import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from etcd_fixture import EtcdFixture, b64, issue_cert, make_ca, make_tls_files  # noqa: E402
-from harness import (BASE, Failed, Server, expect, expect_status, free_port, microtime, run_one,  # noqa: E402
+from harness import (BASE, Failed, Server, e2e_args, expect, expect_status, free_port, microtime, run_one,  # noqa: E402
                      pool_lease, uniq)
 
 # A misconfigured start-up must end well within this (the unary call timeout
@@ -236,11 +235,8 @@ CASES = [crud_over_tls, watch_over_tls, key_under_prefix_only, no_client_certifi
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--binary", required=True)
-    ap.add_argument("--keep", action="store_true")
-    args = ap.parse_args()
-    Env.binary = os.path.abspath(args.binary)
+    args = e2e_args()
+    Env.binary = args.binary
     passed = failed = 0
     t_start = time.time()
     Env.work = tempfile.mkdtemp(prefix="poolcoord-etcdtls-")

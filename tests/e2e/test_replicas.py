@@ -12,7 +12,6 @@ cloud cluster). Replica election and the forwarding handover need a cloud
 cluster: test_cluster_replicas.py runs the chart's replicas in a real one. Prints
 one line per case and ends with "N passed, N failed".
 """
-import argparse
 import http.client
 import json
 import os
@@ -23,7 +22,8 @@ import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from etcd_fixture import EtcdFixture  # noqa: E402
-from harness import BASE, GV, Server, expect, expect_status, microtime, pool_lease, run_one, uniq  # noqa: E402
+from harness import (BASE, GV, Server, e2e_args, expect, expect_status, microtime, pool_lease,  # noqa: E402
+                     run_one, uniq)
 from harness import wait_for as harness_wait_for  # noqa: E402
 
 
@@ -256,11 +256,8 @@ CASES = [parallel_updates_one_winner, watch_on_a_sees_writes_on_b, lease_renewed
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--binary", required=True)
-    ap.add_argument("--keep", action="store_true")
-    args = ap.parse_args()
-    binary = os.path.abspath(args.binary)
+    args = e2e_args()
+    binary = args.binary
     passed = failed = 0
     Env.etcd = EtcdFixture()
     try:
