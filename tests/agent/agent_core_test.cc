@@ -55,10 +55,8 @@ BOOST_AUTO_TEST_CASE(APoolHearsItselfAndElectsOneLeader) {
 
 BOOST_AUTO_TEST_CASE(ACutOffMemberIsDelegatedAndReleased) {
   World w;
-  w.Run(25);
-  const std::string leader = w.Leaders().at(0);
-  const std::string member = leader == "hz-3" ? "hz-2" : "hz-3";
-  w.cloud.cut.insert(member);
+  std::string leader;
+  const std::string member = CutOffTheMember(w, &leader);
   w.Run(2);
   BOOST_TEST(!w.nodes[member].core->status().seen);
   w.Run(20);
@@ -92,10 +90,8 @@ BOOST_AUTO_TEST_CASE(ACutOffMemberIsDelegatedAndReleased) {
 
 BOOST_AUTO_TEST_CASE(ADeadMemberIsNotKeptAlive) {
   World w;
-  w.Run(25);
-  const std::string leader = w.Leaders().at(0);
-  const std::string member = leader == "hz-3" ? "hz-2" : "hz-3";
-  w.cloud.cut.insert(member);
+  std::string leader;
+  const std::string member = CutOffTheMember(w, &leader);
   w.Run(15);
   BOOST_REQUIRE(w.WritesFor(member) >= 2u);
   w.Kill(member);
@@ -137,7 +133,7 @@ BOOST_AUTO_TEST_CASE(ForbiddenWritesStepDown) {
   World w;
   w.Run(25);
   const std::string leader = w.Leaders().at(0);
-  const std::string member = leader == "hz-3" ? "hz-2" : "hz-3";
+  const std::string member = OtherThan(leader);
   w.cloud.forbid_writes = true;
   w.cloud.cut.insert(member);
   // The PoolLease's holders in turn.
@@ -207,7 +203,7 @@ BOOST_AUTO_TEST_CASE(OnlyWhatDecisionsRestOnIsVerified) {
     BOOST_TEST(n.core->status().peers_heard == 2u);
   }
   // A member that says "cut off" is verified at every heartbeat.
-  const std::string member = leader == "hz-3" ? "hz-2" : "hz-3";
+  const std::string member = OtherThan(leader);
   w.cloud.cut.insert(member);
   w.Run(2);
   const int64_t before = w.nodes[leader].core->verifier_stats().heartbeats_accepted.load();

@@ -394,4 +394,18 @@ struct World {
   }
 };
 
+// A member of hangzhou other than `leader` (hz-2 or hz-3).
+inline std::string OtherThan(const std::string& leader) { return leader == "hz-3" ? "hz-2" : "hz-3"; }
+
+// The start of many cases: the pool runs 25 s (a leader elected), then a member
+// that is not the leader is cut off from the cloud. Returns it; the leader is
+// *leader.
+inline std::string CutOffTheMember(World& w, std::string* leader) {
+  w.Run(25);
+  *leader = w.Leaders().at(0);
+  const std::string member = OtherThan(*leader);
+  w.cloud.cut.insert(member);
+  return member;
+}
+
 }  // namespace poolcoord::agent::testing::world

@@ -56,7 +56,7 @@ Outcome Attack(const std::string& mode, const std::string& victim_kind) {
   }
   w.Run(25);
   const std::string leader = w.Leaders().at(0);
-  const std::string victim = victim_kind == "never" ? "hz-4" : leader == "hz-3" ? "hz-2" : "hz-3";
+  const std::string victim = victim_kind == "never" ? "hz-4" : OtherThan(leader);
   const std::string honest = leader == "hz-1" ? "hz-2" : "hz-1";
   BOOST_REQUIRE(honest != victim);
   if (victim_kind == "heard") {

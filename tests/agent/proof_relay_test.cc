@@ -54,22 +54,9 @@ std::shared_ptr<const pa::VerifiedHeartbeat> Evidence(const std::string& node,
   return ev;
 }
 
-std::string Other(const std::string& leader) { return leader == "hz-3" ? "hz-2" : "hz-3"; }
-
 void RequireProofs(Cloud& c) {
   c.issue_challenges = true;
   c.proof_mode = "required";
-}
-
-// The start of most cases here: the pool runs 25 s (a leader elected), then
-// the member that is not the leader is cut off from the cloud. Returns it;
-// the leader is *leader.
-std::string CutOffTheMember(World& w, std::string* leader) {
-  w.Run(25);
-  *leader = w.Leaders().at(0);
-  const std::string member = Other(*leader);
-  w.cloud.cut.insert(member);
-  return member;
 }
 
 }  // namespace
@@ -201,7 +188,7 @@ BOOST_AUTO_TEST_CASE(ARefusedProofSkipsTheMemberAndTheLeaderStays) {
   World w(RequireProofs);
   w.Run(25);
   const std::string leader = w.Leaders().at(0);
-  const std::string refused = Other(leader);
+  const std::string refused = OtherThan(leader);
   const std::string proven = leader == "hz-1" ? "hz-2" : "hz-1";
   BOOST_REQUIRE(refused != proven);
   w.cloud.refuse_proofs_of.insert(refused);
