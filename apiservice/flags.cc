@@ -141,7 +141,8 @@ void AddFlags(ServerOptions* o, base::FlagSet& t) {
   s("leader-elect-resource-name", &o->leader_elect_resource_name,
     "Name of the replica leader election Lease.");
   s("write-kubeconfig", &o->write_kubeconfig,
-    "Where to write an admin kubeconfig when certificates are generated; empty: none.");
+    "Where to write an admin kubeconfig when certificates are generated; a file there that "
+    "poolcoord did not write (or `kubectl config` rewrote) is kept as it is; empty: none.");
   i("v", &o->verbosity, 0, 10, "Log verbosity; 2 and above logs every request.");
   b("help", &o->help, "Print this help and exit.");
 }

@@ -83,7 +83,9 @@ int main(int argc, char** argv) {
     const std::string& kubeconfig = (*server)->kubeconfig_path();
     std::printf("poolcoord-apiserver listening on %s; admin kubeconfig: %s\n",
                 (*server)->url().c_str(),
-                kubeconfig.empty() ? "(none: certificates were given)" : kubeconfig.c_str());
+                !kubeconfig.empty()                 ? kubeconfig.c_str()
+                : options->write_kubeconfig.empty() ? "(none: --write-kubeconfig is empty)"
+                                                    : "(none: certificates were given)");
     std::fflush(stdout);
 
     int received = 0;

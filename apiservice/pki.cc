@@ -405,8 +405,8 @@ absl::Status WriteAdminKubeconfig(const std::string& path, const PkiResult& pki,
     if (*old == content) return absl::OkStatus();
     if (old->rfind(kKubeconfigHeader, 0) != 0) {
       return absl::FailedPreconditionError(absl::StrCat(
-          path, " exists and was not written by poolcoord-apiserver; remove it or choose "
-          "another --write-kubeconfig"));
+          path, " exists and was not written by poolcoord-apiserver (or `kubectl config` "
+          "rewrote it, which drops the first line)"));
     }
   }
   std::filesystem::path parent = std::filesystem::path(path).parent_path();

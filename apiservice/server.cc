@@ -581,19 +581,30 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ServerOptions&
   }
 
   const std::string url = ServerUrl(options.bind_address, p->transport->port());
-  base::LogInfo("serving on ", options.bind_address, ":", p->transport->port(), " (", url, ")");
   if (!p->pki.admin_cert_file.empty() && !options.write_kubeconfig.empty()) {
     bool changed = false;
     absl::Status st = WriteAdminKubeconfig(options.write_kubeconfig, p->pki, url, &changed);
-    if (!st.ok()) {
+    if (absl::IsFailedPrecondition(st)) {
+      // Someone else's file, or ours after `kubectl config` rewrote it (which
+      // drops our header line, e.g. when a node's user is added as the README
+      // once showed): never overwritten, and no reason to refuse to serve. The
+      // admin certificate in --cert-dir outlives restarts, so such a file
+      // usually still works.
+      base::LogWarning("--write-kubeconfig: ", st.message(),
+                       "; kept as it is, not replaced (remove it for a fresh one at the next "
+                       "start; the admin certificate is ", p->pki.admin_cert_file, ")");
+    } else if (!st.ok()) {
       p->transport->Shutdown(std::chrono::milliseconds(0));
       p->gc->Stop();
       if (p->membership_source) p->membership_source->Stop();
       return absl::Status(st.code(), absl::StrCat("--write-kubeconfig: ", st.message()));
+    } else {
+      base::LogInfo(changed ? "wrote" : "kept", " admin kubeconfig ", options.write_kubeconfig);
     }
     p->kubeconfig_path = options.write_kubeconfig;
-    base::LogInfo(changed ? "wrote" : "kept", " admin kubeconfig ", options.write_kubeconfig);
   }
+  // Only once nothing can fail start-up any more.
+  base::LogInfo("serving on ", options.bind_address, ":", p->transport->port(), " (", url, ")");
   return std::unique_ptr<ApiServer>(new ApiServer(std::move(p)));
 }
 

@@ -67,8 +67,9 @@ class ApiServer {
   int port() const;
   // https://127.0.0.1:<port> (or the specific bind address).
   std::string url() const;
-  // The admin kubeconfig written at start, or "" when none was (certificates
-  // given on the command line, or --write-kubeconfig="").
+  // The admin kubeconfig written (or found, when a file we did not write is
+  // there: kept as it is, with a warning) at start, or "" when none was
+  // (certificates given on the command line, or --write-kubeconfig="").
   const std::string& kubeconfig_path() const;
 
   // Stops accepting, lets in-flight requests finish, ends watches cleanly (store

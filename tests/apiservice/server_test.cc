@@ -328,6 +328,34 @@ BOOST_AUTO_TEST_CASE(StartsWithGeneratedPkiAndShutsDown) {
   fs::remove_all(dir);
 }
 
+// A newcomer added a node's user to the admin kubeconfig with `kubectl config
+// set-credentials` (kubectl rewrites the file without our header line), and the
+// next start failed: such a file is kept as it is, and the server serves.
+BOOST_AUTO_TEST_CASE(KeepsAKubeconfigThatKubectlRewroteAndServes) {
+  std::string tmpl = (fs::temp_directory_path() / "apiserver_test.XXXXXX").string();
+  std::string dir = mkdtemp(tmpl.data());
+  const std::string path = dir + "/admin.kubeconfig";
+  const std::string edited = "apiVersion: v1\nkind: Config\nusers:\n- name: hz-1\n";
+  {
+    std::ofstream out(path);
+    out << edited;
+  }
+  absl::StatusOr<ServerOptions> o =
+      ParseFlags({"--secure-port=0", "--bind-address=127.0.0.1", "--cert-dir=" + dir + "/certs",
+                  "--write-kubeconfig=" + path});
+  BOOST_REQUIRE(o.ok());
+  absl::StatusOr<std::unique_ptr<ApiServer>> server = ApiServer::Start(*o);
+  BOOST_REQUIRE_MESSAGE(server.ok(), server.status().ToString());
+  BOOST_TEST((*server)->port() > 0);
+  BOOST_TEST((*server)->kubeconfig_path() == path);
+  absl::StatusOr<std::string> kept = ReadFileToString(path);
+  BOOST_REQUIRE(kept.ok());
+  BOOST_TEST(*kept == edited);
+  (*server)->Shutdown(std::chrono::seconds(5));
+  server->reset();
+  fs::remove_all(dir);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 }  // namespace
