@@ -40,6 +40,27 @@ std::unique_ptr<Store> NewStore(const std::string& prefix, Etcd3StoreOptions opt
   return *std::move(store);
 }
 
+// Two stores on one key prefix: two replicas of the server on one etcd.
+struct TwoReplicas {
+  std::string prefix = UniquePrefix();
+  std::unique_ptr<Store> a = NewStore(prefix);
+  std::unique_ptr<Store> b = NewStore(prefix);
+};
+
+// The same, each store on a monotonic clock of its own (a at 1 ms, b at 50 ms),
+// as two processes are; the test moves them.
+struct TwoClockedReplicas {
+  static Etcd3StoreOptions On(std::atomic<int64_t>* clock) {
+    Etcd3StoreOptions o;
+    o.monotonic_micros = [clock] { return clock->load(); };
+    return o;
+  }
+  std::string prefix = UniquePrefix();
+  std::atomic<int64_t> clock_a{1'000}, clock_b{50'000};
+  std::unique_ptr<Store> a = NewStore(prefix, On(&clock_a));
+  std::unique_ptr<Store> b = NewStore(prefix, On(&clock_b));
+};
+
 // A raw gateway call, to look at etcd without the store under test.
 rapidjson::Document EtcdCall(const std::string& path, const std::string& body) {
   Etcd3ClientOptions config;
@@ -221,10 +242,7 @@ BOOST_AUTO_TEST_SUITE(Atomicity)
 
 // N threads on each of two stores (two replicas on one etcd) add one each time:
 // every acknowledged update is in the final count, none twice.
-BOOST_AUTO_TEST_CASE(NoLostUpdateAcrossTwoStores) {
-  const std::string prefix = UniquePrefix();
-  auto a = NewStore(prefix);
-  auto b = NewStore(prefix);
+BOOST_FIXTURE_TEST_CASE(NoLostUpdateAcrossTwoStores, TwoReplicas) {
   constexpr int kThreadsPerStore = 3;
   constexpr int kEach = 12;
   std::atomic<int> ok{0};
@@ -254,10 +272,7 @@ BOOST_AUTO_TEST_CASE(NoLostUpdateAcrossTwoStores) {
 
 // client-go's LeaseLock: read, then update only if the resourceVersion is still
 // the one read. Each success must have started from the previous success.
-BOOST_AUTO_TEST_CASE(ConditionalUpdatesHaveOneWinnerPerVersion) {
-  const std::string prefix = UniquePrefix();
-  auto a = NewStore(prefix);
-  auto b = NewStore(prefix);
+BOOST_FIXTURE_TEST_CASE(ConditionalUpdatesHaveOneWinnerPerVersion, TwoReplicas) {
   Write(*a, Kind::kPoolLease, "lock", "start");
   std::atomic<int> ok{0};
   std::mutex mu;
@@ -300,10 +315,7 @@ BOOST_AUTO_TEST_CASE(ConditionalUpdatesHaveOneWinnerPerVersion) {
   BOOST_TEST(*(*final_obj)->spec.lease_transitions == ok.load());
 }
 
-BOOST_AUTO_TEST_CASE(ExactlyOneCreateIfAbsentWins) {
-  const std::string prefix = UniquePrefix();
-  auto a = NewStore(prefix);
-  auto b = NewStore(prefix);
+BOOST_FIXTURE_TEST_CASE(ExactlyOneCreateIfAbsentWins, TwoReplicas) {
   std::atomic<int> winners{0};
   std::atomic<int> already{0};
   std::string winner;
@@ -336,10 +348,7 @@ BOOST_AUTO_TEST_CASE(ExactlyOneCreateIfAbsentWins) {
 
 // fn reads another key through the TxnReader; that key changes between the read
 // and the commit: the commit must fail and fn run again on the fresh value.
-BOOST_AUTO_TEST_CASE(TxnReaderKeyChangedConcurrentlyRetriesWithFreshData) {
-  const std::string prefix = UniquePrefix();
-  auto a = NewStore(prefix);
-  auto b = NewStore(prefix);
+BOOST_FIXTURE_TEST_CASE(TxnReaderKeyChangedConcurrentlyRetriesWithFreshData, TwoReplicas) {
   Write(*a, Kind::kPoolLease, "pool", "leader-1");
   std::vector<std::string> seen;
   auto r = a->Update(Kind::kDelegatedLease, "node",
@@ -359,10 +368,7 @@ BOOST_AUTO_TEST_CASE(TxnReaderKeyChangedConcurrentlyRetriesWithFreshData) {
   BOOST_TEST(*(*a->Get(Kind::kDelegatedLease, "node"))->spec.delegate == "leader-2");
 }
 
-BOOST_AUTO_TEST_CASE(TxnReaderAbsentKeyCreatedConcurrentlyRetries) {
-  const std::string prefix = UniquePrefix();
-  auto a = NewStore(prefix);
-  auto b = NewStore(prefix);
+BOOST_FIXTURE_TEST_CASE(TxnReaderAbsentKeyCreatedConcurrentlyRetries, TwoReplicas) {
   int calls = 0;
   auto r = a->Update(Kind::kDelegatedLease, "node",
                      [&](const ObjectPtr&, TxnReader& reader) -> absl::StatusOr<MutableObjectPtr> {
@@ -452,10 +458,7 @@ BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(Watches)
 
-BOOST_AUTO_TEST_CASE(WatchOnOneStoreSeesWritesOfAnotherInOrder) {
-  const std::string prefix = UniquePrefix();
-  auto a = NewStore(prefix);
-  auto b = NewStore(prefix);
+BOOST_FIXTURE_TEST_CASE(WatchOnOneStoreSeesWritesOfAnotherInOrder, TwoReplicas) {
   auto watcher = a->Watch(Kind::kPoolLease, 0);
   BOOST_REQUIRE_MESSAGE(watcher.ok(), watcher.status().ToString());
 
@@ -611,14 +614,7 @@ BOOST_AUTO_TEST_SUITE(ObservedTime)
 
 // Each store judges a renewal from when it first saw the revision on its own
 // monotonic clock; its own writes keep the time fn chose.
-BOOST_AUTO_TEST_CASE(StampedOnFirstSightPerProcess) {
-  const std::string prefix = UniquePrefix();
-  std::atomic<int64_t> clock_a{1'000}, clock_b{50'000};
-  Etcd3StoreOptions oa, ob;
-  oa.monotonic_micros = [&] { return clock_a.load(); };
-  ob.monotonic_micros = [&] { return clock_b.load(); };
-  auto a = NewStore(prefix, oa);
-  auto b = NewStore(prefix, ob);
+BOOST_FIXTURE_TEST_CASE(StampedOnFirstSightPerProcess, TwoClockedReplicas) {
 
   auto renew = [](int64_t observed) {
     return [observed](const ObjectPtr& cur, TxnReader&) -> absl::StatusOr<MutableObjectPtr> {
@@ -644,14 +640,7 @@ BOOST_AUTO_TEST_CASE(StampedOnFirstSightPerProcess) {
 // lastForwardTime, a delegation challenge) keeps the first sight of the renewal
 // it carries on every replica; before, replica b stamped the new revision with
 // its "now" and so moved the lease's expiry later by each status write.
-BOOST_AUTO_TEST_CASE(StatusWritesDoNotRenew) {
-  const std::string prefix = UniquePrefix();
-  std::atomic<int64_t> clock_a{1'000}, clock_b{50'000};
-  Etcd3StoreOptions oa, ob;
-  oa.monotonic_micros = [&] { return clock_a.load(); };
-  ob.monotonic_micros = [&] { return clock_b.load(); };
-  auto a = NewStore(prefix, oa);
-  auto b = NewStore(prefix, ob);
+BOOST_FIXTURE_TEST_CASE(StatusWritesDoNotRenew, TwoClockedReplicas) {
 
   auto write = [](int64_t observed, int64_t observed_time, std::string challenge) {
     return [=](const ObjectPtr& cur, TxnReader&) -> absl::StatusOr<MutableObjectPtr> {
