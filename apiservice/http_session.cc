@@ -323,6 +323,7 @@ void Session::Dispatch() {
   http::request<http::string_body> req = parser_->release();
   parser_.reset();
   keep_alive_ = req.keep_alive();
+  request_version_ = req.version();
 
   handlers::Request request;
   request.method = std::string(req.method_string());
@@ -435,9 +436,12 @@ void Session::StartStream(handlers::Response response) {
   for (const auto& [name, value] : response.headers) {
     if (!TransportHeader(name)) stream_res_->insert(name, value);
   }
-  if (shared_->shutting_down.load()) keep_alive_ = false;
+  // HTTP/1.0 knows no chunked coding: the body is the raw stream and the
+  // close ends it (RFC 9112 section 6.3, as Go's net/http answers such a client).
+  stream_chunked_ = request_version_ >= 11;
+  if (shared_->shutting_down.load() || !stream_chunked_) keep_alive_ = false;
   stream_res_->keep_alive(keep_alive_);
-  stream_res_->chunked(true);
+  stream_res_->chunked(stream_chunked_);
   stream_sr_.emplace(*stream_res_);
   stream_.expires_after(shared_->options.write_timeout);
   http::async_write_header(stream_, *stream_sr_,
@@ -520,10 +524,12 @@ void Session::PumpStream() {
     // The chunk as HTTP/1.1 frames it (size in hex, CRLF, data, CRLF), handed
     // to OpenSSL at once: when the socket takes it all, as it does for a
     // watch event, no asynchronous write is needed.
-    char size_line[24];
-    const int size_len = std::snprintf(size_line, sizeof size_line, "%zx\r\n", chunk_.size());
-    chunk_.insert(0, size_line, static_cast<size_t>(size_len));
-    chunk_ += "\r\n";
+    if (stream_chunked_) {
+      char size_line[24];
+      const int size_len = std::snprintf(size_line, sizeof size_line, "%zx\r\n", chunk_.size());
+      chunk_.insert(0, size_line, static_cast<size_t>(size_len));
+      chunk_ += "\r\n";
+    }
     size_t taken = 0;
     stream_.TryWrite(chunk_.data(), chunk_.size(), &taken);
     if (taken == chunk_.size()) {
@@ -574,6 +580,11 @@ void Session::EndStream(bool clean) {
   if (!clean || stream_failed_ || state_ != State::kStreaming) {
     FinishRequest();
     return Close();
+  }
+  if (!stream_chunked_) {
+    // The close is the body's end: close_notify tells the client it is whole.
+    FinishRequest();
+    return GracefulClose();
   }
   stream_.expires_after(shared_->options.write_timeout);
   net::async_write(stream_, http::make_chunk_last(),

@@ -186,6 +186,9 @@ class Session : public std::enable_shared_from_this<Session> {
   State state_ = State::kHandshake;
   bool header_started_ = false;  // the current request's first byte arrived
   bool keep_alive_ = true;
+  // The request's HTTP version, 10 or 11 (Beast's encoding): an HTTP/1.0
+  // client gets streams unchunked, ended by the close.
+  unsigned request_version_ = 11;
   bool drain_after_write_ = false;
   bool request_counted_ = true;  // false while a request is counted in Shared
   size_t drained_ = 0;
@@ -205,6 +208,7 @@ class Session : public std::enable_shared_from_this<Session> {
   uint64_t stream_timer_generation_ = 0;  // a fired wait of an older arming is ignored
   std::shared_ptr<Session> self_while_streaming_;  // see OnBackgroundRead
   bool stream_failed_ = false;  // peer gone or a write failed
+  bool stream_chunked_ = true;  // false for an HTTP/1.0 client
   bool bg_read_pending_ = false;
 };
 

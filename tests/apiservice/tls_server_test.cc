@@ -231,6 +231,16 @@ class Conn {
     return true;
   }
 
+  // What the server sends until it closes the connection (a body delimited by
+  // the close, as for an HTTP/1.0 client).
+  std::string ReadUntilClosed() {
+    while (More()) {
+    }
+    std::string out;
+    out.swap(buf_);
+    return out;
+  }
+
   // True when the peer closed (EOF) with nothing more sent.
   // Waits (up to the socket timeout) for the server to close the connection: true
   // when it closed (close_notify, EOF or reset) without sending anything; false on
@@ -614,6 +624,19 @@ BOOST_AUTO_TEST_CASE(StreamedResponseDeliversChunksThenKeepsTheConnection) {
   HttpResponse next = c.Read();
   BOOST_TEST(next.status == 200);
   BOOST_TEST(Lines(next.body)[2] == "after=stream");
+}
+
+// HTTP/1.0 has no chunked transfer coding (RFC 9112 section 6.1): a newcomer's
+// HTTP/1.0 watch got `Transfer-Encoding: chunked` and chunk framing. A stream to
+// such a client is its raw data, ended by closing the connection, as Go's
+// net/http serves kube-apiserver's watches to HTTP/1.0 clients.
+BOOST_AUTO_TEST_CASE(AStreamToAnHttp10ClientIsUnchunkedAndEndsWithTheConnection) {
+  Conn c(server->port());
+  BOOST_REQUIRE(c.Send("GET /stream HTTP/1.0\r\nHost: x\r\n\r\n"));
+  HttpResponse head = c.ReadHead();
+  BOOST_TEST(head.status == 200);
+  BOOST_TEST(!head.chunked);
+  BOOST_TEST(c.ReadUntilClosed() == "chunk-1\nchunk-2\nchunk-3\n");
 }
 
 // A chunk goes to OpenSSL at once when the socket takes it, and asynchronously
