@@ -9,6 +9,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/synchronization/mutex.h"
+#include "base/json_write.h"
 #include "base/string_view.h"
 #include "handlers/registry/registry.h"
 #include "handlers/status_mapping.h"
@@ -30,9 +31,7 @@ constexpr char kAcceptedTypes[] = "application/json";
 constexpr char kDiscoveryGroup[] = "apidiscovery.k8s.io";
 constexpr char kDiscoveryKind[] = "APIGroupDiscoveryList";
 
-void Str(JsonWriter& w, std::string_view s) {
-  w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
-}
+using base::JsonString;
 
 template <size_t N>
 void StrArray(JsonWriter& w, const char* const (&items)[N]) {
@@ -152,7 +151,7 @@ void WriteApiResource(JsonWriter& w, const registry::Strategy& kind, bool status
   const store::ResourceInfo& info = kind.Info();
   w.StartObject();
   w.Key("name");
-  Str(w, status ? std::string(info.plural) + "/status" : std::string(info.plural));
+  JsonString(w, status ? std::string(info.plural) + "/status" : std::string(info.plural));
   w.Key("singularName");
   w.String(status ? "" : info.singular);
   w.Key("namespaced");
@@ -165,7 +164,7 @@ void WriteApiResource(JsonWriter& w, const registry::Strategy& kind, bool status
   } else {
     WriteVerbsAndNames(w, info);
     w.Key("storageVersionHash");
-    Str(w, StorageVersionHash(info.kind_name));
+    JsonString(w, StorageVersionHash(info.kind_name));
   }
   w.EndObject();
 }
@@ -210,7 +209,7 @@ std::string RenderAggregated(std::string_view version) {
   w.Key("kind");
   w.String(kDiscoveryKind);
   w.Key("apiVersion");
-  Str(w, std::string(kDiscoveryGroup) + "/" + std::string(version));
+  JsonString(w, std::string(kDiscoveryGroup) + "/" + std::string(version));
   w.Key("metadata");
   w.StartObject();
   w.EndObject();
@@ -323,7 +322,7 @@ std::string RenderVersion(std::string_view poolcoord_version) {
   w.Key("minor");
   w.String("32");
   w.Key("gitVersion");
-  Str(w, "v1.32.0-poolcoord." + std::string(ours));
+  JsonString(w, "v1.32.0-poolcoord." + std::string(ours));
   w.Key("gitCommit");
   w.String("");
   w.Key("gitTreeState");

@@ -11,6 +11,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/json_write.h"
 #include "handlers/discovery.h"
 #include "handlers/openapi_schema.h"
 #include "handlers/registry/registry.h"
@@ -54,16 +55,9 @@ std::string Cat(const Parts&... parts) {
   return out;
 }
 
-void Str(JsonWriter& w, std::string_view s) {
-  w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
-}
-void Key(JsonWriter& w, std::string_view s) {
-  w.Key(s.data(), static_cast<rapidjson::SizeType>(s.size()));
-}
-void KeyStr(JsonWriter& w, std::string_view key, std::string_view value) {
-  Key(w, key);
-  Str(w, value);
-}
+using base::JsonField;
+using base::JsonKey;
+using base::JsonString;
 
 std::vector<Definition> MetaDefinitions() {
   std::vector<Definition> d;
@@ -302,109 +296,109 @@ std::string RefPath(bool v3, std::string_view name) {
 
 void WriteRef(JsonWriter& w, bool v3, std::string_view name) {
   w.StartObject();
-  KeyStr(w, "$ref", RefPath(v3, name));
+  JsonField(w, "$ref", RefPath(v3, name));
   w.EndObject();
 }
 
 void WriteGvk(JsonWriter& w, std::string_view kind) {
   w.StartObject();
-  KeyStr(w, "group", store::kGroup);
-  KeyStr(w, "kind", kind);
-  KeyStr(w, "version", store::kVersion);
+  JsonField(w, "group", store::kGroup);
+  JsonField(w, "kind", kind);
+  JsonField(w, "version", store::kVersion);
   w.EndObject();
 }
 
 void WriteProp(JsonWriter& w, bool v3, const Prop& p) {
   w.StartObject();
-  KeyStr(w, "description", p.description);
+  JsonField(w, "description", p.description);
   switch (p.type) {
     case Type::kString:
-      KeyStr(w, "type", "string");
+      JsonField(w, "type", "string");
       break;
     case Type::kInt32:
     case Type::kInt64:
-      KeyStr(w, "type", "integer");
-      KeyStr(w, "format", p.type == Type::kInt32 ? "int32" : "int64");
+      JsonField(w, "type", "integer");
+      JsonField(w, "format", p.type == Type::kInt32 ? "int32" : "int64");
       break;
     case Type::kBool:
-      KeyStr(w, "type", "boolean");
+      JsonField(w, "type", "boolean");
       break;
     case Type::kRef:
       // v3: a $ref has no siblings in OpenAPI 3.0, so the field's own description
       // rides beside an allOf (kube-openapi's form; kubectl explain reads both).
       if (v3) {
-        Key(w, "allOf");
+        JsonKey(w, "allOf");
         w.StartArray();
         WriteRef(w, v3, p.ref);
         w.EndArray();
       } else {
-        KeyStr(w, "$ref", RefPath(v3, p.ref));
+        JsonField(w, "$ref", RefPath(v3, p.ref));
       }
       break;
     case Type::kArrayString:
-      KeyStr(w, "type", "array");
-      Key(w, "items");
+      JsonField(w, "type", "array");
+      JsonKey(w, "items");
       w.StartObject();
-      KeyStr(w, "type", "string");
+      JsonField(w, "type", "string");
       w.EndObject();
       break;
     case Type::kArrayRef:
-      KeyStr(w, "type", "array");
-      Key(w, "items");
+      JsonField(w, "type", "array");
+      JsonKey(w, "items");
       WriteRef(w, v3, p.ref);
       break;
     case Type::kMapString:
-      KeyStr(w, "type", "object");
-      Key(w, "additionalProperties");
+      JsonField(w, "type", "object");
+      JsonKey(w, "additionalProperties");
       w.StartObject();
-      KeyStr(w, "type", "string");
+      JsonField(w, "type", "string");
       w.EndObject();
       break;
     case Type::kObject:
-      KeyStr(w, "type", "object");
+      JsonField(w, "type", "object");
       break;
   }
-  if (!p.map_type.empty()) KeyStr(w, "x-kubernetes-map-type", p.map_type);
+  if (!p.map_type.empty()) JsonField(w, "x-kubernetes-map-type", p.map_type);
   if (!p.list_type.empty()) {
     if (!p.list_map_keys.empty()) {
-      Key(w, "x-kubernetes-list-map-keys");
+      JsonKey(w, "x-kubernetes-list-map-keys");
       w.StartArray();
-      for (const std::string& k : p.list_map_keys) Str(w, k);
+      for (const std::string& k : p.list_map_keys) JsonString(w, k);
       w.EndArray();
     }
-    KeyStr(w, "x-kubernetes-list-type", p.list_type);
+    JsonField(w, "x-kubernetes-list-type", p.list_type);
   }
   w.EndObject();
 }
 
 void WriteDefinition(JsonWriter& w, bool v3, const Definition& d) {
-  Key(w, d.name);
+  JsonKey(w, d.name);
   w.StartObject();
-  KeyStr(w, "description", d.description);
-  KeyStr(w, "type", d.type);
-  if (!d.format.empty()) KeyStr(w, "format", d.format);
+  JsonField(w, "description", d.description);
+  JsonField(w, "type", d.type);
+  if (!d.format.empty()) JsonField(w, "format", d.format);
   if (!d.props.empty()) {
-    Key(w, "properties");
+    JsonKey(w, "properties");
     w.StartObject();
     for (const Prop& p : d.props) {
-      Key(w, p.name);
+      JsonKey(w, p.name);
       WriteProp(w, v3, p);
     }
     w.EndObject();
   }
   if (!d.required.empty()) {
-    Key(w, "required");
+    JsonKey(w, "required");
     w.StartArray();
-    for (const std::string& r : d.required) Str(w, r);
+    for (const std::string& r : d.required) JsonString(w, r);
     w.EndArray();
   }
   if (!d.gvk_kind.empty()) {
-    Key(w, "x-kubernetes-group-version-kind");
+    JsonKey(w, "x-kubernetes-group-version-kind");
     w.StartArray();
     WriteGvk(w, d.gvk_kind);
     w.EndArray();
   }
-  if (!d.map_type.empty()) KeyStr(w, "x-kubernetes-map-type", d.map_type);
+  if (!d.map_type.empty()) JsonField(w, "x-kubernetes-map-type", d.map_type);
   w.EndObject();
 }
 
@@ -577,20 +571,20 @@ std::vector<PathItem> PathsFor(const store::ResourceInfo& info) {
 
 void WriteParam(JsonWriter& w, bool v3, const Param& p) {
   w.StartObject();
-  KeyStr(w, "name", p.name);
-  KeyStr(w, "in", p.in);
-  KeyStr(w, "description", p.description);
+  JsonField(w, "name", p.name);
+  JsonField(w, "in", p.in);
+  JsonField(w, "description", p.description);
   if (std::string_view(p.in) == "path") {
-    Key(w, "required");
+    JsonKey(w, "required");
     w.Bool(true);
   }
   if (v3) {
-    Key(w, "schema");
+    JsonKey(w, "schema");
     w.StartObject();
-    KeyStr(w, "type", p.type);
+    JsonField(w, "type", p.type);
     w.EndObject();
   } else {
-    KeyStr(w, "type", p.type);
+    JsonField(w, "type", p.type);
   }
   w.EndObject();
 }
@@ -616,11 +610,11 @@ constexpr const char* kPatchTypes[] = {"application/json-patch+json",
                                        "application/apply-patch+yaml"};
 
 void WriteOperation(JsonWriter& w, bool v3, const Operation& op, std::string_view kind) {
-  Key(w, op.method);
+  JsonKey(w, op.method);
   w.StartObject();
-  KeyStr(w, "description", op.description);
+  JsonField(w, "description", op.description);
   if (!v3) {
-    Key(w, "consumes");
+    JsonKey(w, "consumes");
     w.StartArray();
     if (op.body == Body::kPatch) {
       for (const char* t : kPatchTypes) w.String(t);
@@ -628,33 +622,33 @@ void WriteOperation(JsonWriter& w, bool v3, const Operation& op, std::string_vie
       w.String("*/*");
     }
     w.EndArray();
-    Key(w, "produces");
+    JsonKey(w, "produces");
     w.StartArray();
     w.String(kJson);
     if (op.streams) w.String("application/json;stream=watch");
     w.EndArray();
-    Key(w, "schemes");
+    JsonKey(w, "schemes");
     w.StartArray();
     w.String("https");
     w.EndArray();
   }
-  Key(w, "tags");
+  JsonKey(w, "tags");
   w.StartArray();
   w.String("coordinationPool_v1alpha1");
   w.EndArray();
-  KeyStr(w, "operationId", op.operation_id);
+  JsonField(w, "operationId", op.operation_id);
 
   bool v2_body = !v3 && op.body != Body::kNone;
   if (!op.params.empty() || v2_body) {
-    Key(w, "parameters");
+    JsonKey(w, "parameters");
     w.StartArray();
     if (v2_body) {
       w.StartObject();
-      KeyStr(w, "name", "body");
-      KeyStr(w, "in", "body");
-      Key(w, "required");
+      JsonField(w, "name", "body");
+      JsonField(w, "in", "body");
+      JsonKey(w, "required");
       w.Bool(op.body != Body::kDeleteOptions);
-      Key(w, "schema");
+      JsonKey(w, "schema");
       WriteRef(w, false, BodyDefinition(op.body, op));
       w.EndObject();
     }
@@ -662,83 +656,83 @@ void WriteOperation(JsonWriter& w, bool v3, const Operation& op, std::string_vie
     w.EndArray();
   }
   if (v3 && op.body != Body::kNone) {
-    Key(w, "requestBody");
+    JsonKey(w, "requestBody");
     w.StartObject();
-    Key(w, "content");
+    JsonKey(w, "content");
     w.StartObject();
     const std::string def = BodyDefinition(op.body, op);
     if (op.body == Body::kPatch) {
       for (const char* t : kPatchTypes) {
-        Key(w, t);
+        JsonKey(w, t);
         w.StartObject();
-        Key(w, "schema");
+        JsonKey(w, "schema");
         WriteRef(w, true, def);
         w.EndObject();
       }
     } else {
-      Key(w, "*/*");
+      JsonKey(w, "*/*");
       w.StartObject();
-      Key(w, "schema");
+      JsonKey(w, "schema");
       WriteRef(w, true, def);
       w.EndObject();
     }
     w.EndObject();
-    Key(w, "required");
+    JsonKey(w, "required");
     w.Bool(op.body != Body::kDeleteOptions);
     w.EndObject();
   }
 
-  Key(w, "responses");
+  JsonKey(w, "responses");
   w.StartObject();
   for (int code : op.codes) {
-    Key(w, std::to_string(code));
+    JsonKey(w, std::to_string(code));
     w.StartObject();
-    KeyStr(w, "description", code == 200 ? "OK" : code == 201 ? "Created" : "Accepted");
+    JsonField(w, "description", code == 200 ? "OK" : code == 201 ? "Created" : "Accepted");
     if (v3) {
-      Key(w, "content");
+      JsonKey(w, "content");
       w.StartObject();
-      Key(w, kJson);
+      JsonKey(w, kJson);
       w.StartObject();
-      Key(w, "schema");
+      JsonKey(w, "schema");
       WriteRef(w, true, op.response_def);
       w.EndObject();
       if (op.streams) {
-        Key(w, "application/json;stream=watch");
+        JsonKey(w, "application/json;stream=watch");
         w.StartObject();
-        Key(w, "schema");
+        JsonKey(w, "schema");
         WriteRef(w, true, op.response_def);
         w.EndObject();
       }
       w.EndObject();
     } else {
-      Key(w, "schema");
+      JsonKey(w, "schema");
       WriteRef(w, false, op.response_def);
     }
     w.EndObject();
   }
-  Key(w, "401");
+  JsonKey(w, "401");
   w.StartObject();
-  KeyStr(w, "description", "Unauthorized");
+  JsonField(w, "description", "Unauthorized");
   w.EndObject();
   w.EndObject();
 
-  KeyStr(w, "x-kubernetes-action", op.action);
-  Key(w, "x-kubernetes-group-version-kind");
+  JsonField(w, "x-kubernetes-action", op.action);
+  JsonKey(w, "x-kubernetes-group-version-kind");
   WriteGvk(w, kind);
   w.EndObject();
 }
 
 void WritePaths(JsonWriter& w, bool v3) {
-  Key(w, "paths");
+  JsonKey(w, "paths");
   w.StartObject();
   for (const registry::Strategy* kind : registry::AllKinds()) {
     const char* kind_name = kind->Info().kind_name;
     for (const PathItem& item : PathsFor(kind->Info())) {
-      Key(w, item.path);
+      JsonKey(w, item.path);
       w.StartObject();
       for (const Operation& op : item.operations) WriteOperation(w, v3, op, kind_name);
       if (item.has_name) {
-        Key(w, "parameters");
+        JsonKey(w, "parameters");
         w.StartArray();
         WriteParam(w, v3, kName);
         w.EndArray();
@@ -750,10 +744,10 @@ void WritePaths(JsonWriter& w, bool v3) {
 }
 
 void WriteInfo(JsonWriter& w) {
-  Key(w, "info");
+  JsonKey(w, "info");
   w.StartObject();
-  KeyStr(w, "title", "poolcoord");
-  KeyStr(w, "version", store::kVersion);
+  JsonField(w, "title", "poolcoord");
+  JsonField(w, "version", store::kVersion);
   w.EndObject();
 }
 
@@ -768,10 +762,10 @@ std::string RenderV2() {
   rapidjson::StringBuffer buf;
   JsonWriter w(buf);
   w.StartObject();
-  KeyStr(w, "swagger", "2.0");
+  JsonField(w, "swagger", "2.0");
   WriteInfo(w);
   WritePaths(w, false);
-  Key(w, "definitions");
+  JsonKey(w, "definitions");
   WriteDefinitions(w, false);
   w.EndObject();
   return buf.GetString();
@@ -781,12 +775,12 @@ std::string RenderV3() {
   rapidjson::StringBuffer buf;
   JsonWriter w(buf);
   w.StartObject();
-  KeyStr(w, "openapi", "3.0.0");
+  JsonField(w, "openapi", "3.0.0");
   WriteInfo(w);
   WritePaths(w, true);
-  Key(w, "components");
+  JsonKey(w, "components");
   w.StartObject();
-  Key(w, "schemas");
+  JsonKey(w, "schemas");
   WriteDefinitions(w, true);
   w.EndObject();
   w.EndObject();
@@ -831,11 +825,11 @@ const Document& V3Root() {
     rapidjson::StringBuffer buf;
     JsonWriter w(buf);
     w.StartObject();
-    Key(w, "paths");
+    JsonKey(w, "paths");
     w.StartObject();
-    Key(w, Cat("apis/", store::kGroupVersion));
+    JsonKey(w, Cat("apis/", store::kGroupVersion));
     w.StartObject();
-    KeyStr(w, "serverRelativeURL", V3Url());
+    JsonField(w, "serverRelativeURL", V3Url());
     w.EndObject();
     w.EndObject();
     w.EndObject();

@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "base/json_write.h"
 #include "base/quote.h"
 #include "handlers/discovery.h"
 #include "store/api_error.h"
@@ -21,9 +22,7 @@ constexpr char kMetaV1[] = "meta.k8s.io/v1";
 constexpr char kNone[] = "<none>";
 constexpr char kUnknown[] = "<unknown>";
 
-void Str(JsonWriter& w, std::string_view s) {
-  w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
-}
+using base::JsonString;
 
 // Descriptions follow the field documentation in the OpenAPI schemas, as
 // kube-apiserver's printers take them from the types' swagger docs.
@@ -66,7 +65,7 @@ void WriteCells(JsonWriter& w, const registry::Strategy& strategy, const store::
   std::optional<int64_t> created;
   if (o.metadata.creation_timestamp != 0) created = o.metadata.creation_timestamp * 1'000'000;
   w.StartArray();
-  Str(w, o.metadata.name);
+  JsonString(w, o.metadata.name);
   strategy.WriteCells(w, o, now_us);
   WriteAgeCell(w, created, now_us);
   w.EndArray();
@@ -79,10 +78,10 @@ void WriteListMeta(JsonWriter& w, const std::string& resource_version,
   w.Key("metadata");
   w.StartObject();
   w.Key("resourceVersion");
-  Str(w, resource_version);
+  JsonString(w, resource_version);
   if (!continue_token.empty()) {
     w.Key("continue");
-    Str(w, continue_token);
+    JsonString(w, continue_token);
   }
   if (remaining > 0) {
     w.Key("remainingItemCount");
@@ -120,7 +119,7 @@ bool PrefersOverJson(const Request& request, Pred wanted) {
 
 void WriteStringCell(store::JsonWriter& w, const std::optional<std::string>& value) {
   if (value && !value->empty()) {
-    Str(w, *value);
+    JsonString(w, *value);
   } else {
     w.String(kNone);
   }
@@ -131,7 +130,7 @@ void WriteAgeCell(store::JsonWriter& w, std::optional<int64_t> since_us, int64_t
     w.String(kUnknown);
     return;
   }
-  Str(w, HumanDuration(now_us - *since_us));
+  JsonString(w, HumanDuration(now_us - *since_us));
 }
 
 absl::Status ValidateTableOptions(const Request& request) {

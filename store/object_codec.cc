@@ -1,4 +1,5 @@
 #include "store/object_codec.h"
+#include "base/json_write.h"
 #include "base/quote.h"
 #include "base/string_view.h"
 #include "store/store.h"
@@ -35,34 +36,28 @@ std::string_view Key(const rapidjson::Value& name) {
 
 // ---------------------------------------------------------------- encoding
 
-void Str(JsonWriter& w, std::string_view s) {
-  w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
-}
-
-void KeyStr(JsonWriter& w, std::string_view key, std::string_view value) {
-  Str(w, key);
-  Str(w, value);
-}
+using base::JsonField;
+using base::JsonString;
 
 void AppendRawValue(JsonWriter& w, std::string_view json, rapidjson::Type type);
 
 void WriteStringMap(JsonWriter& w, std::string_view key, const StringMap& m) {
   if (m.empty()) return;
-  Str(w, key);
+  JsonString(w, key);
   // Shared maps (a pool's label, the delegate annotation) carry their JSON.
   if (const std::string* json = m.SharedJson()) {
     AppendRawValue(w, *json, rapidjson::kObjectType);
     return;
   }
   w.StartObject();
-  for (const auto& [k, v] : m) KeyStr(w, k, v);
+  for (const auto& [k, v] : m) JsonField(w, k, v);
   w.EndObject();
 }
 
 // Raw arrays were produced by our own writer on decode, so they are valid JSON.
 void WriteRawArray(JsonWriter& w, std::string_view key, const std::string& json) {
   if (json.empty() || json == "[]") return;
-  Str(w, key);
+  JsonString(w, key);
   w.RawValue(json.data(), json.size(), rapidjson::kArrayType);
 }
 
@@ -89,27 +84,27 @@ uint32_t SpecFields(Kind kind, bool storage) {
 void WriteSpec(JsonWriter& w, const Object& o, bool storage) {
   const LeaseSpec& s = o.spec;
   const uint32_t fields = SpecFields(o.kind, storage);
-  Str(w, "spec");
+  JsonString(w, "spec");
   w.StartObject();
   if (s.holder_identity && (fields & kSpecHolderIdentity)) {
-    KeyStr(w, "holderIdentity", *s.holder_identity);
+    JsonField(w, "holderIdentity", *s.holder_identity);
   }
   if (s.lease_duration_seconds && (fields & kSpecLeaseDurationSeconds)) {
-    Str(w, "leaseDurationSeconds");
+    JsonString(w, "leaseDurationSeconds");
     w.Int(*s.lease_duration_seconds);
   }
   if (s.acquire_time_us && (fields & kSpecAcquireTime)) {
-    KeyStr(w, "acquireTime", base::FormatMicroTime(*s.acquire_time_us));
+    JsonField(w, "acquireTime", base::FormatMicroTime(*s.acquire_time_us));
   }
   if (s.renew_time_us && (fields & kSpecRenewTime)) {
-    KeyStr(w, "renewTime", base::FormatMicroTime(*s.renew_time_us));
+    JsonField(w, "renewTime", base::FormatMicroTime(*s.renew_time_us));
   }
   if (s.lease_transitions && (fields & kSpecLeaseTransitions)) {
-    Str(w, "leaseTransitions");
+    JsonString(w, "leaseTransitions");
     w.Int(*s.lease_transitions);
   }
-  if (s.pool_name && (fields & kSpecPoolName)) KeyStr(w, "poolName", *s.pool_name);
-  if (s.delegate && (fields & kSpecDelegate)) KeyStr(w, "delegate", *s.delegate);
+  if (s.pool_name && (fields & kSpecPoolName)) JsonField(w, "poolName", *s.pool_name);
+  if (s.delegate && (fields & kSpecDelegate)) JsonField(w, "delegate", *s.delegate);
   w.EndObject();
 }
 
@@ -118,41 +113,41 @@ void WriteStatus(JsonWriter& w, const LeaseStatus& s, const DelegationFields& d)
       !d.HasStatus()) {
     return;
   }
-  Str(w, "status");
+  JsonString(w, "status");
   w.StartObject();
-  if (s.observed_time_us) KeyStr(w, "observedTime", base::FormatMicroTime(*s.observed_time_us));
+  if (s.observed_time_us) JsonField(w, "observedTime", base::FormatMicroTime(*s.observed_time_us));
   if (s.last_forward_time_us) {
-    KeyStr(w, "lastForwardTime", base::FormatMicroTime(*s.last_forward_time_us));
+    JsonField(w, "lastForwardTime", base::FormatMicroTime(*s.last_forward_time_us));
   }
   if (s.expired) {
-    Str(w, "expired");
+    JsonString(w, "expired");
     w.Bool(true);
   }
   if (s.leader_term) {
-    Str(w, "leaderTerm");
+    JsonString(w, "leaderTerm");
     w.StartObject();
-    KeyStr(w, "poolLeaseUID", s.leader_term->pool_lease_uid);
-    Str(w, "leaseTransitions");
+    JsonField(w, "poolLeaseUID", s.leader_term->pool_lease_uid);
+    JsonString(w, "leaseTransitions");
     w.Int(s.leader_term->lease_transitions);
     w.EndObject();
   }
   if (d.accepted_proof) {
     const AcceptedProof& p = *d.accepted_proof;
-    Str(w, "proof");
+    JsonString(w, "proof");
     w.StartObject();
-    KeyStr(w, "bootID", p.boot_id);
-    Str(w, "sequence");
+    JsonField(w, "bootID", p.boot_id);
+    JsonString(w, "sequence");
     w.Int64(p.sequence);
-    KeyStr(w, "challenge", p.challenge);
+    JsonField(w, "challenge", p.challenge);
     w.EndObject();
   }
   if (!d.challenges.empty()) {
-    Str(w, "challenges");
+    JsonString(w, "challenges");
     w.StartArray();
     for (const DelegationChallenge& c : d.challenges) {
       w.StartObject();
-      KeyStr(w, "value", c.value);
-      KeyStr(w, "issueTime", base::FormatMicroTime(c.issue_time_us));
+      JsonField(w, "value", c.value);
+      JsonField(w, "issueTime", base::FormatMicroTime(c.issue_time_us));
       w.EndObject();
     }
     w.EndArray();
@@ -162,17 +157,17 @@ void WriteStatus(JsonWriter& w, const LeaseStatus& s, const DelegationFields& d)
 
 void WriteObjectImpl(JsonWriter& w, const Object& o, bool storage) {
   w.StartObject();
-  KeyStr(w, "kind", InfoFor(o.kind).kind_name);
-  KeyStr(w, "apiVersion", kGroupVersion);
-  Str(w, "metadata");
+  JsonField(w, "kind", InfoFor(o.kind).kind_name);
+  JsonField(w, "apiVersion", kGroupVersion);
+  JsonString(w, "metadata");
   WriteObjectMeta(w, o.metadata);
   WriteSpec(w, o, storage);
   // spec.proof is write-only: never written, to clients or to storage.
   WriteStatus(w, o.status, DelegationOf(o));
   if (storage) {
-    Str(w, kInternalMember);
+    JsonString(w, kInternalMember);
     w.StartObject();
-    Str(w, "observedMonotonicUs");
+    JsonString(w, "observedMonotonicUs");
     w.Int64(o.observed_monotonic_us);
     w.EndObject();
   }
@@ -868,7 +863,7 @@ void WriteManagedFields(JsonWriter& w, const ManagedFields& entries) {
     text.push_back('}');
   }
   text.push_back(']');
-  Str(w, "managedFields");
+  JsonString(w, "managedFields");
   AppendRawValue(w, text, rapidjson::kArrayType);
 }
 
@@ -876,28 +871,28 @@ void WriteManagedFields(JsonWriter& w, const ManagedFields& entries) {
 
 void WriteObjectMeta(JsonWriter& w, const ObjectMeta& m) {
   w.StartObject();
-  if (!m.name.empty()) KeyStr(w, "name", m.name);
-  if (!m.generate_name.empty()) KeyStr(w, "generateName", m.generate_name);
-  if (!m.uid.empty()) KeyStr(w, "uid", m.uid);
-  if (m.resource_version != 0) KeyStr(w, "resourceVersion", std::to_string(m.resource_version));
+  if (!m.name.empty()) JsonField(w, "name", m.name);
+  if (!m.generate_name.empty()) JsonField(w, "generateName", m.generate_name);
+  if (!m.uid.empty()) JsonField(w, "uid", m.uid);
+  if (m.resource_version != 0) JsonField(w, "resourceVersion", std::to_string(m.resource_version));
   if (m.generation != 0) {
-    Str(w, "generation");
+    JsonString(w, "generation");
     w.Int64(m.generation);
   }
   if (m.creation_timestamp != 0) {
-    KeyStr(w, "creationTimestamp", base::FormatTime(m.creation_timestamp));
+    JsonField(w, "creationTimestamp", base::FormatTime(m.creation_timestamp));
   }
-  if (m.deletion_timestamp) KeyStr(w, "deletionTimestamp", base::FormatTime(*m.deletion_timestamp));
+  if (m.deletion_timestamp) JsonField(w, "deletionTimestamp", base::FormatTime(*m.deletion_timestamp));
   if (m.deletion_grace_period_seconds) {
-    Str(w, "deletionGracePeriodSeconds");
+    JsonString(w, "deletionGracePeriodSeconds");
     w.Int64(*m.deletion_grace_period_seconds);
   }
   WriteStringMap(w, "labels", m.labels);
   WriteStringMap(w, "annotations", m.annotations);
   if (!m.finalizers.empty()) {
-    Str(w, "finalizers");
+    JsonString(w, "finalizers");
     w.StartArray();
-    for (const auto& f : m.finalizers) Str(w, f);
+    for (const auto& f : m.finalizers) JsonString(w, f);
     w.EndArray();
   }
   WriteRawArray(w, "ownerReferences", m.owner_references_json);
