@@ -483,9 +483,23 @@ registry::Subresource SubresourceOf(const ResourcePath& path) {
 
 // --- reads
 
-Response Get(const GenericStore& kind, const ResourcePath& path, Request& request) {
+// A resourceVersion newer than the store's gets 504 ResourceVersionTooLarge, as
+// list and watch answer it and as kube-apiserver's cacher answers a get whose
+// revision did not arrive (storage.NewTooLargeResourceVersionError). The cacher
+// waits up to 3 s for its cache to catch up with etcd; our current revision is
+// read from the store itself (etcd, not a cache that lags it), so the revision
+// asked for was written nowhere yet and the answer comes at once, as for list
+// and watch. Other values read the newest state, which is not older than any.
+Response Get(store::Store* store, const GenericStore& kind, const ResourcePath& path,
+             Request& request) {
   auto format = NegotiateFormat(request, false);
   if (!format.ok()) return ErrorResponse(format.status());
+  if (int64_t rv = 0; absl::SimpleAtoi(base::Av(request.Query("resourceVersion")), &rv)) {
+    if (const int64_t current = store->CurrentRevision(); rv > current) {
+      return ErrorResponse(store::TimeoutError(
+          absl::StrCat("Too large resource version: ", rv, ", current: ", current), true));
+    }
+  }
   auto obj = kind.Get(path.name);
   if (!obj.ok()) return ErrorResponse(obj.status());
   const Object& o = **obj;
@@ -938,7 +952,7 @@ Response ServeResourceJson(const RestContext& ctx, const ResourcePath& path, Req
     if (m == "GET") {
       auto opts = ParseListOptions(request, path.kind);
       if (!opts.ok()) return ErrorResponse(opts.status());
-      if (opts->watch) return ServeWatch(ctx.store, path.kind, *opts, request, kind.NowMicros());
+      if (opts->watch) return ServeWatch(ctx.store, path.kind, *opts, request, ctx.clock);
       return List(kind, path, request, *opts);
     }
     if (m == "POST") return Create(kind, request);
@@ -953,9 +967,9 @@ Response ServeResourceJson(const RestContext& ctx, const ResourcePath& path, Req
       auto pinned = FieldSelector::Parse(absl::StrCat("metadata.name=", path.name),
                                          SupportedFieldSelectors(path.kind));
       if (pinned.ok()) opts->field_selector = *std::move(pinned);
-      return ServeWatch(ctx.store, path.kind, *opts, request, kind.NowMicros());
+      return ServeWatch(ctx.store, path.kind, *opts, request, ctx.clock);
     }
-    return Get(kind, path, request);
+    return Get(ctx.store, kind, path, request);
   }
   if (m == "PUT") return Update(kind, path, request);
   if (m == "PATCH") return Patch(kind, path, request);

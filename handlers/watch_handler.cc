@@ -39,10 +39,17 @@ const char* TypeName(EventType t) {
 
 // Renders watch events in the format the client asked for; Table output carries
 // column definitions only in its first event (k8s.io/apiserver handlers/response.go).
+// Table cells (AGE, RENEWED) read the clock as each event is encoded, i.e. sent,
+// as kube-apiserver converts each watch event to a Table when it writes it: a
+// clock read once at the watch's start showed "<invalid>" ages for objects
+// created later.
 class EventEncoder {
  public:
-  EventEncoder(Kind kind, Format format, std::string include_object, int64_t now_us)
-      : kind_(kind), format_(format), include_object_(std::move(include_object)), now_us_(now_us) {}
+  EventEncoder(Kind kind, Format format, std::string include_object, const base::Clock* clock)
+      : kind_(kind),
+        format_(format),
+        include_object_(std::move(include_object)),
+        clock_(clock ? clock : base::RealClock::Get()) {}
 
   // Appends one event line to *line. `shared` (optional) is the store event
   // carrying `object`: its cached JSON serves every watcher of the same event.
@@ -59,7 +66,7 @@ class EventEncoder {
       case Format::kTable: {
         std::vector<ObjectPtr> one{std::make_shared<Object>(object)};
         *line += RenderTable(kind_, one, std::to_string(object.metadata.resource_version),
-                             include_object_, first_table_, now_us_);
+                             include_object_, first_table_, clock_->NowMicros());
         first_table_ = false;
         break;
       }
@@ -99,7 +106,7 @@ class EventEncoder {
         break;
       case Format::kTable:
         line += RenderTable(kind_, {}, std::to_string(revision), include_object_, first_table_,
-                            now_us_);
+                            clock_->NowMicros());
         first_table_ = false;
         break;
     }
@@ -111,7 +118,7 @@ class EventEncoder {
   Kind kind_;
   Format format_;
   std::string include_object_;
-  int64_t now_us_;
+  const base::Clock* clock_;
   bool first_table_ = true;
 };
 
@@ -236,7 +243,7 @@ class WatchStream final : public StreamSource {
 }  // namespace
 
 Response ServeWatch(store::Store* store, Kind kind, const ListOptions& options,
-                    const Request& request, int64_t now_us) {
+                    const Request& request, const base::Clock* clock) {
   Format format = Format::kJson;
   if (WantsTable(request)) {
     if (absl::Status s = ValidateTableOptions(request); !s.ok()) return ErrorResponse(s);
@@ -296,7 +303,7 @@ Response ServeWatch(store::Store* store, Kind kind, const ListOptions& options,
                                      kMaxTimeoutSeconds);
   response.stream = std::make_shared<WatchStream>(
       std::move(watcher),
-      EventEncoder(kind, format, std::string(request.Query("includeObject")), now_us), options,
+      EventEncoder(kind, format, std::string(request.Query("includeObject")), clock), options,
       std::move(initial), start_revision, timeout_s);
   return response;
 }

@@ -18,10 +18,13 @@
 // watch cache does). Bookmarks (allowWatchBookmarks) every minute; the stream
 // ends cleanly at timeoutSeconds (default 30–60 min), when the client leaves,
 // at server shutdown, or with an ERROR event (410) when the watcher fell behind.
+// Table cells that depend on the time (AGE, RENEWED) read `clock` (nullptr: the
+// real clock) as each event is sent; the clock must outlive the stream.
 #pragma once
 
 #include <cstdint>
 
+#include "base/clock.h"
 #include "handlers/http_types.h"
 #include "handlers/list_options.h"
 #include "store/store.h"
@@ -29,6 +32,6 @@
 namespace poolcoord::handlers {
 
 Response ServeWatch(store::Store* store, store::Kind kind, const ListOptions& options,
-                    const Request& request, int64_t now_us);
+                    const Request& request, const base::Clock* clock);
 
 }  // namespace poolcoord::handlers

@@ -345,6 +345,30 @@ BOOST_AUTO_TEST_CASE(list_resource_version_rules) {
   BOOST_TEST(Call("GET", std::string(kBase) + "?resourceVersion=0").status == 200);
 }
 
+BOOST_AUTO_TEST_CASE(get_with_a_future_resource_version_is_too_large_as_list_and_watch) {
+  // A newcomer's GET .../poolleases/beijing?resourceVersion=999999 answered 200
+  // with the current object; list and watch answer 504, as kube-apiserver does.
+  auto created = Json(Call("POST", kBase, Lease("beijing")));
+  const std::string current = created["metadata"]["resourceVersion"].GetString();
+  for (const std::string& path : {std::string(kBase) + "/beijing", std::string(kBase),
+                                  std::string(kBase) + "?watch=1"}) {
+    BOOST_TEST_CONTEXT(path) {
+      Response r = Call("GET", path + (path.find('?') == std::string::npos ? "?" : "&") +
+                                   "resourceVersion=999999");
+      BOOST_TEST(r.status == 504);
+      auto d = Json(r);
+      BOOST_TEST(std::string(d["reason"].GetString()) == "Timeout");
+      BOOST_TEST(std::string(d["message"].GetString()) ==
+                 "Too large resource version: 999999, current: " + current);
+      BOOST_TEST(std::string(d["details"]["causes"][0]["reason"].GetString()) ==
+                 "ResourceVersionTooLarge");
+    }
+  }
+  // The current revision and older ones still read the object.
+  BOOST_TEST(Call("GET", std::string(kBase) + "/beijing?resourceVersion=" + current).status == 200);
+  BOOST_TEST(Call("GET", std::string(kBase) + "/beijing?resourceVersion=0").status == 200);
+}
+
 BOOST_AUTO_TEST_CASE(table_and_partial_metadata) {
   Call("POST", kBase, Lease("t"));
   Response t = Call("GET", kBase, "", "",

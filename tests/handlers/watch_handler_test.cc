@@ -4,6 +4,7 @@
 #define BOOST_TEST_MODULE watch_handler
 #include <boost/test/unit_test.hpp>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -150,6 +151,32 @@ BOOST_AUTO_TEST_CASE(bookmarks_of_a_table_watch_are_tables) {
   BOOST_TEST(Str(events[1], "type") == "BOOKMARK");
   BOOST_TEST(Str(events[1]["object"], "kind") == "Table");
   BOOST_TEST(events[1]["object"]["rows"].Size() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(table_cells_of_a_watch_are_computed_when_each_event_is_sent) {
+  // A newcomer's `kubectl get pl -w`, then 15 s later `kubectl create` agedemo: the
+  // watch printed AGE "<invalid>" (the clock was read once, when the watch began)
+  // while `kubectl get` printed its real age.
+  Response w = Call("GET", std::string(kBase) + "?watch=1&timeoutSeconds=1", "",
+                    "application/json;as=Table;g=meta.k8s.io;v=v1");
+  BOOST_REQUIRE_MESSAGE(w.stream, w.status << " " << w.body);
+  clock.Advance(std::chrono::seconds(15));
+  Create("agedemo");  // created now; renewTime is 2026-01-01T00:00:00Z, the clock's start
+  clock.Advance(std::chrono::seconds(2));
+  testing::StreamRead read = testing::ReadStream(*w.stream, std::chrono::seconds(10));
+  rapidjson::Document ev;
+  ev.Parse(read.body.substr(0, read.body.find('\n')).c_str());
+  BOOST_REQUIRE_MESSAGE(!ev.HasParseError() && ev.HasMember("object"), read.body);
+  const auto& table = ev["object"];
+  BOOST_REQUIRE(table["rows"].Size() == 1u);
+  const auto& cells = table["rows"][0]["cells"];
+  std::map<std::string, std::string> by_column;
+  for (rapidjson::SizeType i = 0; i < table["columnDefinitions"].Size(); ++i) {
+    if (cells[i].IsString()) by_column[Str(table["columnDefinitions"][i], "name")] = cells[i].GetString();
+  }
+  BOOST_TEST(by_column["Name"] == "agedemo");
+  BOOST_TEST(by_column["Age"] == "2s");
+  BOOST_TEST(by_column["Renewed"] == "17s");
 }
 
 BOOST_AUTO_TEST_CASE(initial_events_without_bookmarks_have_no_end_mark) {
