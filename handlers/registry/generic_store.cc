@@ -82,6 +82,14 @@ absl::StatusOr<ObjectPtr> GenericStore::Get(const std::string& name) const {
 
 absl::StatusOr<ListPage> GenericStore::List(const ListOptions& opts) const {
   const store::Kind kind = strategy_.kind();
+  if (!opts.continue_token.empty() && opts.resource_version.value_or(0) != 0) {
+    // The token carries the list's revision: kube-apiserver's storage
+    // (storage.ValidateListOptions) refuses another one, after the token's own check.
+    int64_t token_revision = 0;
+    std::string start_name;
+    RETURN_IF_ERROR(DecodeContinueToken(opts.continue_token, &token_revision, &start_name));
+    return store::BadRequestError("specifying resource version is not allowed when using continue");
+  }
   const int64_t current = store_->CurrentRevision();
   if (opts.resource_version && *opts.resource_version > current) {
     return store::TimeoutError(

@@ -88,7 +88,7 @@ class GenericStore {
   // Errors, as kube-apiserver's: resourceVersion in the future: 504
   // (ResourceVersionTooLarge); resourceVersionMatch=Exact at another revision,
   // or a continue token older than the watch history: 410 Expired; a token not
-  // ours: 400.
+  // ours, or a token with a resourceVersion other than "0": 400 (before the 504).
   absl::StatusOr<ListPage> List(const ListOptions& options) const;
 
   // Creates `object` (its name, or generateName plus 5 random characters).

@@ -369,6 +369,42 @@ BOOST_AUTO_TEST_CASE(get_with_a_future_resource_version_is_too_large_as_list_and
   BOOST_TEST(Call("GET", std::string(kBase) + "/beijing?resourceVersion=0").status == 200);
 }
 
+BOOST_AUTO_TEST_CASE(continue_with_a_resource_version_is_refused_as_kube_apiserver_does) {
+  // A newcomer's continue=<token>&resourceVersion=1 answered 200. kube-apiserver
+  // 1.32 answers 400 for any resourceVersion but "0" (even a future one), after
+  // checking the token itself.
+  for (const char* n : {"c1", "c2", "c3"}) Call("POST", kBase, Lease(n));
+  const std::string token = Json(Call("GET", std::string(kBase) + "?limit=1"))["metadata"]["continue"].GetString();
+  for (const char* rv : {"1", "999999"}) {
+    Response r = Call("GET", std::string(kBase) + "?limit=1&continue=" + token + "&resourceVersion=" + rv);
+    BOOST_TEST(r.status == 400);
+    BOOST_TEST(std::string(Json(r)["message"].GetString()) ==
+               "specifying resource version is not allowed when using continue");
+  }
+  Response garbage = Call("GET", std::string(kBase) + "?limit=1&continue=garbage&resourceVersion=1");
+  BOOST_TEST(garbage.status == 400);
+  BOOST_TEST(Json(garbage)["message"].GetString() != std::string("specifying resource version is not allowed when using continue"));
+  Response zero = Call("GET", std::string(kBase) + "?limit=1&continue=" + token + "&resourceVersion=0");
+  BOOST_TEST(zero.status == 200);
+  BOOST_TEST(std::string(Json(zero)["items"][0]["metadata"]["name"].GetString()) == "c2");
+}
+
+BOOST_AUTO_TEST_CASE(bool_query_parameters_convert_as_kube_apiserver_does) {
+  // kube-apiserver's query conversion (runtime.Convert_Slice_string_To_bool)
+  // reads only "0" and "false" (any case) as false: watch=yes and watch=maybe
+  // start a watch there (checked against kube-apiserver 1.32.6), and here.
+  Call("POST", kBase, Lease("b1"));
+  for (const char* v : {"yes", "maybe", "TRUE"}) {
+    Response w = Call("GET", std::string(kBase) + "?timeoutSeconds=1&watch=" + v);
+    BOOST_TEST(static_cast<bool>(w.stream), v);
+  }
+  for (const char* v : {"0", "false", "False"}) {
+    Response l = Call("GET", std::string(kBase) + "?watch=" + v);
+    BOOST_TEST(!l.stream, v);
+    BOOST_TEST(l.status == 200);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(table_and_partial_metadata) {
   Call("POST", kBase, Lease("t"));
   Response t = Call("GET", kBase, "", "",
