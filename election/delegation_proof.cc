@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <limits>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -413,6 +414,10 @@ absl::StatusOr<store::AcceptedProof> DelegationProofs::Verify(
                      " (--delegation-proof-max-age) when the write carries a proof: a proof "
                      "vouches for its node only while its challenge is fresh")));
   }
+  // Every malformed field in one 422, as a validation does: the heartbeat and the
+  // certificate are checked apart, so a bad heartbeat does not hide a bad certificate.
+  std::optional<SignedHeartbeat> heartbeat;
+  std::string datagram;
   if (proof.heartbeat.empty()) {
     causes.push_back(store::FieldRequired(
         "spec.proof.heartbeat",
@@ -423,7 +428,29 @@ absl::StatusOr<store::AcceptedProof> DelegationProofs::Verify(
         absl::StrCat("may not be longer than ", kMaxProofHeartbeatChars,
                      " (base64 of a heartbeat datagram of at most ", kMaxDatagramBytes,
                      " bytes)")));
+  } else if (!absl::Base64Unescape(proof.heartbeat, &datagram) || datagram.empty()) {
+    causes.push_back(store::FieldInvalid("spec.proof.heartbeat",
+                                         absl::StrCat("<", proof.heartbeat.size(), " characters>"),
+                                         "must be base64 (RFC 4648, standard alphabet)"));
+  } else if (auto decoded = DecodeDatagram(datagram); !decoded.ok()) {
+    causes.push_back(store::FieldInvalid("spec.proof.heartbeat",
+                                         absl::StrCat("<", datagram.size(), " bytes>"),
+                                         absl::StrCat("is not a heartbeat datagram: ",
+                                                      decoded.status().message())));
+  } else if (decoded->type != DatagramType::kHeartbeat) {
+    causes.push_back(store::FieldInvalid(
+        "spec.proof.heartbeat", absl::StrCat("<", datagram.size(), " bytes>"),
+        absl::StrCat("is a datagram of type ", static_cast<int>(decoded->type),
+                     ", not a heartbeat (type 1)")));
+  } else if (decoded->heartbeat.heartbeat.sequence >
+             static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    causes.push_back(store::FieldInvalid("spec.proof.heartbeat",
+                                         std::to_string(decoded->heartbeat.heartbeat.sequence),
+                                         "the heartbeat's sequence number must be below 2^63"));
+  } else {
+    heartbeat = std::move(decoded->heartbeat);
   }
+  std::string der;
   if (proof.certificate.empty()) {
     causes.push_back(store::FieldRequired(
         "spec.proof.certificate",
@@ -432,47 +459,23 @@ absl::StatusOr<store::AcceptedProof> DelegationProofs::Verify(
     causes.push_back(store::FieldTooLong(
         "spec.proof.certificate",
         absl::StrCat("may not be longer than ", kMaxProofCertificateChars)));
+  } else if (absl::StartsWith(absl::StripLeadingAsciiWhitespace(proof.certificate),
+                              "-----BEGIN")) {
+    auto converted = PemToDer(proof.certificate);
+    if (converted.ok()) {
+      der = *std::move(converted);
+    } else {
+      causes.push_back(store::FieldInvalid("spec.proof.certificate", "<PEM>",
+                                           base::Sv(converted.status().message())));
+    }
+  } else if (!absl::Base64Unescape(proof.certificate, &der) || der.empty()) {
+    causes.push_back(store::FieldInvalid(
+        "spec.proof.certificate", absl::StrCat("<", proof.certificate.size(), " characters>"),
+        "must be base64 of the certificate's DER (RFC 4648, standard alphabet), or PEM"));
   }
   if (!causes.empty()) return invalid(std::move(causes));
-
-  std::string datagram;
-  if (!absl::Base64Unescape(proof.heartbeat, &datagram) || datagram.empty()) {
-    return invalid({store::FieldInvalid("spec.proof.heartbeat",
-                                        absl::StrCat("<", proof.heartbeat.size(), " characters>"),
-                                        "must be base64 (RFC 4648, standard alphabet)")});
-  }
-  auto decoded = DecodeDatagram(datagram);
-  if (!decoded.ok()) {
-    return invalid({store::FieldInvalid("spec.proof.heartbeat",
-                                        absl::StrCat("<", datagram.size(), " bytes>"),
-                                        absl::StrCat("is not a heartbeat datagram: ",
-                                                     decoded.status().message()))});
-  }
-  if (decoded->type != DatagramType::kHeartbeat) {
-    return invalid({store::FieldInvalid(
-        "spec.proof.heartbeat", absl::StrCat("<", datagram.size(), " bytes>"),
-        absl::StrCat("is a datagram of type ", static_cast<int>(decoded->type),
-                     ", not a heartbeat (type 1)"))});
-  }
-  const SignedHeartbeat& signed_hb = decoded->heartbeat;
+  const SignedHeartbeat& signed_hb = *heartbeat;
   const Heartbeat& hb = signed_hb.heartbeat;
-  if (hb.sequence > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-    return invalid({store::FieldInvalid("spec.proof.heartbeat", std::to_string(hb.sequence),
-                                        "the heartbeat's sequence number must be below 2^63")});
-  }
-  std::string der;
-  if (absl::StartsWith(absl::StripLeadingAsciiWhitespace(proof.certificate), "-----BEGIN")) {
-    auto converted = PemToDer(proof.certificate);
-    if (!converted.ok()) {
-      return invalid({store::FieldInvalid("spec.proof.certificate", "<PEM>",
-                                          base::Sv(converted.status().message()))});
-    }
-    der = *std::move(converted);
-  } else if (!absl::Base64Unescape(proof.certificate, &der) || der.empty()) {
-    return invalid({store::FieldInvalid(
-        "spec.proof.certificate", absl::StrCat("<", proof.certificate.size(), " characters>"),
-        "must be base64 of the certificate's DER (RFC 4648, standard alphabet), or PEM")});
-  }
 
   // --- 403: the certificate, the signature, then what the heartbeat says.
   const Fingerprint fp = CertificateFingerprint(der);

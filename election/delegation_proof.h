@@ -32,7 +32,7 @@
 //       heartbeat/certificate missing, too long, not base64 (or PEM), not a
 //       heartbeat datagram (the decoder's reason), a sequence of 2^63 or more;
 //       spec.leaseDurationSeconds above max_age (a proof vouches for its node no
-//       longer than its challenge is fresh)
+//       longer than its challenge is fresh); every one of these in one 422
 //   403 (refused; ForbiddenError with one cause, field spec.proof, message
 //       "<rule>: ..."; the metric label is <rule>):
 //       missing               no spec.proof, and --delegation-proof=required

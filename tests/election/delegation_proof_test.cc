@@ -498,6 +498,28 @@ BOOST_AUTO_TEST_CASE(NotBase64NotPemNotAHeartbeat) {
                 422, "spec.proof.heartbeat");
 }
 
+// A newcomer's write with leaseDurationSeconds 40 and a garbage proof got a 422
+// naming only the duration; with the duration fixed, only spec.proof.heartbeat,
+// not the certificate, just as bad. Every malformed field comes in one 422.
+BOOST_AUTO_TEST_CASE(EveryMalformedFieldInOne422) {
+  World w;
+  auto fields = [](const absl::Status& s) {
+    std::vector<std::string> out;
+    for (const auto& c : ps::ApiErrorFromStatus(s).causes) out.push_back(c.field);
+    return out;
+  };
+  const absl::Status both = w.Write(w.a, ps::DelegationProof{"not-base64!", "not-a-cert!"}, "hz-2", 40);
+  BOOST_TEST(ps::ApiErrorFromStatus(both).code == 422, both.message());
+  BOOST_TEST(fields(both) == (std::vector<std::string>{"spec.leaseDurationSeconds",
+                                                       "spec.proof.heartbeat",
+                                                       "spec.proof.certificate"}),
+             both.message());
+  const absl::Status proof_only = w.Write(ps::DelegationProof{"not-base64!", "not-a-cert!"});
+  BOOST_TEST(fields(proof_only) ==
+                 (std::vector<std::string>{"spec.proof.heartbeat", "spec.proof.certificate"}),
+             proof_only.message());
+}
+
 BOOST_AUTO_TEST_CASE(LeaseLongerThanTheProofVouches) {
   World w;
   ExpectRefused(w.Write(w.a, w.Fresh(1), "hz-2", 16), 422, "spec.leaseDurationSeconds");
