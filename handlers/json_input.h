@@ -44,7 +44,9 @@ struct JsonBody {
 
 // Parses a request body as above. Errors (400 BadRequest): nesting deeper than
 // 512 (store::CheckJsonNesting), and malformed JSON ("the request body is not
-// valid JSON: <reason> at offset N").
+// valid JSON: <reason> at offset N", naming gzip when the body starts with its
+// magic bytes: bodies are read as sent, whatever Content-Encoding says, as
+// kube-apiserver reads them).
 absl::StatusOr<JsonBody> ParseJsonBody(std::string_view body);
 
 // Finds the keys repeated within one object of `value` and removes all but the

@@ -405,6 +405,31 @@ BOOST_AUTO_TEST_CASE(bool_query_parameters_convert_as_kube_apiserver_does) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(gzip_bodies_are_read_as_sent_as_kube_apiserver_reads_them) {
+  // A newcomer's POST with Content-Encoding: gzip got 400 "not valid JSON ... at
+  // offset 0". kube-apiserver 1.32.6 reads bodies as sent too: 400 for a gzip
+  // body (a json parse error at '\x1f'), 201 for plain JSON whatever
+  // Content-Encoding says. Here the 400 also names the cause.
+  static const char kGzipLease[] =  // gzip of Lease("gz"), mtime 0
+      "\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\x03\x1d\x8c\x31\x0a\xc3\x30\x10\x04\xff\xb2\xb5\x71\x50\x91\x46\x75\xca\x14\x81\x40\xfa\x43\x3a\x12\x11\xf9\x4e\x48\x8a\x0b\x1b\xfd\x3d\x67\x97\x3b\x3b\xcc\x0e\x2a\xe9\xc5\xb5\x25\x15\x78\x04\xd5\x1a\x93\x50\xb7\x39\x17\xd5\x7c\x59\x1d\xe5\xf2\x21\x87\x09\xdf\x24\xd1\x9c\x87\xe1\x3b\x53\x63\x43\x0b\x77\x8a\xd4\x09\x7e\x87\xd0\xc2\x76\xbf\x37\x8c\x09\xad\x70\x38\x60\x3e\xc4\xdb\xaf\x9e\xc5\x27\x07\x95\xd8\xe0\xdd\x75\x8c\x3f\x1c\xad\x85\x7b\x7a\x00\x00\x00";
+  auto post = [this](std::string body) {
+    Request r;
+    r.method = "POST";
+    r.path = kBase;
+    r.headers = {{"content-type", "application/json"}, {"content-encoding", "gzip"}};
+    r.body = std::move(body);
+    r.user.username = "admin";
+    r.user.groups = {"system:masters", "system:authenticated"};
+    return router->Handle(r);
+  };
+  Response gz = post(std::string(kGzipLease, sizeof(kGzipLease) - 1));
+  BOOST_TEST(gz.status == 400);
+  BOOST_TEST(Reason(gz) == "BadRequest");
+  BOOST_TEST(std::string(Json(gz)["message"].GetString()).find("gzip-compressed") != std::string::npos,
+             gz.body);
+  BOOST_TEST(post(Lease("gz")).status == 201);
+}
+
 BOOST_AUTO_TEST_CASE(table_and_partial_metadata) {
   Call("POST", kBase, Lease("t"));
   Response t = Call("GET", kBase, "", "",
