@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -42,6 +43,16 @@ const char* KindNameOf(const Object& o) { return store::InfoFor(o.kind).kind_nam
 absl::Status Invalid(const Object& o, std::vector<FieldCause> causes) {
   return store::InvalidError(KindNameOf(o), o.metadata.name, std::move(causes));
 }
+
+// A refused write or delete of `o` (kube-apiserver's admission denial wording).
+absl::Status Forbidden(const Object& o, std::string_view detail) {
+  return store::ForbiddenError(PluralOf(o), o.metadata.name, detail);
+}
+
+// kubectl apply --server-side adds "re-run with --force-conflicts" to every 409
+// of an apply; the lease rule's 409 is no field manager conflict, so it says so.
+constexpr char kNotAManagerConflict[] =
+    " (a rule of the lease, not a field manager conflict: --force-conflicts does not change it)";
 
 }  // namespace
 
@@ -92,6 +103,39 @@ int64_t LeaseRules::RemainingMicros(const store::Object& lease) const {
   return -1;  // never observed by any server: treat as expired
 }
 
+std::string LeaseRules::Until(const store::Object& lease) const {
+  const int64_t remaining = RemainingMicros(lease);
+  return absl::StrCat("until ", base::FormatMicroTime(clock_->NowMicros() + remaining), " (",
+                      Seconds(remaining), " from now, on the server's clock)");
+}
+
+std::string LeaseRules::AcquireHint(const store::Object* pool_lease, const std::string& pool,
+                                    const std::string& node) const {
+  if (pool_lease == nullptr) {
+    return absl::StrCat("pool ", base::GoQuote(pool), " has no poollease; ", base::GoQuote(node),
+                        " may create poollease ", base::GoQuote(pool),
+                        " with spec.holderIdentity ", base::GoQuote(node));
+  }
+  const std::string holder = HolderOf(*pool_lease);
+  const int32_t next = TransitionsOf(*pool_lease) + 1;
+  const std::string how = absl::StrCat(" with spec.holderIdentity ", base::GoQuote(node),
+                                       " and spec.leaseTransitions ", next);
+  if (holder.empty()) {
+    return absl::StrCat("poollease ", base::GoQuote(pool), " is not held by anyone; ",
+                        base::GoQuote(node), " may acquire it now,", how);
+  }
+  const int64_t remaining = RemainingMicros(*pool_lease);
+  if (remaining <= 0) {
+    return absl::StrCat("poollease ", base::GoQuote(pool), " held by ", base::GoQuote(holder),
+                        " expired ", Seconds(-remaining), " ago and nobody has taken it since; ",
+                        base::GoQuote(node), " may acquire it now,", how);
+  }
+  return absl::StrCat("poollease ", base::GoQuote(pool), " is held by ", base::GoQuote(holder), " ",
+                      Until(*pool_lease), ", and each renewal by ", base::GoQuote(holder),
+                      " moves that on; ", base::GoQuote(node),
+                      " may acquire it only once it has expired or been released,", how);
+}
+
 bool LeaseRules::PoolLeaseLive(const store::Object& pool_lease) const {
   return !HolderOf(pool_lease).empty() && RemainingMicros(pool_lease) > 0;
 }
@@ -115,9 +159,9 @@ absl::Status LeaseRules::AdmitPoolLeaseWrite(const base::UserInfo& user, const s
 
   const std::string node = user.NodeName();
   if (node.empty()) {
-    return store::ForbiddenError(absl::StrCat(
+    return Forbidden(proposed, absl::StrCat(
         "user ", base::GoQuote(user.username), " is not a node: only nodes of pool ", base::GoQuote(pool),
-        " (system:node:<name> in group system:nodes) may write its PoolLease"));
+        " (system:node:<name> in group system:nodes) may write its poollease"));
   }
   if (!membership_->Loaded()) {
     return store::ServiceUnavailableError(
@@ -125,16 +169,16 @@ absl::Status LeaseRules::AdmitPoolLeaseWrite(const base::UserInfo& user, const s
   }
   if (!membership_->IsMember(node, pool)) {
     const auto own = membership_->PoolOf(node);
-    return store::ForbiddenError(absl::StrCat(
+    return Forbidden(proposed, absl::StrCat(
         "node ", base::GoQuote(node), " is not a member of pool ", base::GoQuote(pool), " (it belongs to ",
         own ? absl::StrCat("pool ", base::GoQuote(*own)) : std::string("no pool"),
-        "); only members of a pool may acquire or renew its PoolLease"));
+        "); only members of a pool may acquire or renew its poollease"));
   }
   if (!new_holder.empty() && new_holder != node) {
-    return store::ForbiddenError(absl::StrCat(
-        "node ", base::GoQuote(node), " may not acquire pool lease ", base::GoQuote(pool), " for another node (",
-        base::GoQuote(new_holder), "); set spec.holderIdentity to ", base::GoQuote(node),
-        ", or to \"\" to release it"));
+    return Forbidden(proposed, absl::StrCat(
+        "node ", base::GoQuote(node), " may not acquire pool lease ", base::GoQuote(pool),
+        " for another node (", base::GoQuote(new_holder), "): a member acquires or renews it only ",
+        "for itself, with spec.holderIdentity ", base::GoQuote(node)));
   }
 
   if (current == nullptr) {
@@ -153,11 +197,16 @@ absl::Status LeaseRules::AdmitPoolLeaseWrite(const base::UserInfo& user, const s
                                  "spec.leaseTransitions", std::to_string(new_transitions),
                                  absl::StrCat("must stay ", cur_transitions, " when ", why))});
   };
-  auto held_by_other_live = [&]() -> absl::Status {
+  // Acquiring (or releasing) a lease another member holds and keeps live.
+  auto held_by_other_live = [&](bool release) -> absl::Status {
     return store::ConflictError(
         PluralOf(proposed), pool,
-        absl::StrCat("pool lease ", pool, " is held by ", cur_holder, " for another ",
-                     Seconds(RemainingMicros(*current)), "; retry after it expires"));
+        absl::StrCat(release ? absl::StrCat("poollease ", base::GoQuote(pool), " is held by ",
+                                            base::GoQuote(cur_holder), " ", Until(*current),
+                                            "; only ", base::GoQuote(cur_holder),
+                                            " may release it before then")
+                             : AcquireHint(current.get(), pool, node),
+                     kNotAManagerConflict));
   };
 
   if (!new_holder.empty() && cur_holder == node) {
@@ -178,7 +227,7 @@ absl::Status LeaseRules::AdmitPoolLeaseWrite(const base::UserInfo& user, const s
     if (!renew_causes.empty()) return Invalid(proposed, std::move(renew_causes));
   } else if (!new_holder.empty()) {
     // Acquisition by `node`: the lease must be released or expired.
-    if (!cur_holder.empty() && RemainingMicros(*current) > 0) return held_by_other_live();
+    if (!cur_holder.empty() && RemainingMicros(*current) > 0) return held_by_other_live(false);
     if (new_transitions != cur_transitions + 1) {
       return Invalid(proposed,
                      {store::FieldInvalid(
@@ -190,7 +239,7 @@ absl::Status LeaseRules::AdmitPoolLeaseWrite(const base::UserInfo& user, const s
     // An empty holder: the holder releasing (client-go ReleaseOnCancel keeps the
     // count), an edit of an unheld lease, or clearing a lease whose holder expired.
     if (!cur_holder.empty() && cur_holder != node && RemainingMicros(*current) > 0) {
-      return held_by_other_live();
+      return held_by_other_live(true);
     }
     if (absl::Status s = transitions_must_stay("releasing or editing an unheld lease"); !s.ok()) {
       return s;
@@ -203,9 +252,12 @@ absl::Status LeaseRules::AdmitPoolLeaseWrite(const base::UserInfo& user, const s
 absl::Status LeaseRules::CheckDelegatedLeaseWriter(const base::UserInfo& user,
                                                    const std::string& name) const {
   if (!user.IsMaster() && user.NodeName().empty()) {
-    return store::ForbiddenError(absl::StrCat(
-        "user ", base::GoQuote(user.username), " is not a node: only the current leader of node ",
-        base::GoQuote(name), "'s pool may write its DelegatedLease"));
+    return store::ForbiddenError(
+        store::InfoFor(Kind::kDelegatedLease).plural, name,
+        absl::StrCat("user ", base::GoQuote(user.username),
+                     " is not a node: only the current leader of node ", base::GoQuote(name),
+                     "'s pool (system:node:<name> in group system:nodes) may write its "
+                     "delegatedlease"));
   }
   if (!membership_->Loaded()) {
     return store::ServiceUnavailableError(
@@ -234,38 +286,36 @@ absl::Status LeaseRules::AdmitDelegatedLeaseWrite(const base::UserInfo& user,
 
   if (!master) {
     const auto writer_pool = membership_->PoolOf(writer);
-    const std::string holder = pool_lease ? HolderOf(*pool_lease) : "";
-    // Only a refusal reads it: a renewal should not pay for quoting.
-    auto leader_hint = [&holder] {
-      return holder.empty() ? std::string("the pool has no leader now")
-                            : absl::StrCat("its current holder is ", base::GoQuote(holder));
-    };
     if (writer_pool != pool) {
-      return store::ForbiddenError(absl::StrCat(
+      // Only a refusal reads the lease's state: a renewal should not pay for it.
+      return Forbidden(proposed, absl::StrCat(
           "node ", base::GoQuote(writer), " belongs to ",
           writer_pool ? absl::StrCat("pool ", base::GoQuote(*writer_pool)) : std::string("no pool"),
           ", not to pool ", base::GoQuote(*pool), " of node ", base::GoQuote(name),
-          "; only the leader of pool ", base::GoQuote(*pool), " may write its DelegatedLeases (",
-          leader_hint(), ")"));
+          "; only the leader of pool ", base::GoQuote(*pool),
+          " (the holder of its live poollease) may write its nodes' delegatedleases, and ",
+          !pool_lease                   ? std::string("the pool has no poollease")
+          : !PoolLeaseLive(*pool_lease) ? std::string("the pool has no live leader now")
+                                        : absl::StrCat("its leader is ",
+                                                       base::GoQuote(HolderOf(*pool_lease)), " ",
+                                                       Until(*pool_lease))));
     }
-    if (!pool_lease) {
-      return store::ForbiddenError(absl::StrCat(
-          "pool ", base::GoQuote(*pool), " has no PoolLease, so it has no leader; acquire poolleases/",
-          *pool, " before writing DelegatedLeases for its nodes"));
-    }
-    if (holder != writer) {
-      return store::ForbiddenError(absl::StrCat(
-          "node ", base::GoQuote(writer), " is not the leader of pool ", base::GoQuote(*pool), ": ",
-          holder.empty() ? std::string("the pool lease is not held by anyone")
-                         : absl::StrCat("the pool lease is held by ", base::GoQuote(holder)),
-          "; only the current holder of poolleases/", *pool, " may write DelegatedLeases"));
+    const std::string holder = pool_lease ? HolderOf(*pool_lease) : "";
+    if (!pool_lease || holder != writer) {
+      return Forbidden(proposed, absl::StrCat(
+          "node ", base::GoQuote(writer), " is not the leader of pool ", base::GoQuote(*pool),
+          ", and only the pool's leader (the holder of its live poollease) may write its nodes' "
+          "delegatedleases: ",
+          AcquireHint(pool_lease.get(), *pool, writer), "; then it may write them"));
     }
     const int64_t remaining = RemainingMicros(*pool_lease);
     if (remaining <= 0) {
-      return store::ForbiddenError(absl::StrCat(
-          "the pool lease ", base::GoQuote(*pool), " held by ", base::GoQuote(writer), " expired ",
-          Seconds(-remaining), " ago; renew poolleases/", *pool,
-          " before writing DelegatedLeases"));
+      return Forbidden(proposed, absl::StrCat(
+          "node ", base::GoQuote(writer), " is not the leader of pool ", base::GoQuote(*pool),
+          " now: its poollease ", base::GoQuote(*pool), " expired ", Seconds(-remaining),
+          " ago; nobody has taken it since, so ", base::GoQuote(writer),
+          " may renew it (a new spec.renewTime, the same acquireTime and leaseTransitions) and "
+          "then write delegatedleases"));
     }
     // renewTime is on the leader's clock: comparable only within one term.
     if (current && current->status.leader_term == term && current->spec.renew_time_us &&
@@ -274,7 +324,7 @@ absl::Status LeaseRules::AdmitDelegatedLeaseWrite(const base::UserInfo& user,
           PluralOf(proposed), name,
           absl::StrCat("renewTime ", base::FormatMicroTime(*spec.renew_time_us),
                        " is older than ", base::FormatMicroTime(*current->spec.renew_time_us),
-                       " written in this term (pool lease ", *pool, ", leaseTransitions ",
+                       " written in this term (poollease ", base::GoQuote(*pool), ", leaseTransitions ",
                        term->lease_transitions,
                        "); renewTime must not go backwards within one leader term"));
     }
@@ -317,10 +367,10 @@ absl::Status LeaseRules::AdmitStatusWrite(const base::UserInfo& user, const stor
   proposed.status.observed_time_us = current.status.observed_time_us;
   if (user.IsMaster()) return absl::OkStatus();
   if (options_.forwarder_user.empty() || user.username != options_.forwarder_user) {
-    return store::ForbiddenError(absl::StrCat(
-        "user ", base::GoQuote(user.username), " may not write ", PluralOf(current), "/",
-        current.metadata.name,
-        "/status: only system:masters and the forwarder (--forwarder-user) may"));
+    return Forbidden(current, absl::StrCat(
+        "user ", base::GoQuote(user.username),
+        " may not write its status: only system:masters and the forwarder (--forwarder-user) "
+        "may"));
   }
   // The forwarder records forwarding; the rest of status is stamped by the rules.
   std::vector<FieldCause> causes;
@@ -362,11 +412,15 @@ absl::Status LeaseRules::AdmitDelegatedLeaseDelete(const base::UserInfo& user,
       PoolLeaseLive(*pool_lease)) {
     return absl::OkStatus();  // the pool's current leader
   }
-  return store::ForbiddenError(absl::StrCat(
-      "user ", base::GoQuote(user.username), " may not delete delegatedleases/", name,
-      ": only the node itself or the current leader of its pool",
+  return Forbidden(current, absl::StrCat(
+      "user ", base::GoQuote(user.username),
+      " may not delete it: only the node itself or the current leader of its pool",
       pool.empty() ? std::string()
-                   : absl::StrCat(" ", base::GoQuote(pool), " (holder of poolleases/", pool, ")"),
+                   : absl::StrCat(" ", base::GoQuote(pool), " (the holder of its live poollease",
+                                  pool_lease && PoolLeaseLive(*pool_lease)
+                                      ? absl::StrCat(", now ", base::GoQuote(HolderOf(*pool_lease)))
+                                      : std::string(", which nobody holds now"),
+                                  ")"),
       " may"));
 }
 
@@ -379,16 +433,17 @@ absl::Status LeaseRules::AdmitPoolLeaseDelete(const base::UserInfo& user,
   const std::string node = user.NodeName();
   const std::string& pool = current.metadata.name;
   if (node.empty() || !membership_->IsMember(node, pool)) {
-    return store::ForbiddenError(absl::StrCat(
-        "user ", base::GoQuote(user.username), " may not delete poolleases/", pool,
-        ": only members of pool ", base::GoQuote(pool), " (or system:masters) may"));
+    return Forbidden(current, absl::StrCat(
+        "user ", base::GoQuote(user.username), " may not delete it: only members of pool ",
+        base::GoQuote(pool), " (or system:masters) may"));
   }
   const std::string holder = HolderOf(current);
   if (holder.empty() || holder == node || !PoolLeaseLive(current)) return absl::OkStatus();
   return store::ConflictError(
       PluralOf(current), pool,
-      absl::StrCat("pool lease ", pool, " is held by ", holder, " for another ",
-                   Seconds(RemainingMicros(current)), "; retry after it expires"));
+      absl::StrCat("poollease ", base::GoQuote(pool), " is held by ", base::GoQuote(holder), " ",
+                   Until(current), "; only ", base::GoQuote(holder),
+                   " may delete it before then, and any member once it has expired"));
 }
 
 }  // namespace poolcoord::election

@@ -116,6 +116,14 @@ class LeaseRules {
   // Stamps an accepted PoolLease write (observed times when it renews, and a
   // challenge).
   void StampPoolLease(const store::Object* current, store::Object& proposed) const;
+  // For refusals: the state of PoolLease `pool` (nullptr: there is none) as a
+  // member `node` that does not hold it must read it, and what it can do:
+  // who holds it and until when on the server's clock (a live holder's
+  // renewals move that on), and when and with which spec it may acquire it.
+  std::string AcquireHint(const store::Object* pool_lease, const std::string& pool,
+                          const std::string& node) const;
+  // "until <server time> (12.3s from now)" for a live lease.
+  std::string Until(const store::Object& lease) const;
 
   LeaseRulesOptions options_;
 };

@@ -240,6 +240,15 @@ absl::Status ForbiddenError(std::string_view message) {
   return MakeApiError(absl::StatusCode::kPermissionDenied, Simple(403, "Forbidden", message));
 }
 
+absl::Status ForbiddenError(std::string_view resource, std::string_view name,
+                            std::string_view detail) {
+  auto info = WithDetails(Simple(403, "Forbidden",
+                                 absl::StrCat(Qualified(resource), " ", base::GoQuote(name),
+                                              " is forbidden: ", base::Av(detail))),
+                          resource, name);
+  return MakeApiError(absl::StatusCode::kPermissionDenied, info);
+}
+
 absl::Status UnauthorizedError(std::string_view message) {
   return MakeApiError(absl::StatusCode::kUnauthenticated, Simple(401, "Unauthorized", message));
 }

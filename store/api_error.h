@@ -62,6 +62,10 @@ absl::Status InvalidErrorInGroup(std::string_view group, std::string_view kind_n
                                  std::string_view name, std::vector<FieldCause> causes);
 absl::Status BadRequestError(std::string_view message);
 absl::Status ForbiddenError(std::string_view message);
+// An admission denial of one object, as apierrors.NewForbidden words it:
+// "<resource>.<group> "<name>" is forbidden: <detail>", details naming it.
+absl::Status ForbiddenError(std::string_view resource, std::string_view name,
+                            std::string_view detail);
 absl::Status UnauthorizedError(std::string_view message = "Unauthorized");
 // 410 Expired, e.g. "too old resource version: 5 (20)".
 absl::Status ExpiredError(std::string_view message);

@@ -113,11 +113,11 @@ class DelegatedLeaseKind final : public LeaseKind {
       const std::string writer = ctx.user.NodeName();
       if (!spec.delegate || spec.delegate->empty()) {
         causes.push_back(store::FieldRequired(
-            "spec.delegate", absl::StrCat("must be the writing leader, ", base::GoQuote(writer))));
+            "spec.delegate", absl::StrCat("must name the node that writes it, ", base::GoQuote(writer))));
       } else if (*spec.delegate != writer) {
         causes.push_back(store::FieldInvalid(
             "spec.delegate", base::GoQuote(*spec.delegate),
-            absl::StrCat("must be the writing leader, ", base::GoQuote(writer))));
+            absl::StrCat("must name the node that writes it, ", base::GoQuote(writer))));
       }
     }
     return causes;

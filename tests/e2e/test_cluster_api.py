@@ -199,7 +199,7 @@ def node_identities_get_every_rule(env):
                                    "metadata": {"name": "hangzhou",
                                                 "resourceVersion": r.json()["metadata"]["resourceVersion"]}}),
                       409, "Conflict")
-    expect("is held by hz-1" in r.json()["message"], r.body)
+    expect('is held by "hz-1" until' in r.json()["message"], r.body)
     r = expect_status(hz1.request("POST", pl, pool_lease_body("beijing", "hz-1")), 403, "Forbidden")
     expect('node "hz-1" is not a member of pool "beijing"' in r.json()["message"], r.body)
     r = expect_status(bj1.request("POST", pl, pool_lease_body("beijing", "bj-2")), 403, "Forbidden")

@@ -245,7 +245,7 @@ def node_applies_its_lease(s):
     other = s.token("bj-2-token")
     r = expect_status(other.request("PATCH", f"{BASE}/poolleases/{name}?fieldManager=agent2&force=true",
                                     json.dumps(cfg), APPLY), 409, "Conflict")
-    expect("held by bj-1" in r.json()["message"], r.body)
+    expect('held by "bj-1" until' in r.json()["message"], r.body)
 
 
 CASES = [kubectl_apply_server_side, conflicts_force_and_dry_run, apply_creates_and_needs_a_manager,

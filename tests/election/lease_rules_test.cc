@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "base/clock.h"
+#include "base/microtime.h"
 #include "election/lease_rules.h"
 #include "election/membership.h"
 #include "store/api_error.h"
@@ -174,7 +175,7 @@ BOOST_AUTO_TEST_CASE(expiry_exactly_at_the_duration_on_the_monotonic_clock) {
   w.clock_.Advance(microseconds(10 * kSec - 1));
   BOOST_TEST(w.rules_.PoolLeaseLive(cur));
   BOOST_TEST(w.rules_.RemainingMicros(cur) == 1);
-  ExpectApiError(w.Write(NodeUser("hz-2"), Takeover(cur, "hz-2", 1)), 409, "", "held by hz-1");
+  ExpectApiError(w.Write(NodeUser("hz-2"), Takeover(cur, "hz-2", 1)), 409, "", "held by \"hz-1\"");
   w.clock_.Advance(microseconds(1));
   BOOST_TEST(!w.rules_.PoolLeaseLive(cur));
   BOOST_TEST(w.rules_.RemainingMicros(cur) == 0);
@@ -197,9 +198,66 @@ BOOST_AUTO_TEST_CASE(live_lease_conflict_names_holder_and_time_left) {
   auto cur = w.Copy(ps::Kind::kPoolLease, "hangzhou");
   w.clock_.Advance(microseconds(2'700'000));
   absl::Status s = w.Write(NodeUser("hz-2"), Takeover(cur, "hz-2", 1));
-  ExpectApiError(s, 409, "",
-                 "pool lease hangzhou is held by hz-1 for another 12.3s; retry after it expires");
   BOOST_TEST(ps::ApiErrorFromStatus(s).reason == "Conflict");
+  ExpectApiError(
+      s, 409, "",
+      "Operation cannot be fulfilled on poolleases.coordination.pool \"hangzhou\": poollease "
+      "\"hangzhou\" is held by \"hz-1\" until " +
+          poolcoord::base::FormatMicroTime(w.clock_.NowMicros() + 12'300'000) +
+          " (12.3s from now, on the server's clock), and each renewal by \"hz-1\" moves that "
+          "on; \"hz-2\" may acquire it only once it has expired or been released, with "
+          "spec.holderIdentity \"hz-2\" and spec.leaseTransitions 1 (a rule of the lease, not a "
+          "field manager conflict: --force-conflicts does not change it)");
+}
+
+// A newcomer's hz-2, not the leader, tried to write a DelegatedLease and
+// followed each refusal's advice: 403 said only the holder of the PoolLease may
+// write, acquiring it was 409 "retry after it expires" (kubectl apply adds "use
+// --force-conflicts", which changed nothing), and nothing said hz-1 keeps it
+// live by renewing or which leaseTransitions an acquisition needs. Each refusal
+// now says who holds the lease until when, and what hz-2 can do; doing exactly
+// that leads out.
+BOOST_FIXTURE_TEST_CASE(a_follower_led_out_by_the_refusals, Led) {
+  const std::string until = poolcoord::base::FormatMicroTime(clock_.NowMicros() + 15 * kSec);
+  absl::Status s = Write(NodeUser("hz-2"), Delegated("hz-3", "hangzhou", "hz-2", 5000));
+  BOOST_TEST(ps::ApiErrorFromStatus(s).reason == "Forbidden");
+  ExpectApiError(
+      s, 403, "",
+      "delegatedleases.coordination.pool \"hz-3\" is forbidden: node \"hz-2\" is not the leader "
+      "of pool \"hangzhou\", and only the pool's leader (the holder of its live poollease) may "
+      "write its nodes' delegatedleases: poollease \"hangzhou\" is held by \"hz-1\" until " +
+          until +
+          " (15.0s from now, on the server's clock), and each renewal by \"hz-1\" moves that on; "
+          "\"hz-2\" may acquire it only once it has expired or been released, with "
+          "spec.holderIdentity \"hz-2\" and spec.leaseTransitions 5; then it may write them");
+  // Acquiring while hz-1 keeps it live: the same facts, 409.
+  ps::Object take = Takeover(Copy(ps::Kind::kPoolLease, "hangzhou"), "hz-2", 5);
+  ExpectApiError(Write(NodeUser("hz-2"), take), 409, "", "\"hz-2\" may acquire it only once");
+  // Once it has expired, the refusal says it may acquire it now...
+  clock_.Advance(seconds(16));
+  ExpectApiError(Write(NodeUser("hz-2"), Delegated("hz-3", "hangzhou", "hz-2", 5000)), 403, "",
+                 "poollease \"hangzhou\" held by \"hz-1\" expired 1.0s ago and nobody has taken "
+                 "it since; \"hz-2\" may acquire it now, with spec.holderIdentity \"hz-2\" and "
+                 "spec.leaseTransitions 5; then it may write them");
+  // ... and doing what it says works, and then so does the DelegatedLease.
+  BOOST_REQUIRE(Write(NodeUser("hz-2"), take).ok());
+  BOOST_TEST(Write(NodeUser("hz-2"), Delegated("hz-3", "hangzhou", "hz-2", 5000)).ok());
+  // The deposed hz-1 is told the same about hz-2, and how to get back.
+  ExpectApiError(Write(NodeUser("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 6000)), 403, "",
+                 "poollease \"hangzhou\" is held by \"hz-2\" until");
+  // A leader whose own lease expired is told to renew it, which works.
+  clock_.Advance(seconds(16));
+  ExpectApiError(Write(NodeUser("hz-2"), Delegated("hz-3", "hangzhou", "hz-2", 6000)), 403, "",
+                 "its poollease \"hangzhou\" expired 1.0s ago; nobody has taken it since, so "
+                 "\"hz-2\" may renew it");
+  ps::Object renew = Copy(ps::Kind::kPoolLease, "hangzhou");
+  renew.spec.renew_time_us = *renew.spec.renew_time_us + 1;
+  BOOST_REQUIRE(Write(NodeUser("hz-2"), renew).ok());
+  BOOST_TEST(Write(NodeUser("hz-2"), Delegated("hz-3", "hangzhou", "hz-2", 6000)).ok());
+  // No PoolLease at all: create it.
+  ExpectApiError(Write(NodeUser("bj-1"), Delegated("bj-2", "beijing", "bj-1", 5000)), 403, "",
+                 "pool \"beijing\" has no poollease; \"bj-1\" may create poollease \"beijing\" "
+                 "with spec.holderIdentity \"bj-1\"");
 }
 
 BOOST_AUTO_TEST_CASE(takeover_transitions_exactly_plus_one) {
@@ -298,7 +356,7 @@ BOOST_AUTO_TEST_CASE(releasing_another_nodes_live_lease_conflicts) {
   BOOST_REQUIRE(w.Write(NodeUser("hz-1"), HeldPoolLease("hangzhou", "hz-1", 60, 0)).ok());
   ps::Object o = w.Copy(ps::Kind::kPoolLease, "hangzhou");
   o.spec.holder_identity = "";
-  ExpectApiError(w.Write(NodeUser("hz-2"), o), 409, "", "held by hz-1");
+  ExpectApiError(w.Write(NodeUser("hz-2"), o), 409, "", "held by \"hz-1\"");
   w.clock_.Advance(seconds(60));
   BOOST_TEST(w.Write(NodeUser("hz-2"), o).ok());  // expired: clearing it is harmless
 }
@@ -348,7 +406,7 @@ BOOST_FIXTURE_TEST_CASE(only_the_current_leader_writes, Led) {
                  "not a node");
   // Pool without a PoolLease.
   ExpectApiError(Write(NodeUser("bj-1"), Delegated("bj-2", "beijing", "bj-1", 5000)), 403, "",
-                 "has no PoolLease");
+                 "has no poollease");
 }
 
 BOOST_FIXTURE_TEST_CASE(released_pool_has_no_leader, Led) {
@@ -382,7 +440,7 @@ BOOST_FIXTURE_TEST_CASE(deposed_leader_fenced_on_its_very_next_request, Led) {
   ExpectApiError(Write(NodeUser("hz-1"), Delegated("hz-3", "hangzhou", "hz-1", 6000)), 403, "",
                  "held by \"hz-2\"");
   // And hz-1 cannot renew its way back: the lease is now live for hz-2.
-  ExpectApiError(Write(NodeUser("hz-1"), old_term), 409, "", "held by hz-2");
+  ExpectApiError(Write(NodeUser("hz-1"), old_term), 409, "", "held by \"hz-2\"");
   auto dl = Current(ps::Kind::kDelegatedLease, "hz-3");
   auto pl = Current(ps::Kind::kPoolLease, "hangzhou");
   BOOST_TEST(!rules_.DelegationCurrent(*dl, pl.get()));  // written in the old term
@@ -469,7 +527,7 @@ BOOST_FIXTURE_TEST_CASE(delegated_lease_delete, Led) {
 
 BOOST_FIXTURE_TEST_CASE(pool_lease_delete, Led) {
   ExpectApiError(Delete(NodeUser("bj-1"), ps::Kind::kPoolLease, "hangzhou"), 403);
-  ExpectApiError(Delete(NodeUser("hz-2"), ps::Kind::kPoolLease, "hangzhou"), 409, "", "held by hz-1");
+  ExpectApiError(Delete(NodeUser("hz-2"), ps::Kind::kPoolLease, "hangzhou"), 409, "", "held by \"hz-1\"");
   clock_.Advance(seconds(15));
   BOOST_TEST(Delete(NodeUser("hz-2"), ps::Kind::kPoolLease, "hangzhou").ok());  // expired
   BOOST_REQUIRE(Write(NodeUser("hz-1"), HeldPoolLease("hangzhou", "hz-1", 15, 0)).ok());

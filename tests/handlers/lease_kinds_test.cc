@@ -199,6 +199,24 @@ BOOST_FIXTURE_TEST_CASE(who_writes_is_checked_before_what, Led) {
                  "held by \"hz-1\"");
 }
 
+// A follower's DelegatedLease without spec.delegate was told the field "must be
+// the writing leader, "hz-2"", as if hz-2 led; filled in, the rules then said
+// it does not. The field's check says only what it checks.
+BOOST_FIXTURE_TEST_CASE(delegate_cause_says_what_it_checks, Led) {
+  ps::Object o = Delegated("hz-4", "hangzhou", "hz-2");
+  o.spec.delegate.reset();
+  absl::Status s = Write(NodeUser("hz-2"), o);
+  ExpectApiError(s, 422, "spec.delegate");
+  BOOST_TEST(ps::ApiErrorFromStatus(s).causes.front().message ==
+             "Required value: must name the node that writes it, \"hz-2\"");
+  o.spec.delegate = "hz-1";
+  s = Write(NodeUser("hz-2"), o);
+  ExpectApiError(s, 422, "spec.delegate");
+  BOOST_TEST(s.message() ==
+             "DelegatedLease.coordination.pool \"hz-4\" is invalid: spec.delegate: Invalid value: "
+             "\"hz-1\": must name the node that writes it, \"hz-2\"");
+}
+
 BOOST_AUTO_TEST_CASE(membership_not_loaded_is_unavailable_before_validation) {
   World w(/*load_membership=*/false);
   ps::Object invalid = Delegated("hz-3", "hangzhou", "hz-1");
