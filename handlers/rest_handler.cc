@@ -944,9 +944,11 @@ Response ServeResourceJson(const RestContext& ctx, const ResourcePath& path, Req
   const GenericStore kind(registry::ForKind(path.kind), ctx.store, ctx.clock, ctx.rules);
   const std::string& m = request.method;
   if (!path.subresource.empty() && path.subresource != "status") {
-    // As kube-apiserver answers for a custom resource's unknown subresource
-    // (NotFound of the resource and name, the subresource not named).
-    return ErrorResponse(store::NotFoundError(kind.strategy().Info().plural, path.name));
+    // As kube-apiserver 1.32 answers for its own resources (GET, PUT, PATCH,
+    // POST or DELETE of leases/x/bogus, x there or not): no route serves the
+    // path. Its custom-resource handler says `poolleases.coordination.pool "x"
+    // not found` instead, which reads as if x were missing.
+    return ErrorResponse(store::UnknownPathError());
   }
   if (path.name.empty()) {
     if (m == "GET") {

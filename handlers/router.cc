@@ -21,13 +21,7 @@ constexpr absl::string_view kGroupPath = "/apis/coordination.pool";
 constexpr absl::string_view kGroupVersionPath = "/apis/coordination.pool/v1alpha1";
 constexpr absl::string_view kWebhookPath = "/validate-delegated-heartbeat";
 
-Response NotFound() {
-  store::ApiErrorInfo info;
-  info.code = 404;
-  info.reason = "NotFound";
-  info.message = "the server could not find the requested resource";
-  return ErrorResponse(store::MakeApiError(absl::StatusCode::kNotFound, info));
-}
+Response NotFound() { return ErrorResponse(store::UnknownPathError()); }
 
 Response OnlyGet(const Request& request) {
   return ErrorResponse(store::MethodNotAllowedError(

@@ -172,6 +172,11 @@ absl::Status NotFoundError(std::string_view resource, std::string_view name) {
   return MakeApiError(absl::StatusCode::kNotFound, info);
 }
 
+absl::Status UnknownPathError() {
+  return MakeApiError(absl::StatusCode::kNotFound,
+                      Simple(404, "NotFound", "the server could not find the requested resource"));
+}
+
 absl::Status AlreadyExistsError(std::string_view resource, std::string_view name) {
   auto info = WithDetails(Simple(409, "AlreadyExists",
                                  absl::StrCat(Qualified(resource), " ", base::GoQuote(name),

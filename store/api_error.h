@@ -46,6 +46,10 @@ ApiErrorInfo ApiErrorFromStatus(const absl::Status& status);
 // Shorthands. `resource` is the plural ("poolleases"); group is always ours unless
 // given. Messages follow kube-apiserver's wording.
 absl::Status NotFoundError(std::string_view resource, std::string_view name);
+// 404 for a path that nothing serves (an unknown resource or subresource):
+// "the server could not find the requested resource", details empty, as
+// k8s.io/apiserver answers when no route matches (NewGenericServerResponse).
+absl::Status UnknownPathError();
 absl::Status AlreadyExistsError(std::string_view resource, std::string_view name);
 // "Operation cannot be fulfilled on <resource>.<group> "<name>": <detail>"
 absl::Status ConflictError(std::string_view resource, std::string_view name,

@@ -230,14 +230,26 @@ BOOST_AUTO_TEST_CASE(dry_run_and_bad_input) {
 
 // A newcomer's probe: GET .../s/foo answered 404 "poolleases/foo... \"s\" not
 // found" (as if the object were missing, under a made-up resource), and
-// includeObject=bogus was ignored. Both now answer as kube-apiserver does.
+// includeObject=bogus was ignored. Then GET .../s/bogus answered
+// `poolleases.coordination.pool "s" not found` while s existed. Now every verb
+// on an unknown subresource answers as kube-apiserver 1.32 does for
+// leases/<name>/bogus: no route, details empty.
 BOOST_AUTO_TEST_CASE(unknown_subresource_and_bad_table_options) {
   BOOST_REQUIRE(Call("POST", kBase, Lease("s")).status == 201);
-  Response sub = Call("GET", std::string(kBase) + "/s/foo");
-  BOOST_TEST(sub.status == 404);
-  BOOST_TEST(std::string(Json(sub)["message"].GetString()) ==
-             "poolleases.coordination.pool \"s\" not found");
-  BOOST_TEST(std::string(Json(sub)["details"]["kind"].GetString()) == "poolleases");
+  for (const std::string method : {"GET", "PUT", "PATCH", "POST", "DELETE"}) {
+    for (const std::string name : {"s", "missing"}) {
+      BOOST_TEST_CONTEXT(method << " " << name) {
+        Response sub = Call(method, std::string(kBase) + "/" + name + "/bogus", "{}");
+        BOOST_TEST(sub.status == 404);
+        BOOST_TEST(std::string(Json(sub)["reason"].GetString()) == "NotFound");
+        BOOST_TEST(std::string(Json(sub)["message"].GetString()) ==
+                   "the server could not find the requested resource");
+        // kube-apiserver writes "details": {}; we leave the empty object out.
+        BOOST_TEST(!Json(sub).HasMember("details"));
+      }
+    }
+  }
+  BOOST_TEST(Call("GET", std::string(kBase) + "/s").status == 200);  // s is there
   const std::string table = "application/json;as=Table;v=v1;g=meta.k8s.io";
   for (const std::string target : {std::string(kBase) + "?includeObject=bogus",
                                    std::string(kBase) + "/s?includeObject=bogus",
