@@ -1,6 +1,7 @@
 #include "base/flag_set.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 #include <vector>
 
@@ -52,6 +53,12 @@ void FlagSet::Duration(std::string name, absl::Duration* value, std::string help
 }
 void FlagSet::StringList(std::string name, std::vector<std::string>* value, std::string help) {
   flags_.push_back({std::move(name), Type::kStringList, std::move(help), value});
+}
+void FlagSet::StringArray(std::string name, std::vector<std::string>* value, std::string help) {
+  flags_.push_back({std::move(name), Type::kStringArray, std::move(help), value});
+}
+void FlagSet::Double(std::string name, double* value, std::string help) {
+  flags_.push_back({std::move(name), Type::kDouble, std::move(help), value});
 }
 
 FlagSet::Flag* FlagSet::Find(std::string_view name) {
@@ -119,6 +126,21 @@ absl::Status FlagSet::Set(Flag& f, std::string_view value) {
       }
       return absl::OkStatus();
     }
+    case Type::kStringArray: {
+      auto* list = static_cast<std::vector<std::string>*>(f.value);
+      if (!f.list_seen) list->clear();
+      f.list_seen = true;
+      list->emplace_back(value);
+      return absl::OkStatus();
+    }
+    case Type::kDouble: {
+      double d = 0;
+      if (!absl::SimpleAtod(Av(value), &d) || !std::isfinite(d)) {
+        return BadValue(f.name, value, "not a number");
+      }
+      *static_cast<double*>(f.value) = d;
+      return absl::OkStatus();
+    }
   }
   return absl::InternalError("unhandled flag type");
 }
@@ -184,10 +206,12 @@ std::string FlagSet::DefaultText(const Flag& f) {
     case Type::kInt: return absl::StrCat(*static_cast<const int*>(f.value));
     case Type::kInt64: return absl::StrCat(*static_cast<const int64_t*>(f.value));
     case Type::kDuration: return GoDuration(*static_cast<const absl::Duration*>(f.value));
-    case Type::kStringList: {
+    case Type::kStringList:
+    case Type::kStringArray: {
       const auto& list = *static_cast<const std::vector<std::string>*>(f.value);
       return list.empty() ? "" : absl::StrCat("[", absl::StrJoin(list, ","), "]");
     }
+    case Type::kDouble: return absl::StrFormat("%g", *static_cast<const double*>(f.value));
   }
   return "";
 }
@@ -206,6 +230,8 @@ std::string FlagSet::Usage(int head_width) const {
       case Type::kInt64: type = "int"; break;
       case Type::kDuration: type = "duration"; break;
       case Type::kStringList: type = "strings"; break;
+      case Type::kStringArray: type = "stringArray"; break;
+      case Type::kDouble: type = "float"; break;
     }
     if (*type) absl::StrAppend(&head, " ", type);
     head_width = std::max(head_width, static_cast<int>(head.size()) + 1);

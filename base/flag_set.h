@@ -38,6 +38,11 @@ class FlagSet {
   // A finite duration, >= 0, or > 0 when `positive`.
   void Duration(std::string name, absl::Duration* value, std::string help, bool positive = false);
   void StringList(std::string name, std::vector<std::string>* value, std::string help);
+  // Every use appends one value as given, commas and all (pflag's
+  // StringArray); the first use replaces the default.
+  void StringArray(std::string name, std::vector<std::string>* value, std::string help);
+  // A finite number (pflag's float64, "float" in Usage; default printed as Go's %g).
+  void Double(std::string name, double* value, std::string help);
 
   // Sets the flags named in `args` (the program name not included); stops at the
   // first error.
@@ -49,7 +54,7 @@ class FlagSet {
   std::string Usage(int head_width) const;
 
  private:
-  enum class Type { kString, kBool, kInt, kInt64, kDuration, kStringList };
+  enum class Type { kString, kBool, kInt, kInt64, kDuration, kStringList, kStringArray, kDouble };
   struct Flag {
     std::string name;  // without dashes
     Type type;
@@ -58,7 +63,7 @@ class FlagSet {
     int64_t min = std::numeric_limits<int64_t>::min();
     int64_t max = std::numeric_limits<int64_t>::max();
     bool positive = false;   // durations: > 0
-    bool list_seen = false;  // string lists: the first Set replaces the default
+    bool list_seen = false;  // string lists and arrays: the first Set replaces the default
   };
 
   Flag* Find(std::string_view name);

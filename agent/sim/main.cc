@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <string_view>
 #include <thread>
 
@@ -23,6 +24,7 @@
 #include "absl/synchronization/mutex.h"
 #include "agent/sim/cloud_model.h"
 #include "agent/sim/sim.h"
+#include "base/flag_set.h"
 #include "base/subprocess.h"
 
 
@@ -30,126 +32,119 @@ namespace {
 
 using poolcoord::sim::Options;
 
-void Usage(std::ostream& out = std::cerr) {
-  out <<
-      R"(usage: poolcoord-sim [flags]
-  --scenario=fleet|elector|term-selftest
-                             fleet (default), the real-server elector checks, or
-                             the term checks on a hand-made history (no server)
-  --server-binary=PATH       start this poolcoord-apiserver on a free 127.0.0.1 port
-  --server-arg=ARG           extra argument for the started server (repeatable)
-  --server=URL --ca-file=F   use a running server started with the files of
-                             --write-config-only (same --seed and sizes)
-  --work-dir=DIR             where tokens.csv, membership.yaml, certs, logs go
-  --write-config-only        write tokens.csv and membership.yaml, then exit
-  --pools=N --nodes-per-pool=N --extra-objects=N
-  --partition-ratio=R --dead-ratio=R --pool-partition-ratio=R
-  --lying-pool-ratio=R       each pool with probability R has lying agents: whoever
-                             leads forges liveness for members it has not heard from
-  --clock-skew=SECONDS --leader-kill-interval=SECONDS --duration=SECONDS
-  --lease-duration=S --renew-deadline=S --retry-period=S --seed=N --workers=N
-  --heartbeat-interval=S     the agents' in-pool heartbeats (default 5)
-  --kubelet-interval=S       the modelled kubelets' Lease renewals (default 10)
-  --grace=S[,S...]           node lifecycle grace periods the verdict checks (default 40,50)
-  --cloud-port=N             the modelled cloud's port (default: a free one)
-  --allow-belief-overlap     accepted for old scripts: overlapping beliefs in different
-                             terms are only reported; in one term they always fail
-  --summary-json=FILE
-  --pl-watch-delay-ms=MS     accepted for old scripts; no effect (the watch timelines
-                             gave way to the modelled cloud's Leases)
-)";
-}
+// The command line: the simulator's Options, and what only parsing needs.
+struct SimFlags : Options {
+  std::vector<std::string> grace = {"40", "50"};  // Options::graces_s, as given
+  int64_t seed_flag = 1;                          // Options::seed
+  bool help = false;
+};
 
-bool ParseFlags(int argc, char** argv, Options* o) {
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") return false;
-    if (arg.rfind("--", 0) != 0) {
-      std::cerr << "unexpected argument " << arg << "\n";
-      return false;
-    }
-    std::string name = arg.substr(2), value;
-    bool has_value = false;
-    if (auto eq = name.find('='); eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-      has_value = true;
-    }
-    auto take = [&]() -> std::string {
-      if (has_value) return value;
-      if (i + 1 < argc) return argv[++i];
-      std::cerr << "--" << name << " needs a value\n";
-      std::exit(2);
-    };
-    auto num = [&](double* out) {
-      std::string v = take();
-      if (!absl::SimpleAtod(v, out) || !std::isfinite(*out)) {
-        std::cerr << "Error: invalid argument \"" << v << "\" for \"--" << name
-                  << "\" flag: not a number\n";
-        std::exit(2);
-      }
-    };
-    auto integer = [&](int* out) {
-      std::string v = take();
-      if (!absl::SimpleAtoi(v, out)) {
-        std::cerr << "Error: invalid argument \"" << v << "\" for \"--" << name
-                  << "\" flag: not an integer\n";
-        std::exit(2);
-      }
-    };
-    if (name == "scenario") o->scenario = take();
-    else if (name == "server") o->server = take();
-    else if (name == "server-binary") o->server_binary = take();
-    else if (name == "server-arg") o->server_args.push_back(take());
-    else if (name == "ca-file") o->ca_file = take();
-    else if (name == "work-dir") o->work_dir = take();
-    else if (name == "write-config-only") o->write_config_only = true;
-    else if (name == "pools") integer(&o->pools);
-    else if (name == "nodes-per-pool") integer(&o->nodes_per_pool);
-    else if (name == "extra-objects") integer(&o->extra_objects);
-    else if (name == "workers") integer(&o->workers);
-    else if (name == "partition-ratio") num(&o->partition_ratio);
-    else if (name == "dead-ratio") num(&o->dead_ratio);
-    else if (name == "pool-partition-ratio") num(&o->pool_partition_ratio);
-    else if (name == "lying-pool-ratio") num(&o->lying_pool_ratio);
-    else if (name == "clock-skew") num(&o->clock_skew_s);
-    else if (name == "leader-kill-interval") num(&o->leader_kill_interval_s);
-    else if (name == "duration") num(&o->duration_s);
-    else if (name == "lease-duration") num(&o->lease_duration_s);
-    else if (name == "renew-deadline") num(&o->renew_deadline_s);
-    else if (name == "retry-period") num(&o->retry_period_s);
-    else if (name == "heartbeat-interval") num(&o->heartbeat_interval_s);
-    else if (name == "kubelet-interval") num(&o->kubelet_interval_s);
-    else if (name == "cloud-port") integer(&o->cloud_port);
-    else if (name == "grace") {
-      o->graces_s.clear();
-      for (absl::string_view part : absl::StrSplit(take(), ',')) {
-        double g;
-        if (!absl::SimpleAtod(part, &g) || g <= 0) {
-          std::cerr << "--grace: not a list of seconds\n";
-          std::exit(2);
-        }
-        o->graces_s.push_back(g);
-      }
-    }
-    else if (name == "seed") {
-      double d;
-      num(&d);
-      o->seed = static_cast<uint64_t>(d);
-    } else if (name == "allow-belief-overlap") o->allow_belief_overlap = true;
-    else if (name == "summary-json") o->summary_json = take();
-    else if (name == "pl-watch-delay-ms") num(&o->pl_watch_delay_ms);
-    else {
-      std::cerr << "Error: unknown flag: --" << name << "\n";
-      return false;
-    }
-  }
-  return true;
+// The flags, in the order --help lists them.
+void AddFlags(SimFlags* o, poolcoord::base::FlagSet& t) {
+  constexpr int kMaxNodes = 1'000'000;
+  t.String("scenario", &o->scenario,
+           "What to run: fleet (agents in every pool against the server, with the faults "
+           "below), elector (the LeaderElector checks against the real server) or term-selftest "
+           "(the term checks on a hand-made history; no server).");
+  t.String("server-binary", &o->server_binary,
+           "Start this poolcoord-apiserver on a free 127.0.0.1 port (or give --server).");
+  t.StringArray("server-arg", &o->server_args,
+                "One more argument for the started server; repeat for more.");
+  t.String("server", &o->server,
+           "The URL of a server already running with the files of --write-config-only (same "
+           "--seed, sizes and --cloud-port), instead of --server-binary; needs --ca-file.");
+  t.String("ca-file", &o->ca_file, "The CA that signed --server's serving certificate (PEM).");
+  t.String("work-dir", &o->work_dir,
+           "Where tokens.csv, membership.yaml, the certificates and the logs go (empty: a new "
+           "/tmp/poolcoord-sim-XXXXXX).");
+  t.Bool("write-config-only", &o->write_config_only,
+         "Write tokens.csv, membership.yaml, cloud.kubeconfig and the cluster CA into --work-dir "
+         "for a server started by hand, then exit (needs --cloud-port).");
+  t.Int("pools", &o->pools, 1, kMaxNodes, "Node pools in the fleet.");
+  t.Int("nodes-per-pool", &o->nodes_per_pool, 1, kMaxNodes,
+        "Nodes, each with its agent, in every pool (at most 1,000,000 nodes in all).");
+  t.Int("extra-objects", &o->extra_objects, 0, std::numeric_limits<int>::max(),
+        "Unheld PoolLeases (sim-extra-NNNNN) created before the run, to give the server more "
+        "objects to list and watch.");
+  t.Double("partition-ratio", &o->partition_ratio,
+           "Each node with this probability (0 to 1) is cut off from the cloud but still "
+           "reaches its pool: its leader should delegate its heartbeat.");
+  t.Double("dead-ratio", &o->dead_ratio,
+           "Each node with this probability (0 to 1) dies: it stops heartbeating and must not be "
+           "delegated.");
+  t.Double("pool-partition-ratio", &o->pool_partition_ratio,
+           "Each pool with this probability (0 to 1) is cut off from the cloud as a whole.");
+  t.Double("lying-pool-ratio", &o->lying_pool_ratio,
+           "Each pool with this probability (0 to 1) has lying agents: whoever leads forges "
+           "liveness for members it has not heard from.");
+  t.Double("clock-skew", &o->clock_skew_s,
+           "Each agent's clock is off by up to this many seconds, ahead or behind.");
+  t.Double("leader-kill-interval", &o->leader_kill_interval_s,
+           "Kill a pool leader every this many seconds (0: never).");
+  t.Double("duration", &o->duration_s, "How long the fleet runs, in seconds.");
+  t.Double("lease-duration", &o->lease_duration_s,
+           "The agents' PoolLease leaseDurationSeconds (client-go's LeaseDuration).");
+  t.Double("renew-deadline", &o->renew_deadline_s,
+           "Seconds a leader keeps trying to renew before it gives up leading (client-go's "
+           "RenewDeadline).");
+  t.Double("retry-period", &o->retry_period_s,
+           "Seconds between the agents' tries to acquire or renew (client-go's RetryPeriod).");
+  t.Int64("seed", &o->seed_flag, 0,
+          "Seeds the random choices (who is cut off, dies, lies; clock skews; names' tokens): "
+          "the same seed and sizes repeat a run.");
+  t.Int("workers", &o->workers, 1, 100'000, "Threads that tick the agents.");
+  t.Double("heartbeat-interval", &o->heartbeat_interval_s,
+           "Seconds between an agent's signed in-pool heartbeats.");
+  t.Double("kubelet-interval", &o->kubelet_interval_s,
+           "Seconds between the modelled kubelets' renewals of their own node Leases.");
+  t.StringList("grace", &o->grace,
+               "The node lifecycle controller's --node-monitor-grace-period values, in seconds, "
+               "that the verdict checks.");
+  t.Int("cloud-port", &o->cloud_port, 0, 65535, "The modelled cloud's port (0: a free one).");
+  t.Bool("allow-belief-overlap", &o->allow_belief_overlap,
+         "Accepted for old scripts: overlapping beliefs in different terms are only reported; "
+         "in one term they always fail.");
+  t.String("summary-json", &o->summary_json, "Also write the run's summary to this file, as JSON.");
+  t.Double("pl-watch-delay-ms", &o->pl_watch_delay_ms,
+           "Accepted for old scripts; no effect (the watch timelines gave way to the modelled "
+           "cloud's Leases).");
+  t.Bool("help", &o->help, "Print this help and exit.");
 }
 
 // Values that would make a run test nothing, or fail for a reason other than
 // the server (a run of 0 pools passed; 0 workers "failed" as "pools never led").
 // Returns the first problem, or "".
+std::string CheckRanges(const Options& o);
+
+absl::Status Validate(const SimFlags& o) {
+  if (o.scenario != "fleet" && o.scenario != "elector" && o.scenario != "term-selftest") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "invalid argument \"", o.scenario,
+        "\" for \"--scenario\" flag: must be fleet, elector or term-selftest"));
+  }
+  for (const std::string& g : o.grace) {
+    double seconds;
+    if (!absl::SimpleAtod(g, &seconds) || !std::isfinite(seconds) || seconds <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "invalid argument \"", g, "\" for \"--grace\" flag: not a number of seconds above 0"));
+    }
+  }
+  if (o.grace.empty()) return absl::InvalidArgumentError("--grace needs at least one value");
+  if (std::string problem = CheckRanges(o); !problem.empty()) {
+    return absl::InvalidArgumentError(problem);
+  }
+  return absl::OkStatus();
+}
+
+constexpr poolcoord::base::CommandLine<SimFlags> kCommandLine{
+    AddFlags, Validate,
+    "poolcoord-sim runs the agent core of every node of a modelled fleet (its LAN, clocks,\n"
+    "kubelets and cloud) against a real poolcoord-apiserver, with the faults the flags ask for,\n"
+    "and checks what the cloud saw: one leader per term, no dead node kept alive, no cut-off\n"
+    "node marked Unknown (agent/sim/README.md). Exit status 0: every check held; 1: one did\n"
+    "not; 2: a bad command line.",
+    0};  // help one column past the longest flag, as pflag aligns
+
 std::string CheckRanges(const Options& o) {
   auto at_least = [](const char* flag, double v, double min) -> std::string {
     return v >= min ? "" : absl::StrCat("--", flag, " must be at least ", min, " (got ", v, ")");
@@ -161,8 +156,6 @@ std::string CheckRanges(const Options& o) {
     return v >= 0 && v <= 1 ? "" : absl::StrCat("--", flag, " must be between 0 and 1 (got ", v, ")");
   };
   for (const std::string& problem : {
-           at_least("pools", o.pools, 1), at_least("nodes-per-pool", o.nodes_per_pool, 1),
-           at_least("workers", o.workers, 1), at_least("extra-objects", o.extra_objects, 0),
            ratio("partition-ratio", o.partition_ratio), ratio("dead-ratio", o.dead_ratio),
            ratio("pool-partition-ratio", o.pool_partition_ratio),
            ratio("lying-pool-ratio", o.lying_pool_ratio), positive("duration", o.duration_s),
@@ -172,8 +165,7 @@ std::string CheckRanges(const Options& o) {
            positive("heartbeat-interval", o.heartbeat_interval_s),
            positive("kubelet-interval", o.kubelet_interval_s),
            at_least("clock-skew", o.clock_skew_s, 0),
-           at_least("leader-kill-interval", o.leader_kill_interval_s, 0),
-           at_least("cloud-port", o.cloud_port, 0)}) {
+           at_least("leader-kill-interval", o.leader_kill_interval_s, 0)}) {
     if (!problem.empty()) return problem;
   }
   if (o.server.empty() && !o.server_binary.empty() && access(o.server_binary.c_str(), X_OK) != 0) {
@@ -182,7 +174,6 @@ std::string CheckRanges(const Options& o) {
   if (!o.server.empty() && !o.ca_file.empty() && access(o.ca_file.c_str(), R_OK) != 0) {
     return absl::StrCat("--ca-file ", o.ca_file, ": cannot read it: ", std::strerror(errno));
   }
-  if (o.cloud_port > 65535) return absl::StrCat("--cloud-port must be at most 65535 (got ", o.cloud_port, ")");
   if (static_cast<int64_t>(o.pools) * o.nodes_per_pool > 1000000) {
     return absl::StrCat("--pools x --nodes-per-pool must be at most 1,000,000 nodes (got ",
                         static_cast<int64_t>(o.pools) * o.nodes_per_pool, ")");
@@ -213,27 +204,26 @@ int main(int argc, char** argv) {
   // Tens of thousands of agents' mutexes: absl's deadlock detection (on in this
   // build, which has no NDEBUG) would cost more than the agents themselves.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  Options o;
-  for (int i = 1; i < argc; ++i) {
+  auto parsed = kCommandLine.Parse(std::vector<std::string>(argv + 1, argv + argc));
+  if (!parsed.ok()) {
+    std::cerr << "Error: " << parsed.status().message() << "\nRun '" << argv[0]
+              << " --help' for usage.\n";
+    return 2;
+  }
+  if (parsed->help) {
     // --help is an answer, not an error: usage on stdout, exit 0 (as kube-apiserver).
-    if (std::string_view(argv[i]) == "--help" || std::string_view(argv[i]) == "-h") {
-      Usage(std::cout);
-      return 0;
-    }
+    std::cout << kCommandLine.Usage("poolcoord-sim");
+    return 0;
   }
-  if (!ParseFlags(argc, argv, &o)) {
-    std::cerr << "Run '" << argv[0] << " --help' for usage.\n";
-    return 2;
-  }
-  if (std::string problem = CheckRanges(o); !problem.empty()) {
-    std::cerr << "Error: " << problem << "\n";
-    return 2;
+  Options o = *parsed;
+  o.seed = static_cast<uint64_t>(parsed->seed_flag);
+  o.graces_s.clear();
+  for (const std::string& g : parsed->grace) {
+    double seconds = 0;
+    (void)absl::SimpleAtod(g, &seconds);  // Validate checked it
+    o.graces_s.push_back(seconds);
   }
   if (o.scenario == "term-selftest") return sim::RunTermSelfTest(o);
-  if (o.scenario != "fleet" && o.scenario != "elector") {
-    std::cerr << "--scenario must be fleet, elector or term-selftest\n";
-    return 2;
-  }
   if (o.work_dir.empty()) {
     char tmpl[] = "/tmp/poolcoord-sim-XXXXXX";
     if (mkdtemp(tmpl) == nullptr) return 2;
@@ -271,8 +261,8 @@ int main(int argc, char** argv) {
   std::unique_ptr<sim::ServerProcess> server;
   if (o.server.empty()) {
     if (o.server_binary.empty()) {
-      std::cerr << "give --server-binary, or --server with --ca-file\n";
-      Usage();
+      std::cerr << "Error: give --server-binary, or --server with --ca-file\nRun '" << argv[0]
+                << " --help' for usage.\n";
       return 2;
     }
     auto s = sim::ServerProcess::Start(o);

@@ -120,6 +120,39 @@ BOOST_AUTO_TEST_CASE(UsageShowsTypesAndDefaults) {
   BOOST_TEST(usage.find(row("  -h, --help", "Help.")) != std::string::npos);
 }
 
+// poolcoord-sim's ratios and seconds (--partition-ratio=0.2, --duration=60):
+// pflag's float64, so the simulator's --help lists them as the server's does.
+BOOST_AUTO_TEST_CASE(DoublesParseAndShowTheirDefaults) {
+  double ratio = 0.25, seconds = 60;
+  FlagSet f;
+  f.Double("ratio", &ratio, "A ratio.");
+  f.Double("seconds", &seconds, "Seconds.");
+  BOOST_TEST(f.Usage(10).find("      --ratio float    A ratio. (default 0.25)\n") != std::string::npos,
+             f.Usage(10));
+  BOOST_TEST(f.Usage(10).find("      --seconds float  Seconds. (default 60)\n") != std::string::npos,
+             f.Usage(10));
+  BOOST_REQUIRE(f.Parse({"--ratio=0.5", "--seconds", "1e3"}).ok());
+  BOOST_TEST(ratio == 0.5);
+  BOOST_TEST(seconds == 1000.0);
+  BOOST_TEST(f.Parse({"--ratio=half"}).message() ==
+             "invalid argument \"half\" for \"--ratio\" flag: not a number");
+  BOOST_TEST(f.Parse({"--ratio=inf"}).message() ==
+             "invalid argument \"inf\" for \"--ratio\" flag: not a number");
+  BOOST_TEST(ratio == 0.5);
+}
+
+// poolcoord-sim's --server-arg: each use is one argument, commas kept.
+BOOST_AUTO_TEST_CASE(StringArraysKeepEachValueWhole) {
+  std::vector<std::string> args = {"default"};
+  FlagSet f;
+  f.StringArray("arg", &args, "An argument.");
+  BOOST_TEST(f.Usage(10).find("      --arg stringArray  An argument. (default [default])\n") !=
+                 std::string::npos,
+             f.Usage(10));
+  BOOST_REQUIRE(f.Parse({"--arg=--users=a,b", "--arg", "-v=2"}).ok());
+  BOOST_TEST((args == std::vector<std::string>{"--users=a,b", "-v=2"}));
+}
+
 BOOST_AUTO_TEST_CASE(GoDurationAsTimeDurationString) {
   BOOST_TEST(GoDuration(absl::Seconds(0)) == "0s");
   BOOST_TEST(GoDuration(absl::Seconds(15)) == "15s");

@@ -45,10 +45,13 @@ def main():
     # --duration=-5 "failed" as "pools never led", --server-binary=/nonexistent
     # waited 30 s for a server that never started. Each is refused at once.
     sim = os.path.join(build, "poolcoord-sim")
-    for flag, words in [("--pools=0", "--pools must be at least 1"),
-                        ("--pools=-1", "--pools must be at least 1"),
-                        ("--pools=99999999999", "not an integer"),
-                        ("--workers=0", "--workers must be at least 1"),
+    for flag, words in [("--pools=0", '"--pools" flag: must be between 1 and 1000000'),
+                        ("--pools=-1", '"--pools" flag: must be between 1 and 1000000'),
+                        ("--pools=99999999999", '"--pools" flag: must be between 1 and 1000000'),
+                        ("--workers=0", '"--workers" flag: must be between 1 and 100000'),
+                        ("--seed=-1", '"--seed" flag: must be at least 0'),
+                        ("--grace=40,x", '"--grace" flag: not a number of seconds above 0'),
+                        ("--scenario=bogus", "must be fleet, elector or term-selftest"),
                         ("--duration=-5", "--duration must be more than 0"),
                         ("--partition-ratio=2", "between 0 and 1"),
                         ("--server-binary=/nonexistent", "cannot run it")]:
@@ -61,6 +64,49 @@ def main():
         except Exception as e:
             failed += 1
             print(f"FAIL poolcoord-sim {flag}: {e}", flush=True)
+    # poolcoord-sim --help named a third of its flags with their defaults, several
+    # on one line with no meaning (a newcomer found it terse). Now every flag it
+    # takes has its own row, "      --name type", its help starting in one column
+    # as the server's and the agent's (base::FlagSet::Usage), and its default.
+    try:
+        r = subprocess.run([sim, "--help"], capture_output=True, text=True, timeout=20)
+        rows = [l for l in r.stdout.splitlines() if l.startswith(("      --", "  -h, --"))]
+        names = {l.split("--", 1)[1].split()[0] for l in rows}
+        want = {"scenario", "server-binary", "server-arg", "server", "ca-file", "work-dir",
+                "write-config-only", "pools", "nodes-per-pool", "extra-objects", "partition-ratio",
+                "dead-ratio", "pool-partition-ratio", "lying-pool-ratio", "clock-skew",
+                "leader-kill-interval", "duration", "lease-duration", "renew-deadline",
+                "retry-period", "seed", "workers", "heartbeat-interval", "kubelet-interval", "grace",
+                "cloud-port", "allow-belief-overlap", "summary-json", "pl-watch-delay-ms", "help"}
+        if names != want:
+            raise AssertionError(f"rows for {sorted(names ^ want)} missing or unexpected:\n{r.stdout}")
+        types = {"string", "int", "float", "duration", "strings", "stringArray"}
+        heads = set()
+        for l in rows:
+            toks = l[l.index("--"):].split()
+            head_end = l.index(toks[0]) + len(toks[0])
+            if toks[1] in types:
+                head_end = l.index(toks[1], head_end) + len(toks[1])
+            heads.add(len(l) - len(l[head_end:].lstrip()))
+        if len(heads) != 1:
+            raise AssertionError(f"help texts start in columns {sorted(heads)}:\n{r.stdout}")
+        for flag, default in [("pools", "20"), ("nodes-per-pool", "5"), ("duration", "60"),
+                              ("lease-duration", "15"), ("grace", "[40,50]"), ("scenario", '"fleet"'),
+                              ("workers", "32"), ("partition-ratio", "0")]:
+            row = next(l for l in rows if l.split("--", 1)[1].split()[0] == flag)
+            if not row.endswith(f"(default {default})"):
+                raise AssertionError(f"--{flag}: {row!r} does not end in (default {default})")
+        # Each row is a flag the simulator takes.
+        for name in sorted(want - {"help", "write-config-only", "allow-belief-overlap"}):
+            r = subprocess.run([sim, f"--{name}=\x01bad", "--scenario=nonesuch"], capture_output=True,
+                               text=True, timeout=20)
+            if r.returncode != 2 or "unknown flag" in r.stderr:
+                raise AssertionError(f"--{name}: exit {r.returncode}, {r.stderr[:200]!r}")
+        passed += 1
+        print("PASS poolcoord-sim --help lists every flag", flush=True)
+    except Exception as e:
+        failed += 1
+        print(f"FAIL poolcoord-sim --help: {e}", flush=True)
     print(f"{passed} passed, {failed} failed")
     return 0 if failed == 0 else 1
 
