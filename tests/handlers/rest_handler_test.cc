@@ -2,6 +2,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <atomic>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -99,6 +100,45 @@ BOOST_AUTO_TEST_CASE(update_checks_resource_version_and_counts_generation) {
   Response mismatch = Call("PUT", std::string(kBase) + "/b", Lease("other"));
   BOOST_TEST(mismatch.status == 400);
   BOOST_TEST(Call("PUT", std::string(kBase) + "/missing", Lease("missing")).status == 404);
+}
+
+// A PUT without metadata.resourceVersion overwrites whatever is stored, for
+// both kinds (docs/server-side-apply.md, "Strict input", says why). It is 422
+// "must be specified for an update" in kube-apiserver 1.32.6, for a Lease and a
+// CRD alike: this pins our choice so that a change of it is a decision.
+BOOST_AUTO_TEST_CASE(update_without_resource_version_is_unconditional) {
+  const std::string delegated =
+      "{\"apiVersion\":\"coordination.pool/v1alpha1\",\"kind\":\"DelegatedLease\",\"metadata\":{"
+      "\"name\":\"n\",\"annotations\":{\"openyurt.io/delegate-heartbeat\":\"true\"}},\"spec\":{"
+      "\"holderIdentity\":\"n\",\"poolName\":\"p\",\"renewTime\":\"2026-01-01T00:00:00.000000Z\","
+      "\"leaseDurationSeconds\":";
+  struct Case {
+    std::string path;
+    std::function<std::string(int)> body;  // leaseDurationSeconds -> body, no resourceVersion
+  };
+  for (const Case& c : {Case{std::string(kBase) + "/u", [](int d) { return Lease("u", d); }},
+                        Case{"/apis/coordination.pool/v1alpha1/delegatedleases/n",
+                             [&](int d) { return delegated + std::to_string(d) + "}}"; }}}) {
+    BOOST_TEST_CONTEXT(c.path) {
+      const std::string collection = c.path.substr(0, c.path.rfind('/'));
+      Response created = Call("POST", collection, c.body(15));
+      BOOST_REQUIRE_MESSAGE(created.status == 201, created.body);
+      const std::string rv = Json(created)["metadata"]["resourceVersion"].GetString();
+      // Someone else's write moves the object past what a client read...
+      Response other = Call("PATCH", c.path, "{\"spec\":{\"leaseDurationSeconds\":20}}",
+                            "application/merge-patch+json");
+      BOOST_REQUIRE(other.status == 200);
+      // ... and a PUT without resourceVersion still overwrites it.
+      Response blind = Call("PUT", c.path, c.body(30));
+      BOOST_TEST(blind.status == 200, blind.body);
+      BOOST_TEST(Json(blind)["spec"]["leaseDurationSeconds"].GetInt() == 30);
+      BOOST_TEST(Json(Call("GET", c.path))["spec"]["leaseDurationSeconds"].GetInt() == 30);
+      // With the resourceVersion it read, the same client gets 409.
+      std::string stale = c.body(40);
+      stale.insert(stale.find("\"name\""), "\"resourceVersion\":\"" + rv + "\",");
+      BOOST_TEST(Call("PUT", c.path, stale).status == 409);
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(parallel_updates_from_one_read_have_one_winner) {
