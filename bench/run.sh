@@ -31,6 +31,9 @@
 #   BENCH_SKIP_INSTALL / BENCH_SKIP_BUILD [0]
 #   BENCH_WC_STORES [etcd3 memory]  stores of the watch-cache section
 #   BENCH_WC_CACHE [false true]      --watch-cache values of the watch-cache section
+#   BENCH_WC_COALESCE_US [0] the fan-out client's pause before each epoll_wait after a
+#                            busy one (loadgen --watcher-coalesce-us: fewer wake-ups,
+#                            at most this much added to each measured latency)
 #   BENCH_WC_PERF [0]        1: perf record (flat, 999 Hz) of the server and of the load
 #                            generator during each watch-cache run at BENCH_WATCHERS
 #   BENCH_SERVER_ARGS []     extra flags for every server start (e.g. --watch-cache=false)
@@ -52,6 +55,7 @@ BENCH_DIR=$ROOT/bench
 : "${BENCH_SKIP_INSTALL:=0}" "${BENCH_SKIP_BUILD:=0}" "${BENCH_PROFILE:=0}"
 : "${BENCH_BASELINE:=}" "${BENCH_PEERS:=1}"
 : "${BENCH_WC_STORES:=etcd3 memory}" "${BENCH_WC_CACHE:=false true}" "${BENCH_WC_PERF:=0}"
+: "${BENCH_WC_COALESCE_US:=0}"
 export BENCH_LUA_DIR=$BENCH_DIR/wrk BENCH_WRK_THREADS=$BENCH_THREADS
 
 log() { printf '[bench %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
@@ -310,31 +314,27 @@ if wants renewals; then
   stop_pid "$NGINX_PID"; stop_pid "$ETCD_PID"
 
   log "renewals at a fixed ${BENCH_RATE}/s (open loop, $BENCH_CONNECTIONS connections)"
+  fixed_rate() {  # fixed_rate PORT OUT_JSON [SERVER_PID]: renewals at BENCH_RATE, CPU per request
+    local cpu0=""
+    [ -z "${3:-}" ] || cpu0=$(cpu_ms "$3")
+    "$LOADGEN" open --port="$1" --rate="$BENCH_RATE" --duration="$BENCH_SECONDS" \
+      --warmup="$BENCH_WARMUP" --connections="$BENCH_CONNECTIONS" --keys="$RENEW/keys.tsv" \
+      --template="$RENEW/dl_renew.tmpl" >"$2" 2>>"$OUT/loadgen.log" || true
+    [ -z "$cpu0" ] || add_cpu_per_req "$2" "$(($(cpu_ms "$3") - cpu0))" completed_with_warmup completed
+  }
   renew_poolleases "$RENEW"
-  cpu0=$(cpu_ms "$SERVER_PID")
-  "$LOADGEN" open --port="$SERVER_PORT" --rate="$BENCH_RATE" --duration="$BENCH_SECONDS" \
-    --warmup="$BENCH_WARMUP" --connections="$BENCH_CONNECTIONS" --keys="$RENEW/keys.tsv" \
-    --template="$RENEW/dl_renew.tmpl" >"$OUT/renewals-fixed.json" 2>>"$OUT/loadgen.log" || true
-  add_cpu_per_req "$OUT/renewals-fixed.json" "$(($(cpu_ms "$SERVER_PID") - cpu0))" \
-    completed_with_warmup completed
+  fixed_rate "$SERVER_PORT" "$OUT/renewals-fixed.json" "$SERVER_PID"
   log "fixed rate: $(cat "$OUT/renewals-fixed.json")"
   if [ -n "$BASE_PID" ]; then
     renew_poolleases "$RENEW" "$BASE_PORT"
-    cpu0=$(cpu_ms "$BASE_PID")
-    "$LOADGEN" open --port="$BASE_PORT" --rate="$BENCH_RATE" --duration="$BENCH_SECONDS" \
-      --warmup="$BENCH_WARMUP" --connections="$BENCH_CONNECTIONS" --keys="$RENEW/keys.tsv" \
-      --template="$RENEW/dl_renew.tmpl" >"$OUT/renewals-fixed-baseline.json" 2>>"$OUT/loadgen.log" || true
-    add_cpu_per_req "$OUT/renewals-fixed-baseline.json" "$(($(cpu_ms "$BASE_PID") - cpu0))" \
-      completed_with_warmup completed
+    fixed_rate "$BASE_PORT" "$OUT/renewals-fixed-baseline.json" "$BASE_PID"
     log "fixed rate, baseline: $(cat "$OUT/renewals-fixed-baseline.json")"
     stop_pid "$BASE_PID"; BASE_PID=""
   fi
   # Control: the same load generator and rate against the hello-world. On a small
   # machine the client's TLS costs as much CPU as the server's; if this cannot hold
   # the rate either, the machine (not the server) sets the limit.
-  "$LOADGEN" open --port="$HELLO_PORT" --rate="$BENCH_RATE" --duration="$BENCH_SECONDS" \
-    --warmup="$BENCH_WARMUP" --connections="$BENCH_CONNECTIONS" --keys="$RENEW/keys.tsv" \
-    --template="$RENEW/dl_renew.tmpl" >"$OUT/renewals-fixed-hello.json" 2>>"$OUT/loadgen.log" || true
+  fixed_rate "$HELLO_PORT" "$OUT/renewals-fixed-hello.json"
   log "fixed rate, hello-world control: $(cat "$OUT/renewals-fixed-hello.json")"
   echo "{\"rss_kib\":$(rss_kib "$SERVER_PID"),\"hwm_kib\":$(hwm_kib "$SERVER_PID")}" >"$OUT/renew-rss.json"
 fi
@@ -421,6 +421,7 @@ if wants watchcache; then
         printf 'GET /apis/coordination.pool/v1alpha1/delegatedleases?watch=1&resourceVersion=%s&timeoutSeconds=600\nAuthorization: Bearer %s\nAccept: application/json\n' \
           "$RV" "$ADMIN_TOKEN" >"$WORK/$name-watch.tmpl"
         "$LOADGEN" fanout --port="$SERVER_PORT" --watchers="$watchers" --rate="$BENCH_WATCH_RATE" \
+          --watcher-coalesce-us="$BENCH_WC_COALESCE_US" \
           --duration="$BENCH_SECONDS" --watch-template="$WORK/$name-watch.tmpl" \
           --keys="$WORK/fanout-key.tsv" --template="$RENEW/dl_renew.tmpl" \
           --per-write-out="$OUT/$run-per-write.txt" >"$OUT/$run.json" 2>"$OUT/$run.log" &
