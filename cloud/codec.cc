@@ -1,6 +1,7 @@
 #include "cloud/codec.h"
 
 #include "absl/strings/str_cat.h"
+#include "base/json_write.h"
 #include "base/microtime.h"
 #include "cloud/errors.h"
 #include "rapidjson/document.h"
@@ -242,42 +243,34 @@ absl::StatusOr<WatchEvent<T>> ReadWatchEvent(std::string_view line, Read read) {
 
 // ----------------------------------------------------------------- writing --
 
-void Key(Writer& w, const char* key) { w.Key(key); }
-void String(Writer& w, const std::string& s) {
-  w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
-}
-void Field(Writer& w, const char* key, const std::string& s) {
-  Key(w, key);
-  String(w, s);
-}
 void FieldIfSet(Writer& w, const char* key, const std::string& s) {
-  if (!s.empty()) Field(w, key, s);
+  if (!s.empty()) base::JsonField(w, key, s);
 }
 void MicroField(Writer& w, const char* key, int64_t us) {
-  Field(w, key, base::FormatMicroTime(us));
+  base::JsonField(w, key, base::FormatMicroTime(us));
 }
 void TimeField(Writer& w, const char* key, int64_t us) {
-  Field(w, key, base::FormatTime(us / 1'000'000));
+  base::JsonField(w, key, base::FormatTime(us / 1'000'000));
 }
 
 void WriteStrMap(Writer& w, const char* key, const std::map<std::string, std::string>& m) {
   if (m.empty()) return;
-  Key(w, key);
+  base::JsonKey(w, key);
   w.StartObject();
-  for (const auto& [k, v] : m) Field(w, k.c_str(), v);
+  for (const auto& [k, v] : m) base::JsonField(w, k.c_str(), v);
   w.EndObject();
 }
 
 void WriteStrArray(Writer& w, const char* key, const std::vector<std::string>& a) {
   if (a.empty()) return;
-  Key(w, key);
+  base::JsonKey(w, key);
   w.StartArray();
-  for (const auto& s : a) String(w, s);
+  for (const auto& s : a) base::JsonString(w, s);
   w.EndArray();
 }
 
 void WriteMeta(Writer& w, const ObjectMeta& m) {
-  Key(w, "metadata");
+  base::JsonKey(w, "metadata");
   w.StartObject();
   FieldIfSet(w, "name", m.name);
   FieldIfSet(w, "generateName", m.generate_name);
@@ -290,20 +283,20 @@ void WriteMeta(Writer& w, const ObjectMeta& m) {
   WriteStrMap(w, "labels", m.labels);
   WriteStrMap(w, "annotations", m.annotations);
   if (!m.owner_references.empty()) {
-    Key(w, "ownerReferences");
+    base::JsonKey(w, "ownerReferences");
     w.StartArray();
     for (const auto& o : m.owner_references) {
       w.StartObject();
-      Field(w, "apiVersion", o.api_version);
-      Field(w, "kind", o.kind);
-      Field(w, "name", o.name);
-      Field(w, "uid", o.uid);
+      base::JsonField(w, "apiVersion", o.api_version);
+      base::JsonField(w, "kind", o.kind);
+      base::JsonField(w, "name", o.name);
+      base::JsonField(w, "uid", o.uid);
       if (o.controller) {
-        Key(w, "controller");
+        base::JsonKey(w, "controller");
         w.Bool(*o.controller);
       }
       if (o.block_owner_deletion) {
-        Key(w, "blockOwnerDeletion");
+        base::JsonKey(w, "blockOwnerDeletion");
         w.Bool(*o.block_owner_deletion);
       }
       w.EndObject();
@@ -340,20 +333,20 @@ void PercentEscape(std::string* out, std::string_view s) {
 std::string EncodeLease(const Lease& l, const std::string& api_version, const std::string& kind) {
   return Write([&](Writer& w) {
     w.StartObject();
-    Field(w, "apiVersion", api_version);
-    Field(w, "kind", kind);
+    base::JsonField(w, "apiVersion", api_version);
+    base::JsonField(w, "kind", kind);
     WriteMeta(w, l.metadata);
-    Key(w, "spec");
+    base::JsonKey(w, "spec");
     w.StartObject();
-    if (l.spec.holder_identity) Field(w, "holderIdentity", *l.spec.holder_identity);
+    if (l.spec.holder_identity) base::JsonField(w, "holderIdentity", *l.spec.holder_identity);
     if (l.spec.lease_duration_seconds) {
-      Key(w, "leaseDurationSeconds");
+      base::JsonKey(w, "leaseDurationSeconds");
       w.Int(*l.spec.lease_duration_seconds);
     }
     if (l.spec.acquire_time_us) MicroField(w, "acquireTime", *l.spec.acquire_time_us);
     if (l.spec.renew_time_us) MicroField(w, "renewTime", *l.spec.renew_time_us);
     if (l.spec.lease_transitions) {
-      Key(w, "leaseTransitions");
+      base::JsonKey(w, "leaseTransitions");
       w.Int(*l.spec.lease_transitions);
     }
     w.EndObject();
@@ -396,22 +389,22 @@ std::string TaintsMergePatch(const std::vector<Taint>& taints,
   return Write([&](Writer& w) {
     w.StartObject();
     if (!resource_version.empty()) {
-      Key(w, "metadata");
+      base::JsonKey(w, "metadata");
       w.StartObject();
-      Field(w, "resourceVersion", resource_version);
+      base::JsonField(w, "resourceVersion", resource_version);
       w.EndObject();
     }
-    Key(w, "spec");
+    base::JsonKey(w, "spec");
     w.StartObject();
-    Key(w, "taints");
+    base::JsonKey(w, "taints");
     // An empty list, not null: null would delete the field, which a Node
     // validates the same but reads as "never tainted" in diffs.
     w.StartArray();
     for (const auto& t : taints) {
       w.StartObject();
-      Field(w, "key", t.key);
+      base::JsonField(w, "key", t.key);
       FieldIfSet(w, "value", t.value);
-      Field(w, "effect", t.effect);
+      base::JsonField(w, "effect", t.effect);
       if (t.time_added_us) TimeField(w, "timeAdded", *t.time_added_us);
       w.EndObject();
     }
@@ -424,32 +417,32 @@ std::string TaintsMergePatch(const std::vector<Taint>& taints,
 std::string EncodeEvent(const Event& e) {
   return Write([&](Writer& w) {
     w.StartObject();
-    Field(w, "apiVersion", "v1");
-    Field(w, "kind", "Event");
+    base::JsonField(w, "apiVersion", "v1");
+    base::JsonField(w, "kind", "Event");
     WriteMeta(w, e.metadata);
-    Key(w, "involvedObject");
+    base::JsonKey(w, "involvedObject");
     w.StartObject();
-    Field(w, "kind", e.involved_object.kind);
-    Field(w, "apiVersion", e.involved_object.api_version);
+    base::JsonField(w, "kind", e.involved_object.kind);
+    base::JsonField(w, "apiVersion", e.involved_object.api_version);
     FieldIfSet(w, "namespace", e.involved_object.namespace_);
-    Field(w, "name", e.involved_object.name);
+    base::JsonField(w, "name", e.involved_object.name);
     FieldIfSet(w, "uid", e.involved_object.uid);
     w.EndObject();
-    Field(w, "reason", e.reason);
-    Field(w, "message", e.message);
-    Field(w, "type", e.type);
-    Key(w, "source");
+    base::JsonField(w, "reason", e.reason);
+    base::JsonField(w, "message", e.message);
+    base::JsonField(w, "type", e.type);
+    base::JsonKey(w, "source");
     w.StartObject();
-    Field(w, "component", e.source_component);
+    base::JsonField(w, "component", e.source_component);
     w.EndObject();
     TimeField(w, "firstTimestamp", e.first_timestamp_us);
     TimeField(w, "lastTimestamp", e.last_timestamp_us);
     MicroField(w, "eventTime", e.event_time_us);
-    Key(w, "count");
+    base::JsonKey(w, "count");
     w.Int(e.count);
-    Field(w, "reportingComponent", e.reporting_controller);
-    Field(w, "reportingInstance", e.reporting_instance);
-    Field(w, "action", e.action);
+    base::JsonField(w, "reportingComponent", e.reporting_controller);
+    base::JsonField(w, "reportingInstance", e.reporting_instance);
+    base::JsonField(w, "action", e.action);
     w.EndObject();
   });
 }
@@ -480,11 +473,11 @@ absl::StatusOr<Event> DecodeEvent(std::string_view json) {
 std::string EncodeTokenReview(const TokenReview& r) {
   return Write([&](Writer& w) {
     w.StartObject();
-    Field(w, "apiVersion", "authentication.k8s.io/v1");
-    Field(w, "kind", "TokenReview");
-    Key(w, "spec");
+    base::JsonField(w, "apiVersion", "authentication.k8s.io/v1");
+    base::JsonField(w, "kind", "TokenReview");
+    base::JsonKey(w, "spec");
     w.StartObject();
-    Field(w, "token", r.token);
+    base::JsonField(w, "token", r.token);
     WriteStrArray(w, "audiences", r.audiences);
     w.EndObject();
     w.EndObject();
@@ -514,7 +507,7 @@ std::string EncodeSubjectAccessReviewSpec(const SubjectAccessReview& r) {
     w.StartObject();
     if (r.resource_attributes) {
       const ResourceAttributes& a = *r.resource_attributes;
-      Key(w, "resourceAttributes");
+      base::JsonKey(w, "resourceAttributes");
       w.StartObject();
       FieldIfSet(w, "namespace", a.namespace_);
       FieldIfSet(w, "verb", a.verb);
@@ -526,7 +519,7 @@ std::string EncodeSubjectAccessReviewSpec(const SubjectAccessReview& r) {
       w.EndObject();
     }
     if (r.non_resource_attributes) {
-      Key(w, "nonResourceAttributes");
+      base::JsonKey(w, "nonResourceAttributes");
       w.StartObject();
       FieldIfSet(w, "path", r.non_resource_attributes->path);
       FieldIfSet(w, "verb", r.non_resource_attributes->verb);
@@ -535,12 +528,12 @@ std::string EncodeSubjectAccessReviewSpec(const SubjectAccessReview& r) {
     FieldIfSet(w, "user", r.user.username);
     WriteStrArray(w, "groups", r.user.groups);
     if (!r.user.extra.empty()) {
-      Key(w, "extra");
+      base::JsonKey(w, "extra");
       w.StartObject();
       for (const auto& [k, v] : r.user.extra) {  // std::map: sorted, as Go marshals maps
-        Key(w, k.c_str());
+        base::JsonKey(w, k.c_str());
         w.StartArray();
-        for (const auto& s : v) String(w, s);
+        for (const auto& s : v) base::JsonString(w, s);
         w.EndArray();
       }
       w.EndObject();
