@@ -11,6 +11,7 @@
 #include "base/quote.h"
 #include "store/api_error.h"
 #include "base/microtime.h"
+#include "base/status_macros.h"
 
 namespace poolcoord::election {
 
@@ -85,6 +86,27 @@ void LeaseRules::StampPoolLease(const store::Object* current, store::Object& pro
   }
 }
 
+absl::Status LeaseRules::CheckRenewTimeAhead(const store::Object* current,
+                                             const store::Object& proposed) const {
+  const std::optional<int64_t>& renew = proposed.spec.renew_time_us;
+  if (!renew || (current != nullptr && current->spec.renew_time_us == renew)) {
+    return absl::OkStatus();  // unset, or kept as stored: judged when it was written
+  }
+  const int64_t now = clock_->NowMicros();
+  if (*renew - now <= kMaxRenewTimeAheadSeconds * kMicrosPerSecond) return absl::OkStatus();
+  return Invalid(
+      proposed,
+      {store::FieldInvalid(
+          "spec.renewTime", base::GoQuote(base::FormatMicroTime(*renew)),
+          absl::StrCat("must not be more than ", kMaxRenewTimeAheadSeconds,
+                       "s ahead of the server's clock (now ", base::FormatMicroTime(now),
+                       "): renewTime may not go backwards within a leader term, so a later "
+                       "one would refuse every renewal of the term until that time; ",
+                       kMaxRenewTimeAheadSeconds,
+                       "s is the clock skew between a node and the server that poolcoord "
+                       "tolerates (check the writer's clock, e.g. its NTP sync)"))});
+}
+
 LeaseRules::LeaseRules(const base::Clock* clock, const MembershipIndex* membership,
                        LeaseRulesOptions options)
     : clock_(clock), membership_(membership), options_(std::move(options)) {}
@@ -138,6 +160,12 @@ std::string LeaseRules::AcquireHint(const store::Object* pool_lease, const std::
 
 bool LeaseRules::PoolLeaseLive(const store::Object& pool_lease) const {
   return !HolderOf(pool_lease).empty() && RemainingMicros(pool_lease) > 0;
+}
+
+bool LeaseRules::LeadsPool(const std::string& node, const std::string& pool,
+                           const store::Object* pool_lease) const {
+  return membership_->PoolOf(node) == pool && pool_lease != nullptr &&
+         HolderOf(*pool_lease) == node && PoolLeaseLive(*pool_lease);
 }
 
 bool LeaseRules::DelegationCurrent(const store::Object& delegated,
@@ -276,6 +304,7 @@ absl::Status LeaseRules::AdmitDelegatedLeaseWrite(const base::UserInfo& user,
     return store::InternalError(absl::StrCat("delegatedleases/", name,
                                              " reached the lease rules without validation"));
   }
+  RETURN_IF_ERROR(CheckRenewTimeAhead(current.get(), proposed));
   // Validation made spec.poolName the node's pool in the membership.
   const std::optional<std::string>& pool = spec.pool_name;
   const bool master = user.IsMaster();
@@ -408,9 +437,21 @@ absl::Status LeaseRules::AdmitDelegatedLeaseDelete(const base::UserInfo& user,
   std::string pool = current.spec.pool_name.value_or("");
   if (pool.empty()) pool = membership_->PoolOf(name).value_or("");
   ObjectPtr pool_lease = pool.empty() ? nullptr : reader.Get(Kind::kPoolLease, pool);
-  if (!node.empty() && pool_lease && HolderOf(*pool_lease) == node &&
-      PoolLeaseLive(*pool_lease)) {
+  if (!node.empty() && LeadsPool(node, pool, pool_lease.get())) {
     return absl::OkStatus();  // the pool's current leader
+  }
+  if (const auto own = membership_->PoolOf(node);
+      !node.empty() && own != pool && pool_lease && HolderOf(*pool_lease) == node &&
+      PoolLeaseLive(*pool_lease)) {
+    // It still holds the lease of the pool it left: say why that is not enough,
+    // in the words of the write's refusal.
+    return Forbidden(current, absl::StrCat(
+        "node ", base::GoQuote(node), " belongs to ",
+        own ? absl::StrCat("pool ", base::GoQuote(*own)) : std::string("no pool"),
+        ", not to pool ", base::GoQuote(pool), " of node ", base::GoQuote(name),
+        "; a node moved out of a pool leads it no more, though it still holds poollease ",
+        base::GoQuote(pool), ", so it may not delete it (only the node itself or the pool's "
+        "leader may)"));
   }
   return Forbidden(current, absl::StrCat(
       "user ", base::GoQuote(user.username),

@@ -27,6 +27,16 @@ namespace poolcoord::election {
 inline constexpr char kDelegateAnnotation[] = "openyurt.io/delegate-heartbeat";
 inline constexpr char kPoolLabel[] = "coordination.pool/pool";
 
+// How far ahead of the server's wall clock a DelegatedLease's spec.renewTime
+// may lie (422 Invalid beyond it). It may not go backwards within a leader term
+// (409), so one value far in the future would refuse every later renewal of the
+// term. (A PoolLease's renewTime is informational, as a Lease's is for
+// client-go: no rule compares it, so none bounds it.) 60 s is the clock skew between a node and the server
+// that the design tolerates: the simulator's widest --clock-skew (±60 s, with
+// no false eviction), and kube-apiserver's leeway for the times in a service
+// account token.
+inline constexpr int64_t kMaxRenewTimeAheadSeconds = 60;
+
 struct LeaseRulesOptions {
   int32_t max_lease_duration_seconds = 300;   // --max-lease-duration
   std::string forwarder_user;                  // --forwarder-user
@@ -51,7 +61,10 @@ class LeaseRules {
   // A write of a PoolLease (create: current == nullptr) by `user`: members of
   // the pool only, for themselves; a live lease is taken by nobody but its
   // holder (409); a takeover raises leaseTransitions by exactly 1, a renewal
-  // keeps it and acquireTime (422). system:masters pass. On success, when the
+  // keeps it and acquireTime (422). system:masters pass. renewTime is the
+  // holder's, informational: expiry is judged from the server's time of the
+  // renewal, so no rule orders or bounds it (a holder whose clock stepped back
+  // still renews, as with a coordination.k8s.io Lease). On success, when the
   // write renews or acquires (RenewsLease), stamps status.observedTime and
   // observed_monotonic_us on `proposed`, which already carries server metadata
   // and the current status (kept as they are otherwise), and, while the lease is
@@ -70,7 +83,8 @@ class LeaseRules {
                                          const std::string& name) const;
   // A write of a validated DelegatedLease (spec.poolName = the node's pool):
   // only the current, unexpired holder of the pool's PoolLease (403); renewTime
-  // not backwards within one leader term (409); with --delegation-proof
+  // not backwards within one leader term (409) and, whoever writes, a new one at
+  // most kMaxRenewTimeAheadSeconds ahead of the server's clock (422); with --delegation-proof
   // required, the member's own fresh, signed proof of life in spec.proof
   // (checked with optional too when given: DelegationProofs::Verify, 403/422).
   // system:masters pass. On success, when the write renews (RenewsLease), stamps
@@ -92,9 +106,17 @@ class LeaseRules {
   // A delete of a PoolLease: members of the pool; a live lease only by its holder (409).
   absl::Status AdmitPoolLeaseDelete(const base::UserInfo& user,
                                     const store::Object& current) const;
-  // A delete of a DelegatedLease: the node itself or its pool's current leader.
+  // A delete of a DelegatedLease: the node itself or its pool's current leader
+  // (LeadsPool, the rule of a write).
   absl::Status AdmitDelegatedLeaseDelete(const base::UserInfo& user, const store::Object& current,
                                          store::TxnReader& reader) const;
+
+  // Whether `node` leads `pool` now, and so may write and delete its nodes'
+  // DelegatedLeases: a member of `pool` in the membership (a node moved to
+  // another pool leads nothing there, even while it still holds the lease) that
+  // holds `pool_lease` (the pool's PoolLease, nullptr when it has none) live.
+  bool LeadsPool(const std::string& node, const std::string& pool,
+                 const store::Object* pool_lease) const;
 
   // True when the PoolLease is held (non-empty holder) and not expired on the
   // server's monotonic clock.
@@ -124,6 +146,10 @@ class LeaseRules {
                           const std::string& node) const;
   // "until <server time> (12.3s from now)" for a live lease.
   std::string Until(const store::Object& lease) const;
+  // A new spec.renewTime (a create, or a changed value) at most
+  // kMaxRenewTimeAheadSeconds ahead of the server's wall clock: 422 otherwise.
+  absl::Status CheckRenewTimeAhead(const store::Object* current,
+                                   const store::Object& proposed) const;
 
   LeaseRulesOptions options_;
 };

@@ -14,7 +14,8 @@
 //              included).
 //   admission  election/'s PoolLease rules: members only, for themselves; takeover
 //              only of a released or expired lease, leaseTransitions + 1; renewals
-//              keep acquireTime and leaseTransitions (403/409/422/503); the server
+//              keep acquireTime and leaseTransitions (403/409/422/503);
+//              renewTime is informational (no order, no bound); the server
 //              stamps status.observedTime on a renewal or acquisition (a create, a
 //              new renewTime or holderIdentity: election::RenewsLease). /status: system:masters and the
 //              forwarder (LeaseKind). Delete: the holder, any member once it is

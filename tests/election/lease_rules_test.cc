@@ -557,3 +557,119 @@ BOOST_FIXTURE_TEST_CASE(status_writes, Led) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// Newcomer findings of session 5: renewTime far in the future, renewTime going
+// backwards on a PoolLease, a node moved out of its pool deleting there.
+BOOST_AUTO_TEST_SUITE(renew_time_and_membership)
+
+int64_t At(const char* micro_time) {
+  auto us = poolcoord::base::ParseMicroTime(micro_time);
+  BOOST_REQUIRE(us.ok());
+  return *us;
+}
+
+// The server's wall clock at `micro_time` (the monotonic clock, which judges
+// expiry, does not move).
+void SetWall(poolcoord::base::FakeClock& clock, const char* micro_time) {
+  clock.StepWall(microseconds(At(micro_time) - clock.NowMicros()));
+}
+
+BOOST_AUTO_TEST_CASE(far_future_renew_time_is_refused_so_it_cannot_block_the_term) {
+  World w;
+  SetWall(w.clock_, "2026-12-02T04:00:00.000000Z");
+  ps::Object pl = HeldPoolLease("hangzhou", "hz-2", 15, 0);
+  pl.spec.renew_time_us = At("2026-12-02T04:00:00.000000Z");
+  BOOST_REQUIRE(w.Write(NodeUser("hz-2"), pl).ok());
+  BOOST_REQUIRE(
+      w.Write(NodeUser("hz-2"), Delegated("hz-3", "hangzhou", "hz-2", At("2026-12-02T04:00:00.000000Z")))
+          .ok());
+  // kubectl patch dl hz-3 --type=merge -p '{"spec":{"renewTime":"2099-12-02T03:00:00.000000Z"}}'
+  // was 200, and every later renewal 409 "... must not go backwards" for the rest of the term.
+  const int64_t far = At("2099-12-02T03:00:00.000000Z");
+  absl::Status s = w.Write(NodeUser("hz-2"), Delegated("hz-3", "hangzhou", "hz-2", far));
+  ExpectApiError(s, 422, "spec.renewTime");
+  const ps::ApiErrorInfo info = ps::ApiErrorFromStatus(s);
+  BOOST_TEST(info.reason == "Invalid");
+  BOOST_TEST(info.causes.front().message ==
+             "Invalid value: \"2099-12-02T03:00:00.000000Z\": must not be more than 60s ahead of "
+             "the server's clock (now 2026-12-02T04:00:00.000000Z): renewTime may not go "
+             "backwards within a leader term, so a later one would refuse every renewal of the "
+             "term until that time; 60s is the clock skew between a node and the server that "
+             "poolcoord tolerates (check the writer's clock, e.g. its NTP sync)");
+  // system:masters too: the value would block the leader all the same.
+  ExpectApiError(w.Write(AdminUser(), Delegated("hz-3", "hangzhou", "hz-2", far)), 422,
+                 "spec.renewTime");
+  // The next renewal with the real time goes through.
+  SetWall(w.clock_, "2026-12-02T04:00:41.000000Z");
+  BOOST_TEST(
+      w.Write(NodeUser("hz-2"), Delegated("hz-3", "hangzhou", "hz-2", At("2026-12-02T04:00:41.000000Z")))
+          .ok());
+  // The bound: 60 s ahead is skew the design tolerates, a microsecond more is not.
+  const int64_t now = w.clock_.NowMicros();
+  BOOST_TEST(w.Write(NodeUser("hz-2"), Delegated("hz-3", "hangzhou", "hz-2", now + 60 * kSec)).ok());
+  ExpectApiError(w.Write(NodeUser("hz-2"), Delegated("hz-3", "hangzhou", "hz-2", now + 60 * kSec + 1)),
+                 422, "spec.renewTime", "");
+  // A write that keeps the stored renewTime is not judged again (the wall clock
+  // stepped back: the value is now more than 60 s ahead, and was not when written).
+  w.clock_.StepWall(seconds(-30));
+  ps::Object labelled = w.Copy(ps::Kind::kDelegatedLease, "hz-3");
+  labelled.metadata.labels.Set("team", "edge");
+  BOOST_TEST(w.Write(NodeUser("hz-2"), labelled).ok());
+}
+
+// A PoolLease's renewTime is the holder's, informational, as a Lease's is for
+// client-go: the server judges expiry from its own time of the renewal, and the
+// holder is alive whatever its clock says. No rule orders or bounds it, so a
+// holder whose clock stepped back keeps leading, and a far-future value blocks
+// nothing (the DelegatedLease rule's reason to bound its renewTime).
+BOOST_AUTO_TEST_CASE(pool_lease_renew_time_is_informational) {
+  World w;
+  BOOST_REQUIRE(w.Write(NodeUser("hz-1"), HeldPoolLease("hangzhou", "hz-1", 15, 3)).ok());
+  ps::Object renew = w.Copy(ps::Kind::kPoolLease, "hangzhou");
+  renew.spec.renew_time_us = 5000;
+  BOOST_REQUIRE(w.Write(NodeUser("hz-1"), renew).ok());
+  w.clock_.Advance(seconds(5));
+  // As holder: PATCH {"spec":{"renewTime":"<older than stored>"}}: 200, a renewal
+  // (the holder wrote it now), as kube-apiserver takes a Lease's.
+  renew.spec.renew_time_us = 4999;
+  BOOST_TEST(w.Write(NodeUser("hz-1"), renew).ok());
+  BOOST_TEST((w.Current(ps::Kind::kPoolLease, "hangzhou")->status.observed_time_us ==
+              w.clock_.NowMicros()));
+  // Far ahead, then the real time again: nothing blocks the next renewal.
+  renew.spec.renew_time_us = At("2099-12-02T03:00:00.000000Z");
+  BOOST_TEST(w.Write(NodeUser("hz-1"), renew).ok());
+  renew.spec.renew_time_us = w.clock_.NowMicros();
+  BOOST_TEST(w.Write(NodeUser("hz-1"), renew).ok());
+}
+
+BOOST_AUTO_TEST_CASE(a_node_moved_out_of_its_pool_neither_writes_nor_deletes_there) {
+  World w;
+  BOOST_REQUIRE(w.Write(NodeUser("hz-2"), HeldPoolLease("hangzhou", "hz-2", 15, 0)).ok());
+  BOOST_REQUIRE(w.Write(NodeUser("hz-2"), Delegated("hz-3", "hangzhou", "hz-2", 5000)).ok());
+  // hz-2 moves from hangzhou to beijing while its hangzhou PoolLease is live.
+  BOOST_REQUIRE(w.membership_
+                    .Replace("file", {{"hangzhou", {"hz-1", "hz-3", "hz-4"}},
+                                      {"beijing", {"bj-1", "bj-2", "hz-2"}}})
+                    .ok());
+  BOOST_REQUIRE(w.rules_.PoolLeaseLive(*w.Current(ps::Kind::kPoolLease, "hangzhou")));
+  ExpectApiError(w.Write(NodeUser("hz-2"), Delegated("hz-3", "hangzhou", "hz-2", 6000)), 403, "",
+                 "belongs to pool \"beijing\"");
+  // `kubectl --user hz-2 delete dl hz-3` succeeded.
+  absl::Status s = w.Delete(NodeUser("hz-2"), ps::Kind::kDelegatedLease, "hz-3");
+  ExpectApiError(s, 403, "", "belongs to pool \"beijing\"");
+  BOOST_TEST(ps::ApiErrorFromStatus(s).message ==
+             "delegatedleases.coordination.pool \"hz-3\" is forbidden: node \"hz-2\" belongs to "
+             "pool \"beijing\", not to pool \"hangzhou\" of node \"hz-3\"; a node moved out of a "
+             "pool leads it no more, though it still holds poollease \"hangzhou\", so it may not "
+             "delete it (only the node itself or the pool's leader may)");
+  BOOST_TEST(!w.rules_.LeadsPool("hz-2", "hangzhou", w.Current(ps::Kind::kPoolLease, "hangzhou").get()));
+  // Back in hangzhou, it leads again: both rules agree.
+  BOOST_REQUIRE(w.membership_
+                    .Replace("file", {{"hangzhou", {"hz-1", "hz-2", "hz-3", "hz-4"}},
+                                      {"beijing", {"bj-1", "bj-2"}}})
+                    .ok());
+  BOOST_TEST(w.rules_.LeadsPool("hz-2", "hangzhou", w.Current(ps::Kind::kPoolLease, "hangzhou").get()));
+  BOOST_TEST(w.Delete(NodeUser("hz-2"), ps::Kind::kDelegatedLease, "hz-3").ok());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
