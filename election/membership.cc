@@ -185,9 +185,8 @@ absl::Status ShapeError(const std::string& what, const YAML::Node& node) {
 // and the pool label: at most 63 characters); a node's name is a Node's name
 // (ValidateNodeName: a DNS-1123 subdomain), its DelegatedLease's and its Lease's.
 absl::Status CheckName(const char* what, const std::string& name, const YAML::Node& node,
-                       bool label_value) {
-  std::vector<std::string> errs = base::IsDNS1123Subdomain(name);
-  if (label_value && errs.empty()) errs = base::IsValidLabelValue(name);
+                       bool pool) {
+  std::vector<std::string> errs = pool ? PoolNameErrors(name) : base::IsDNS1123Subdomain(name);
   if (errs.empty()) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat("membership: ", what, " \"", name, "\"", Where(node),
                                                  " is not a valid ", what, " name: ",
@@ -250,6 +249,12 @@ absl::StatusOr<MembershipIndex::PoolMap> ParseRoot(const YAML::Node& root) {
 }
 
 }  // namespace
+
+std::vector<std::string> PoolNameErrors(std::string_view name) {
+  std::vector<std::string> errs = base::IsDNS1123Subdomain(name);
+  if (errs.empty()) errs = base::IsValidLabelValue(name);
+  return errs;
+}
 
 absl::StatusOr<MembershipIndex::PoolMap> ParseMembershipYaml(const std::string& text) {
   // yaml-cpp reports errors by throwing; this is the edge where they are caught.

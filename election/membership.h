@@ -90,4 +90,11 @@ class MembershipIndex {
 // characters.
 absl::StatusOr<MembershipIndex::PoolMap> ParseMembershipYaml(const std::string& text);
 
+// What Kubernetes would refuse in a pool's name wherever the name ends up: its
+// PoolLease's name (a DNS-1123 subdomain) and a label value (coordination.pool/pool
+// and the pool label: at most 63 characters). One message per failed rule, in
+// apimachinery's words (base/k8s_names.h); empty: valid. The membership file's
+// pool names and PoolLease names are judged by it.
+std::vector<std::string> PoolNameErrors(std::string_view name);
+
 }  // namespace poolcoord::election

@@ -175,7 +175,9 @@ absl::StatusOr<store::WriteResult> GenericStore::Create(
     std::vector<std::string>* warnings, const std::vector<store::FieldCause>& decode_causes) const {
   const WriteContext ctx = Context(user);
   if (obj->metadata.name.empty() && !obj->metadata.generate_name.empty()) {
-    obj->metadata.name = obj->metadata.generate_name + RandomSuffix();
+    // As apiserver's SimpleNameGenerator: the prefix cut to 58 characters, so a
+    // generated name is at most 63 (a label value, a pool's name).
+    obj->metadata.name = obj->metadata.generate_name.substr(0, 58) + RandomSuffix();
   }
   if (auto causes = ValidateObjectMeta(obj->metadata, /*is_create=*/true); !causes.empty()) {
     return Invalid(strategy_, obj->metadata.name,

@@ -10,8 +10,12 @@
 //              (LeaseKind, lease_kind.h, as for every lease-shaped kind).
 //   validation spec required (at the HTTP edge, as the schema says);
 //              leaseDurationSeconds required, 1..--max-lease-duration;
-//              leaseTransitions >= 0 (422, for every writer, system:masters
-//              included).
+//              leaseTransitions >= 0; the name a pool name
+//              (election::PoolNameErrors: at most 63 characters); holderIdentity
+//              empty or a node name (a DNS-1123 subdomain) (422, for every
+//              writer, system:masters included). A pool without members in the
+//              membership may have a PoolLease (system:masters create it before
+//              labelling the nodes; only members can acquire it).
 //   admission  election/'s PoolLease rules: members only, for themselves; takeover
 //              only of a released or expired lease, leaseTransitions + 1; renewals
 //              keep acquireTime and leaseTransitions (403/409/422/503);
@@ -28,7 +32,10 @@
 #include <string>
 #include <vector>
 
+#include "base/k8s_names.h"
+#include "base/quote.h"
 #include "election/lease_rules.h"
+#include "election/membership.h"
 #include "handlers/openapi_schema.h"
 #include "handlers/registry/lease_kind.h"
 #include "handlers/registry/strategy.h"
@@ -72,6 +79,20 @@ class PoolLeaseKind final : public LeaseKind {
       causes.push_back(store::FieldInvalid("spec.leaseTransitions",
                                            std::to_string(*object.spec.lease_transitions),
                                            "must be greater than or equal to 0"));
+    }
+    // The name is the pool's, so the pool-name rule (a label value too: at most
+    // 63 characters); ObjectMeta's validation has said what a subdomain lacks.
+    const std::string& name = object.metadata.name;
+    if (base::IsDNS1123Subdomain(name).empty()) {
+      for (const std::string& msg : election::PoolNameErrors(name)) {
+        causes.push_back(store::FieldInvalid("metadata.name", base::GoQuote(name), msg));
+      }
+    }
+    // A node's name, as kube-apiserver's ValidateNodeName judges it; empty: released.
+    if (const auto& holder = object.spec.holder_identity; holder && !holder->empty()) {
+      for (const std::string& msg : base::IsDNS1123Subdomain(*holder)) {
+        causes.push_back(store::FieldInvalid("spec.holderIdentity", base::GoQuote(*holder), msg));
+      }
     }
     return causes;
   }

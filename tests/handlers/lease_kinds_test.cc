@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/quote.h"
 #include "election/lease_rules.h"
 #include "election/membership.h"
 #include "handlers/registry/generic_store.h"
@@ -282,6 +283,70 @@ BOOST_FIXTURE_TEST_CASE(delegation_status_is_the_servers_and_proofs_are_not_stor
   BOOST_REQUIRE(stored.ok());
   BOOST_TEST(!(*stored)->delegation);
   BOOST_TEST((*stored)->metadata.generation == 1);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// Newcomer findings of session 5 (admin credentials): what a PoolLease's name and
+// holderIdentity may be.
+BOOST_AUTO_TEST_SUITE(pool_lease_names)
+
+constexpr char kSubdomainMessage[] =
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
+    "'.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used "
+    "for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+
+BOOST_AUTO_TEST_CASE(a_pool_lease_name_is_a_pool_name) {
+  World w;
+  // 64 characters was accepted; pool names are label values (at most 63).
+  const std::string name64(64, 'p');
+  absl::Status s = w.Write(AdminUser(), HeldPoolLease(name64, "", 15, 0));
+  ExpectApiError(s, 422, "metadata.name");
+  BOOST_TEST(ps::ApiErrorFromStatus(s).causes.front().message ==
+             "Invalid value: \"" + name64 + "\": must be no more than 63 characters");
+  BOOST_TEST(w.Write(AdminUser(), HeldPoolLease(std::string(63, 'p'), "", 15, 0)).ok());
+  // A pool without members may have a PoolLease (created before its nodes are
+  // labelled); only its members can ever acquire it.
+  BOOST_TEST(w.Write(AdminUser(), HeldPoolLease("shenzhen", "", 15, 0)).ok());
+}
+
+BOOST_AUTO_TEST_CASE(generated_pool_lease_names_obey_the_pool_name_rule) {
+  World w;
+  reg::GenericStore kind(reg::ForKind(ps::Kind::kPoolLease), w.store.get(), &w.clock, &w.rules);
+  std::vector<std::string> warnings;
+  // generateName "bj-" made bj-px5g5, as kube-apiserver would (a pool of that name may
+  // get members later).
+  ps::Object gen = HeldPoolLease("", "", 15, 0);
+  gen.metadata.generate_name = "bj-";
+  auto r = kind.Create(AdminUser(), std::make_shared<ps::Object>(gen), false, &warnings);
+  BOOST_REQUIRE(r.ok());
+  BOOST_TEST(r->object->metadata.name.size() == 8u);
+  BOOST_TEST(r->object->metadata.name.rfind("bj-", 0) == 0u);
+  // A long prefix is cut to 58 characters, as apiserver's name generator does, so
+  // the name stays a pool name.
+  gen.metadata.generate_name = std::string(70, 'g');
+  r = kind.Create(AdminUser(), std::make_shared<ps::Object>(gen), false, &warnings);
+  BOOST_REQUIRE(r.ok());
+  BOOST_TEST(r->object->metadata.name.size() == 63u);
+}
+
+BOOST_AUTO_TEST_CASE(holder_identity_is_a_node_name) {
+  World w;
+  // U+FFFD and NUL in holderIdentity were accepted.
+  const std::string replacement = "hz-1\xEF\xBF\xBD";
+  const std::string nul = std::string("hz-1") + '\0';
+  for (const std::string& holder : {replacement, nul, std::string("HZ-1"), std::string("hz_1")}) {
+    absl::Status s = w.Write(AdminUser(), HeldPoolLease("hangzhou", holder, 15, 0));
+    ExpectApiError(s, 422, "spec.holderIdentity");
+    BOOST_TEST(ps::ApiErrorFromStatus(s).causes.front().message ==
+               "Invalid value: " + poolcoord::base::GoQuote(holder) + ": " + kSubdomainMessage);
+  }
+  BOOST_TEST(ps::ApiErrorFromStatus(w.Write(AdminUser(), HeldPoolLease("hangzhou", nul, 15, 0)))
+                 .causes.front()
+                 .message.find("\"hz-1\\x00\"") != std::string::npos);
+  // A node name (dots allowed), or empty: released.
+  BOOST_TEST(w.Write(AdminUser(), HeldPoolLease("hangzhou", "hz-1.edge.example", 15, 0)).ok());
+  BOOST_TEST(w.Write(AdminUser(), HeldPoolLease("beijing", "", 15, 0)).ok());
 }
 
 BOOST_AUTO_TEST_SUITE_END()
