@@ -207,7 +207,7 @@ absl::StatusOr<MutableObjectPtr> GenericStore::BeforeUpdate(
   const std::string& name = current->metadata.name;
   if (proposed->metadata.resource_version == 0 && !strategy_.AllowUnconditionalUpdate()) {
     return Invalid(strategy_, name,
-                   {store::FieldInvalid("metadata.resourceVersion", "0",
+                   {store::FieldInvalid("metadata.resourceVersion", "0x0",
                                         "must be specified for an update")});
   }
   if (proposed->metadata.resource_version != 0 &&

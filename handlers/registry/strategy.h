@@ -121,8 +121,9 @@ class Strategy {
   // Whether a PUT of a missing object creates it (false: 404).
   virtual bool AllowCreateOnUpdate() const { return false; }
   // Whether an update without metadata.resourceVersion is accepted (false: 422,
-  // "must be specified for an update").
-  virtual bool AllowUnconditionalUpdate() const { return true; }
+  // "must be specified for an update"). False, as kube-apiserver's Lease
+  // strategy and every CRD's: a PUT says which state it replaces.
+  virtual bool AllowUnconditionalUpdate() const { return false; }
   // Normalizes the new object of an update of the main resource against the
   // stored one: keeps what only the status subresource may change.
   virtual void PrepareForUpdate(const WriteContext& ctx, store::Object& object,

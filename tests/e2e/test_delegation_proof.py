@@ -250,15 +250,14 @@ def optional_counts_unproven(s):
     challenge = take(s)
     leader = s.token("hz-1-token")
     before = metric(s, "poolcoord_delegation_unproven_writes_total")
-    expect_status(leader.request("POST", f"{BASE}/delegatedleases",
-                                 delegated("hz-2", "hangzhou", "hz-1")), 201)
+    created = expect_status(leader.request("POST", f"{BASE}/delegatedleases",
+                                           delegated("hz-2", "hangzhou", "hz-1")), 201).json()
     expect(metric(s, "poolcoord_delegation_unproven_writes_total") == before + 1,
            "unproven write not counted")
-    refused(leader.request("PUT", f"{BASE}/delegatedleases/hz-2",
-                           {**delegated("hz-2", "hangzhou", "hz-1",
-                                        heartbeat(Env.pki, "hz-2", "hangzhou", challenge, 1,
-                                                  reachable=True))}),
-            403, "reachable")
+    update = delegated("hz-2", "hangzhou", "hz-1",
+                       heartbeat(Env.pki, "hz-2", "hangzhou", challenge, 1, reachable=True))
+    update["metadata"]["resourceVersion"] = created["metadata"]["resourceVersion"]
+    refused(leader.request("PUT", f"{BASE}/delegatedleases/hz-2", update), 403, "reachable")
 
 
 # --------------------------------------------------------------- replicas --

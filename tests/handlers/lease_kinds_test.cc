@@ -63,8 +63,13 @@ struct World {
     return kind
         .Update(
             user, o.metadata.name, reg::Subresource::kMain,
-            [&o](const ps::ObjectPtr&) -> absl::StatusOr<ps::MutableObjectPtr> {
-              return std::make_shared<ps::Object>(o);
+            [&o](const ps::ObjectPtr& cur) -> absl::StatusOr<ps::MutableObjectPtr> {
+              // A client that read what it replaces (an update says which state).
+              auto next = std::make_shared<ps::Object>(o);
+              if (next->metadata.resource_version == 0) {
+                next->metadata.resource_version = cur->metadata.resource_version;
+              }
+              return next;
             },
             false, &warnings)
         .status();

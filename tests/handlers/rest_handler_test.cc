@@ -102,11 +102,11 @@ BOOST_AUTO_TEST_CASE(update_checks_resource_version_and_counts_generation) {
   BOOST_TEST(Call("PUT", std::string(kBase) + "/missing", Lease("missing")).status == 404);
 }
 
-// A PUT without metadata.resourceVersion overwrites whatever is stored, for
-// both kinds (docs/server-side-apply.md, "Strict input", says why). It is 422
-// "must be specified for an update" in kube-apiserver 1.32.6, for a Lease and a
-// CRD alike: this pins our choice so that a change of it is a decision.
-BOOST_AUTO_TEST_CASE(update_without_resource_version_is_unconditional) {
+// A PUT says which state it replaces: without metadata.resourceVersion it is
+// 422, as kube-apiserver 1.32.6 answers for a coordination.k8s.io Lease and a
+// CRD alike (a newcomer's PUT of an edited manifest silently overwrote a write
+// it had not read). With a stale one it is 409, with the current one 200.
+BOOST_AUTO_TEST_CASE(update_without_resource_version_is_422) {
   const std::string delegated =
       "{\"apiVersion\":\"coordination.pool/v1alpha1\",\"kind\":\"DelegatedLease\",\"metadata\":{"
       "\"name\":\"n\",\"annotations\":{\"openyurt.io/delegate-heartbeat\":\"true\"}},\"spec\":{"
@@ -115,6 +115,10 @@ BOOST_AUTO_TEST_CASE(update_without_resource_version_is_unconditional) {
   struct Case {
     std::string path;
     std::function<std::string(int)> body;  // leaseDurationSeconds -> body, no resourceVersion
+  };
+  auto with_rv = [](std::string body, const std::string& rv) {
+    body.insert(body.find("\"name\""), "\"resourceVersion\":\"" + rv + "\",");
+    return body;
   };
   for (const Case& c : {Case{std::string(kBase) + "/u", [](int d) { return Lease("u", d); }},
                         Case{"/apis/coordination.pool/v1alpha1/delegatedleases/n",
@@ -128,15 +132,20 @@ BOOST_AUTO_TEST_CASE(update_without_resource_version_is_unconditional) {
       Response other = Call("PATCH", c.path, "{\"spec\":{\"leaseDurationSeconds\":20}}",
                             "application/merge-patch+json");
       BOOST_REQUIRE(other.status == 200);
-      // ... and a PUT without resourceVersion still overwrites it.
+      const std::string current = Json(other)["metadata"]["resourceVersion"].GetString();
+      // ... a PUT without resourceVersion is refused, in kube-apiserver's words ...
       Response blind = Call("PUT", c.path, c.body(30));
-      BOOST_TEST(blind.status == 200, blind.body);
-      BOOST_TEST(Json(blind)["spec"]["leaseDurationSeconds"].GetInt() == 30);
-      BOOST_TEST(Json(Call("GET", c.path))["spec"]["leaseDurationSeconds"].GetInt() == 30);
-      // With the resourceVersion it read, the same client gets 409.
-      std::string stale = c.body(40);
-      stale.insert(stale.find("\"name\""), "\"resourceVersion\":\"" + rv + "\",");
-      BOOST_TEST(Call("PUT", c.path, stale).status == 409);
+      BOOST_TEST(blind.status == 422, blind.body);
+      BOOST_TEST(Reason(blind) == "Invalid");
+      BOOST_TEST(blind.body.find("metadata.resourceVersion: Invalid value: 0x0: must be specified "
+                                 "for an update") != std::string::npos,
+                 blind.body);
+      BOOST_TEST(Json(Call("GET", c.path))["spec"]["leaseDurationSeconds"].GetInt() == 20);
+      // ... the one it read is stale (409), and the current one is taken.
+      BOOST_TEST(Call("PUT", c.path, with_rv(c.body(40), rv)).status == 409);
+      Response fresh = Call("PUT", c.path, with_rv(c.body(30), current));
+      BOOST_TEST(fresh.status == 200, fresh.body);
+      BOOST_TEST(Json(fresh)["spec"]["leaseDurationSeconds"].GetInt() == 30);
     }
   }
 }
