@@ -289,7 +289,7 @@ absl::Status MethodNotAllowedError(std::string_view message) {
 }
 
 absl::Status TimeoutError(std::string_view message, bool rv_too_large) {
-  ApiErrorInfo info = Simple(504, "Timeout", message);
+  ApiErrorInfo info = Simple(504, "Timeout", absl::StrCat("Timeout: ", base::Av(message)));
   if (rv_too_large) {
     // As k8s.io/apiserver's NewTooLargeResourceVersionError: retry after 1 s.
     info.retry_after_seconds = 1;

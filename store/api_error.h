@@ -78,7 +78,9 @@ absl::Status RequestEntityTooLargeError(std::string_view message);
 absl::Status UnsupportedMediaTypeError(std::string_view message);
 absl::Status NotAcceptableError(std::string_view message);
 absl::Status MethodNotAllowedError(std::string_view message);
-// 504 Timeout; with cause type ResourceVersionTooLarge when `rv_too_large`.
+// 504 Timeout, the message "Timeout: <message>" as apierrors.NewTimeoutError
+// words it (kube-apiserver 1.32.6: "Timeout: Too large resource version: 999999,
+// current: 200"); with cause type ResourceVersionTooLarge when `rv_too_large`.
 absl::Status TimeoutError(std::string_view message, bool rv_too_large = false);
 absl::Status ServiceUnavailableError(std::string_view message);
 absl::Status InternalError(std::string_view message);

@@ -420,7 +420,7 @@ BOOST_AUTO_TEST_CASE(get_with_a_future_resource_version_is_too_large_as_list_and
       auto d = Json(r);
       BOOST_TEST(std::string(d["reason"].GetString()) == "Timeout");
       BOOST_TEST(std::string(d["message"].GetString()) ==
-                 "Too large resource version: 999999, current: " + current);
+                 "Timeout: Too large resource version: 999999, current: " + current);
       BOOST_TEST(std::string(d["details"]["causes"][0]["reason"].GetString()) ==
                  "ResourceVersionTooLarge");
     }

@@ -125,7 +125,7 @@ BOOST_AUTO_TEST_CASE(TimeoutResourceVersionTooLarge) {
   ApiErrorInfo info =
       ApiErrorFromStatus(TimeoutError("Too large resource version: 9, current: 3", true));
   BOOST_TEST(info.code == 504);
-  BOOST_TEST(info.message == "Too large resource version: 9, current: 3");
+  BOOST_TEST(info.message == "Timeout: Too large resource version: 9, current: 3");
   BOOST_REQUIRE(info.causes.size() == 1u);
   BOOST_TEST(info.causes[0].type == "ResourceVersionTooLarge");
 }

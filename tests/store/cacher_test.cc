@@ -356,7 +356,7 @@ BOOST_FIXTURE_TEST_CASE(FutureRevisionIsTooLargeButALaggingCacheIsNot, Fixture) 
   BOOST_REQUIRE(!future.ok());
   const ApiErrorInfo info = ApiErrorFromStatus(future.status());
   BOOST_TEST(info.code == 504);
-  BOOST_TEST(info.message == "Too large resource version: " + std::to_string(r3 + 10) +
+  BOOST_TEST(info.message == "Timeout: Too large resource version: " + std::to_string(r3 + 10) +
                                  ", current: " + std::to_string(r3));
   BOOST_TEST(absl::IsInvalidArgument(cache->Watch(Kind::kPoolLease, -1).status()));
 }

@@ -427,7 +427,7 @@ BOOST_FIXTURE_TEST_CASE(FutureRevisionTimesOut, Fixture) {
   BOOST_TEST(w.status().code() == absl::StatusCode::kDeadlineExceeded);
   ApiErrorInfo info = ApiErrorFromStatus(w.status());
   BOOST_TEST(info.code == 504);
-  BOOST_TEST(info.message == "Too large resource version: 100, current: 2");
+  BOOST_TEST(info.message == "Timeout: Too large resource version: 100, current: 2");
   BOOST_REQUIRE(info.causes.size() == 1u);
   BOOST_TEST(info.causes[0].type == "ResourceVersionTooLarge");
 }
