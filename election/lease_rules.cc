@@ -294,6 +294,45 @@ absl::Status LeaseRules::CheckDelegatedLeaseWriter(const base::UserInfo& user,
   return absl::OkStatus();
 }
 
+absl::Status LeaseRules::NotLeaderRefusal(const store::Object& proposed, const std::string& writer,
+                                          const std::string& pool,
+                                          const store::Object* pool_lease) const {
+  const std::string& name = proposed.metadata.name;
+  const auto writer_pool = membership_->PoolOf(writer);
+  if (writer_pool != pool) {
+    return Forbidden(proposed, absl::StrCat(
+        "node ", base::GoQuote(writer), " belongs to ",
+        writer_pool ? absl::StrCat("pool ", base::GoQuote(*writer_pool)) : std::string("no pool"),
+        ", not to pool ", base::GoQuote(pool), " of node ", base::GoQuote(name),
+        "; only the leader of pool ", base::GoQuote(pool),
+        " (the holder of its live poollease) may write its nodes' delegatedleases, and ",
+        !pool_lease                   ? std::string("the pool has no poollease")
+        : !PoolLeaseLive(*pool_lease) ? std::string("the pool has no live leader now")
+                                      : absl::StrCat("its leader is ",
+                                                     base::GoQuote(HolderOf(*pool_lease)), " ",
+                                                     Until(*pool_lease))));
+  }
+  const std::string holder = pool_lease ? HolderOf(*pool_lease) : "";
+  if (!pool_lease || holder != writer) {
+    return Forbidden(proposed, absl::StrCat(
+        "node ", base::GoQuote(writer), " is not the leader of pool ", base::GoQuote(pool),
+        ", and only the pool's leader (the holder of its live poollease) may write its nodes' "
+        "delegatedleases: ",
+        AcquireHint(pool_lease, pool, writer), "; then it may write them"));
+  }
+  const int64_t remaining = RemainingMicros(*pool_lease);
+  if (remaining <= 0) {
+    return Forbidden(proposed, absl::StrCat(
+        "node ", base::GoQuote(writer), " is not the leader of pool ", base::GoQuote(pool),
+        " now: its poollease ", base::GoQuote(pool), " expired ", Seconds(-remaining),
+        " ago; nobody has taken it since, so ", base::GoQuote(writer),
+        " may renew it (a new spec.renewTime, the same acquireTime and leaseTransitions) and "
+        "then write delegatedleases"));
+  }
+  return store::InternalError(absl::StrCat("node ", writer, " leads pool ", pool,
+                                           " and was refused as if it did not"));
+}
+
 absl::Status LeaseRules::AdmitDelegatedLeaseWrite(const base::UserInfo& user,
                                                   const store::ObjectPtr& current,
                                                   store::Object& proposed,
@@ -313,39 +352,10 @@ absl::Status LeaseRules::AdmitDelegatedLeaseWrite(const base::UserInfo& user,
   std::optional<store::LeaderTerm> term;
   if (pool_lease) term = store::LeaderTerm{pool_lease->metadata.uid, TransitionsOf(*pool_lease)};
 
+  if (!master && !LeadsPool(writer, *pool, pool_lease.get())) {
+    return NotLeaderRefusal(proposed, writer, *pool, pool_lease.get());
+  }
   if (!master) {
-    const auto writer_pool = membership_->PoolOf(writer);
-    if (writer_pool != pool) {
-      // Only a refusal reads the lease's state: a renewal should not pay for it.
-      return Forbidden(proposed, absl::StrCat(
-          "node ", base::GoQuote(writer), " belongs to ",
-          writer_pool ? absl::StrCat("pool ", base::GoQuote(*writer_pool)) : std::string("no pool"),
-          ", not to pool ", base::GoQuote(*pool), " of node ", base::GoQuote(name),
-          "; only the leader of pool ", base::GoQuote(*pool),
-          " (the holder of its live poollease) may write its nodes' delegatedleases, and ",
-          !pool_lease                   ? std::string("the pool has no poollease")
-          : !PoolLeaseLive(*pool_lease) ? std::string("the pool has no live leader now")
-                                        : absl::StrCat("its leader is ",
-                                                       base::GoQuote(HolderOf(*pool_lease)), " ",
-                                                       Until(*pool_lease))));
-    }
-    const std::string holder = pool_lease ? HolderOf(*pool_lease) : "";
-    if (!pool_lease || holder != writer) {
-      return Forbidden(proposed, absl::StrCat(
-          "node ", base::GoQuote(writer), " is not the leader of pool ", base::GoQuote(*pool),
-          ", and only the pool's leader (the holder of its live poollease) may write its nodes' "
-          "delegatedleases: ",
-          AcquireHint(pool_lease.get(), *pool, writer), "; then it may write them"));
-    }
-    const int64_t remaining = RemainingMicros(*pool_lease);
-    if (remaining <= 0) {
-      return Forbidden(proposed, absl::StrCat(
-          "node ", base::GoQuote(writer), " is not the leader of pool ", base::GoQuote(*pool),
-          " now: its poollease ", base::GoQuote(*pool), " expired ", Seconds(-remaining),
-          " ago; nobody has taken it since, so ", base::GoQuote(writer),
-          " may renew it (a new spec.renewTime, the same acquireTime and leaseTransitions) and "
-          "then write delegatedleases"));
-    }
     // renewTime is on the leader's clock: comparable only within one term.
     if (current && current->status.leader_term == term && current->spec.renew_time_us &&
         *spec.renew_time_us < *current->spec.renew_time_us) {

@@ -146,6 +146,10 @@ class LeaseRules {
                           const std::string& node) const;
   // "until <server time> (12.3s from now)" for a live lease.
   std::string Until(const store::Object& lease) const;
+  // Why `writer` may not write DelegatedLease `proposed` of `pool` when it
+  // does not lead it (LeadsPool is false): 403, each clause in its own words.
+  absl::Status NotLeaderRefusal(const store::Object& proposed, const std::string& writer,
+                                const std::string& pool, const store::Object* pool_lease) const;
   // A new spec.renewTime (a create, or a changed value) at most
   // kMaxRenewTimeAheadSeconds ahead of the server's wall clock: 422 otherwise.
   absl::Status CheckRenewTimeAhead(const store::Object* current,
