@@ -1,5 +1,7 @@
 #include "election/lease_rules.h"
 
+#include <algorithm>
+
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -84,27 +86,6 @@ void LeaseRules::StampPoolLease(const store::Object* current, store::Object& pro
   if (proofs != nullptr && proofs->mode() != ProofMode::kOff && !HolderOf(proposed).empty()) {
     proofs->MaybeIssueChallenge(proposed);
   }
-}
-
-absl::Status LeaseRules::CheckRenewTimeAhead(const store::Object* current,
-                                             const store::Object& proposed) const {
-  const std::optional<int64_t>& renew = proposed.spec.renew_time_us;
-  if (!renew || (current != nullptr && current->spec.renew_time_us == renew)) {
-    return absl::OkStatus();  // unset, or kept as stored: judged when it was written
-  }
-  const int64_t now = clock_->NowMicros();
-  if (*renew - now <= kMaxRenewTimeAheadSeconds * kMicrosPerSecond) return absl::OkStatus();
-  return Invalid(
-      proposed,
-      {store::FieldInvalid(
-          "spec.renewTime", base::GoQuote(base::FormatMicroTime(*renew)),
-          absl::StrCat("must not be more than ", kMaxRenewTimeAheadSeconds,
-                       "s ahead of the server's clock (now ", base::FormatMicroTime(now),
-                       "): renewTime may not go backwards within a leader term, so a later "
-                       "one would refuse every renewal of the term until that time; ",
-                       kMaxRenewTimeAheadSeconds,
-                       "s is the clock skew between a node and the server that poolcoord "
-                       "tolerates (check the writer's clock, e.g. its NTP sync)"))});
 }
 
 LeaseRules::LeaseRules(const base::Clock* clock, const MembershipIndex* membership,
@@ -343,7 +324,6 @@ absl::Status LeaseRules::AdmitDelegatedLeaseWrite(const base::UserInfo& user,
     return store::InternalError(absl::StrCat("delegatedleases/", name,
                                              " reached the lease rules without validation"));
   }
-  RETURN_IF_ERROR(CheckRenewTimeAhead(current.get(), proposed));
   // Validation made spec.poolName the node's pool in the membership.
   const std::optional<std::string>& pool = spec.pool_name;
   const bool master = user.IsMaster();
@@ -356,16 +336,26 @@ absl::Status LeaseRules::AdmitDelegatedLeaseWrite(const base::UserInfo& user,
     return NotLeaderRefusal(proposed, writer, *pool, pool_lease.get());
   }
   if (!master) {
-    // renewTime is on the leader's clock: comparable only within one term.
-    if (current && current->status.leader_term == term && current->spec.renew_time_us &&
-        *spec.renew_time_us < *current->spec.renew_time_us) {
-      return store::ConflictError(
-          PluralOf(proposed), name,
-          absl::StrCat("renewTime ", base::FormatMicroTime(*spec.renew_time_us),
-                       " is older than ", base::FormatMicroTime(*current->spec.renew_time_us),
-                       " written in this term (poollease ", base::GoQuote(*pool), ", leaseTransitions ",
-                       term->lease_transitions,
-                       "); renewTime must not go backwards within one leader term"));
+    // renewTime is on the leader's clock: comparable only within one term. The
+    // stored value counts no later than the server's own time of that renewal:
+    // a leader's clock that ran ahead (edge clocks are often minutes off, and a
+    // newcomer's one patch of 2099 refused every renewal of the term) would
+    // otherwise hold the term's later, truthful renewals back until its time.
+    if (current && current->status.leader_term == term && current->spec.renew_time_us) {
+      int64_t floor_us = *current->spec.renew_time_us;
+      if (current->status.observed_time_us) floor_us = std::min(floor_us, *current->status.observed_time_us);
+      if (*spec.renew_time_us < floor_us) {
+        return store::ConflictError(
+            PluralOf(proposed), name,
+            absl::StrCat("renewTime ", base::FormatMicroTime(*spec.renew_time_us), " is older than ",
+                         base::FormatMicroTime(floor_us),
+                         floor_us == *current->spec.renew_time_us
+                             ? " written in this term"
+                             : " (when the server took this term's last renewal)",
+                         " (poollease ", base::GoQuote(*pool), ", leaseTransitions ",
+                         term->lease_transitions,
+                         "); renewTime must not go backwards within one leader term"));
+      }
     }
     if (DelegationProofs* proofs = options_.delegation_proofs;
         proofs != nullptr && proofs->mode() != ProofMode::kOff) {

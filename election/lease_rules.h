@@ -27,15 +27,6 @@ namespace poolcoord::election {
 inline constexpr char kDelegateAnnotation[] = "openyurt.io/delegate-heartbeat";
 inline constexpr char kPoolLabel[] = "coordination.pool/pool";
 
-// How far ahead of the server's wall clock a DelegatedLease's spec.renewTime
-// may lie (422 Invalid beyond it). It may not go backwards within a leader term
-// (409), so one value far in the future would refuse every later renewal of the
-// term. (A PoolLease's renewTime is informational, as a Lease's is for
-// client-go: no rule compares it, so none bounds it.) 60 s is the clock skew between a node and the server
-// that the design tolerates: the simulator's widest --clock-skew (±60 s, with
-// no false eviction), and kube-apiserver's leeway for the times in a service
-// account token.
-inline constexpr int64_t kMaxRenewTimeAheadSeconds = 60;
 
 struct LeaseRulesOptions {
   int32_t max_lease_duration_seconds = 300;   // --max-lease-duration
@@ -83,8 +74,9 @@ class LeaseRules {
                                          const std::string& name) const;
   // A write of a validated DelegatedLease (spec.poolName = the node's pool):
   // only the current, unexpired holder of the pool's PoolLease (403); renewTime
-  // not backwards within one leader term (409) and, whoever writes, a new one at
-  // most kMaxRenewTimeAheadSeconds ahead of the server's clock (422); with --delegation-proof
+  // not backwards within one leader term (409; the stored value counts only up to
+  // the server's own time of that renewal, status.observedTime, so a leader's
+  // clock that ran ahead, even to 2099, blocks nothing); with --delegation-proof
   // required, the member's own fresh, signed proof of life in spec.proof
   // (checked with optional too when given: DelegationProofs::Verify, 403/422).
   // system:masters pass. On success, when the write renews (RenewsLease), stamps
@@ -150,10 +142,6 @@ class LeaseRules {
   // does not lead it (LeadsPool is false): 403, each clause in its own words.
   absl::Status NotLeaderRefusal(const store::Object& proposed, const std::string& writer,
                                 const std::string& pool, const store::Object* pool_lease) const;
-  // A new spec.renewTime (a create, or a changed value) at most
-  // kMaxRenewTimeAheadSeconds ahead of the server's wall clock: 422 otherwise.
-  absl::Status CheckRenewTimeAhead(const store::Object* current,
-                                   const store::Object& proposed) const;
 
   LeaseRulesOptions options_;
 };

@@ -19,8 +19,8 @@
 //   admission  before validation, a node identity (403) and a loaded membership
 //              (503); after it, election/'s DelegatedLease rules: only the
 //              current, unexpired leader of the node's pool; renewTime never
-//              backwards within one leader term (403/409), a new one at most
-//              election::kMaxRenewTimeAheadSeconds ahead (422); the proof of life
+//              backwards within one leader term (403/409; counted up to the
+//              server's time of the last renewal); the proof of life
 //              (--delegation-proof: election/delegation_proof.h, 403/422). The
 //              server stamps status.observedTime and leaderTerm on a renewal (a
 //              new renewTime: election::RenewsLease), status.proof and the label
@@ -199,9 +199,9 @@ std::vector<Definition> DelegatedLeaseKind::Definitions() const {
                   "(default 300)."),
         RefProp("renewTime", Meta("MicroTime"),
                 "The pool leader's last in-pool observation of the node, on the leader's clock "
-                "(MicroTime). Within one leader term it never goes backwards (409 Conflict); a "
-                "new leader term starts fresh. A new value may lie at most 60 s ahead of the "
-                "server's clock (422 Invalid), the clock skew the server tolerates."),
+                "(MicroTime). Within one leader term it never goes backwards (409 Conflict) "
+                "past the server's own time of the last renewal (status.observedTime), so a "
+                "leader clock that runs ahead blocks nothing; a new leader term starts fresh."),
         StringProp("poolName",
                    "The node pool of the node; required, and must be the node's pool (422 "
                    "Invalid otherwise). Also usable as a field selector: spec.poolName=<pool>."),
