@@ -300,7 +300,7 @@ BOOST_AUTO_TEST_CASE(unknown_subresource_and_bad_table_options) {
   }
   BOOST_TEST(Call("GET", std::string(kBase) + "/s").status == 200);  // s is there
   const std::string table = "application/json;as=Table;v=v1;g=meta.k8s.io";
-  for (const std::string target : {std::string(kBase) + "?includeObject=bogus",
+  for (const std::string& target : {std::string(kBase) + "?includeObject=bogus",
                                    std::string(kBase) + "/s?includeObject=bogus",
                                    std::string(kBase) + "?watch=1&includeObject=bogus"}) {
     Response r = Call("GET", target, "", "", table);
