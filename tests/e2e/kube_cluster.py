@@ -91,6 +91,59 @@ def helm_binary():
     raise RuntimeError("helm not found ($HELM, PATH, build/tools/helm): run scripts/install-deps.sh --test")
 
 
+def ensure_images(binary):
+    """The two OCI archives for the binaries beside `binary`, built by
+    scripts/build-image.sh when missing or older than the binaries or the script.
+    Returns {"poolcoord": (archive, repository, tag), "pause": (...)}; Skip where
+    the script cannot run (not root, or without mmdebstrap and umoci)."""
+    if os.geteuid() != 0:
+        raise Skip("scripts/build-image.sh needs root (mmdebstrap, chroot, umoci); CI runs as root")
+    missing = [t for t in ("mmdebstrap", "umoci") if not shutil.which(t)]
+    if missing:
+        raise Skip(f"no {' or '.join(missing)} to build the image (scripts/install-deps.sh --test installs them)")
+    bindir = os.path.dirname(os.path.abspath(binary))
+    out = os.path.join(bindir, "image")
+    script = os.path.join(ROOT, "scripts", "build-image.sh")
+    inputs = [os.path.join(bindir, b) for b in ("poolcoord-apiserver", "poolcoord-agent", "kubectl-pool")]
+    for b in inputs:
+        if not os.access(b, os.X_OK):
+            raise RuntimeError(f"{b} is not built")
+    names = os.path.join(out, "images.txt")
+
+    def fresh():
+        try:
+            with open(names) as f:
+                refs = f.read().split()
+            archives = [os.path.join(out, n) for n in os.listdir(out) if n.endswith(".oci.tar")]
+        except OSError:
+            return None
+        if len(refs) != 2 or len(archives) < 2:
+            return None
+        built = min(os.path.getmtime(a) for a in archives)
+        if any(os.path.getmtime(i) > built for i in inputs + [script]):
+            return None
+        return refs
+    refs = fresh()
+    if refs is None:
+        t0 = time.time()
+        p = subprocess.run(["bash", script, "--binaries", bindir], capture_output=True, text=True, timeout=900)
+        if p.returncode != 0:
+            raise RuntimeError(f"scripts/build-image.sh failed ({p.returncode}):\n{p.stdout[-2000:]}{p.stderr[-3000:]}")
+        print(f"image built in {time.time() - t0:.1f} s: {p.stdout.strip().splitlines()[-3:]}", flush=True)
+        refs = fresh()
+        if refs is None:
+            raise RuntimeError(f"scripts/build-image.sh wrote no images into {out}")
+    images = {}
+    for ref in refs:
+        repo, tag = ref.rsplit(":", 1)
+        if repo.endswith("/pause"):
+            images["pause"] = (os.path.join(out, "pause.oci.tar"), repo, tag)
+        else:
+            images["poolcoord"] = (os.path.join(out, f"poolcoord-{tag}.oci.tar"), repo, tag)
+    return images
+
+
+
 def now_micro():
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
