@@ -89,10 +89,6 @@ bool Authorizer::Allowed(const base::UserInfo& user, const RequestInfo& info) co
   if (user.InGroup("system:nodes")) return true;
   if (!options_.forwarder_user.empty() && user.username == options_.forwarder_user) {
     if (info.subresource.empty() && IsReadVerb(info.verb)) return true;
-    if (info.resource == "delegatedleases" && info.subresource == "status" &&
-        (info.verb == "update" || info.verb == "patch" || info.verb == "get")) {
-      return true;
-    }
   }
   if (std::find(options_.lease_proxy_users.begin(), options_.lease_proxy_users.end(),
                 user.username) != options_.lease_proxy_users.end()) {

@@ -9,8 +9,7 @@
 //   not a resource request) and /openapi, /openapi/* (kube's system:discovery);
 // - group system:nodes: every verb on poolleases and delegatedleases and their
 //   subresources (the lease rules then decide in detail);
-// - the forwarder user: get/list/watch poolleases and delegatedleases, update and
-//   patch delegatedleases/status;
+// - the forwarder user: get/list/watch poolleases and delegatedleases;
 // - the lease-proxy users: get/list/watch poolleases and delegatedleases.
 // What these rules do not allow goes to the AccessReviewer when one is
 // configured (--authorization-kubeconfig or in-cluster: SubjectAccessReview,

@@ -174,7 +174,6 @@ DelegatedLease ReadDelegatedLease(const Value& v) {
   }
   if (const Value* status = Member(v, "status")) {
     l.status.observed_time_us = OptMicroTime(*status, "observedTime");
-    l.status.last_forward_time_us = OptMicroTime(*status, "lastForwardTime");
     l.status.expired = OptBool(*status, "expired").value_or(false);
     if (const Value* term = Member(*status, "leaderTerm"); term && term->IsObject()) {
       l.status.leader_term =

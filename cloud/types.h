@@ -110,7 +110,6 @@ struct DelegatedLeaseStatus {
   // The server's wall-clock time of the last renewal: the heartbeat is
   // live while observed_time_us + leaseDurationSeconds lies ahead on its clock.
   std::optional<int64_t> observed_time_us;
-  std::optional<int64_t> last_forward_time_us;  // the forwarder's last renewal of the cloud Lease
   bool expired = false;
   std::optional<LeaderTerm> leader_term;  // the term it was written in
   bool operator==(const DelegatedLeaseStatus&) const = default;

@@ -178,7 +178,7 @@ void Forwarder::WatchLoop(store::Kind kind) {
       if (!ev->object) continue;
       const store::Object& o = *ev->object;
       if (kind == store::Kind::kDelegatedLease) {
-        // Our own status writes (lastForwardTime) change nothing to forward.
+        // Status writes (the GC's expired mark) change nothing to forward.
         if (ev->type == store::EventType::kModified && ev->previous &&
             ev->previous->spec == o.spec &&
             ev->previous->status.observed_time_us == o.status.observed_time_us) {
@@ -381,8 +381,13 @@ absl::Status Forwarder::SyncNode(const std::string& node) {
     // went Unknown in between, so this is a new delegation, not a resumed one.
     const bool lapsed = marked && (!since || !forwarded ||
                                    now - *forwarded > options_.node_monitor_grace_period.count());
-    const bool leader_renewed = !(dl->status.last_forward_time_us && dl->status.observed_time_us &&
-                                  *dl->status.last_forward_time_us >= *dl->status.observed_time_us);
+    bool leader_renewed = true;
+    {
+      absl::MutexLock l(&mu_);
+      auto it = forwarded_observed_.find(node);
+      leader_renewed = it == forwarded_observed_.end() ||
+                       dl->status.observed_time_us.value_or(0) > it->second;
+    }
     if (marked && !lapsed && !leader_renewed && now - *forwarded < interval) {
       // Nothing new from the leader and our renewal is fresh: the resync must
       // not turn into extra heartbeats of its own.
@@ -449,24 +454,12 @@ absl::StatusOr<Forwarder::Delegation> Forwarder::Forward(const std::string& node
   }
   metrics_.forwards.Inc();
   metrics_.forward_duration.Observe((clock_->MonotonicMicros() - t0) / 1e6);
-  // Remember the forward on the DelegatedLease (status.lastForwardTime).
-  const int64_t observed = delegated.status.observed_time_us.value_or(0);
-  store_
-      ->Update(store::Kind::kDelegatedLease, node,
-               [&](const store::ObjectPtr& cur,
-                   store::TxnReader&) -> absl::StatusOr<store::MutableObjectPtr> {
-                 if (!cur) return absl::NotFoundError("gone");
-                 auto next = std::make_shared<store::Object>(*cur);
-                 // A renewal that landed while we forwarded must stay "not yet
-                 // forwarded" (lastForwardTime < its observedTime), or the resync
-                 // would skip it.
-                 const bool newer = cur->status.observed_time_us.value_or(0) > observed;
-                 next->status.last_forward_time_us =
-                     newer ? observed : std::max<int64_t>(observed, clock_->NowMicros());
-                 return next;
-               })
-      .status()
-      .IgnoreError();
+  // The renewal this forward carried, kept here rather than in the leader's
+  // object (a write there would fail the leader's next PUT with 409).
+  {
+    absl::MutexLock l(&mu_);
+    forwarded_observed_[node] = delegated.status.observed_time_us.value_or(0);
+  }
   if (d.started) {
     metrics_.delegations_started.Inc();
     RecordEvent("Node", "v1", node, "DelegationStarted",

@@ -206,6 +206,8 @@ class Forwarder {
     int64_t looked_mono_us;           // when it was last seen
   };
   std::map<std::string, RenewalSeen> seen_ ABSL_GUARDED_BY(mu_);
+  // node -> the DelegatedLease status.observedTime its last forward carried.
+  std::map<std::string, int64_t> forwarded_observed_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> threads_;
   std::vector<std::shared_ptr<store::Watcher>> watchers_ ABSL_GUARDED_BY(mu_);
 };

@@ -395,36 +395,12 @@ absl::Status LeaseRules::AdmitStatusWrite(const base::UserInfo& user, const stor
   proposed.observed_monotonic_us = current.observed_monotonic_us;
   proposed.status.observed_time_us = current.status.observed_time_us;
   if (user.IsMaster()) return absl::OkStatus();
-  if (options_.forwarder_user.empty() || user.username != options_.forwarder_user) {
-    return Forbidden(current, absl::StrCat(
-        "user ", base::GoQuote(user.username),
-        " may not write its status: only system:masters and the forwarder (--forwarder-user) "
-        "may"));
-  }
-  // The forwarder records forwarding; the rest of status is stamped by the rules.
-  std::vector<FieldCause> causes;
-  const auto& a = proposed.status;
-  const auto& b = current.status;
-  if (a.expired != b.expired) {
-    causes.push_back(store::FieldForbidden(
-        "status.expired", "set by the server's expiry sweep; leave it unchanged"));
-  }
-  if (a.leader_term != b.leader_term) {
-    causes.push_back(store::FieldForbidden(
-        "status.leaderTerm", "set by the server on each renewal; leave it unchanged"));
-  }
-  const store::DelegationFields& da = store::DelegationOf(proposed);
-  const store::DelegationFields& db = store::DelegationOf(current);
-  if (da.accepted_proof != db.accepted_proof) {
-    causes.push_back(store::FieldForbidden(
-        "status.proof", "set by the server when it accepts a proof; leave it unchanged"));
-  }
-  if (da.challenges != db.challenges) {
-    causes.push_back(store::FieldForbidden(
-        "status.challenges", "issued by the server; leave them unchanged"));
-  }
-  if (!causes.empty()) return Invalid(proposed, std::move(causes));
-  return absl::OkStatus();
+  // The rules stamp every status field on the writes they admit, and no
+  // component writes status of its own (the forwarder keeps its record on the
+  // cloud Lease): only an administrator repairing an object may.
+  return Forbidden(current, absl::StrCat("user ", base::GoQuote(user.username),
+                                         " may not write its status: the server writes it, and "
+                                         "only system:masters may repair it"));
 }
 
 absl::Status LeaseRules::AdmitDelegatedLeaseDelete(const base::UserInfo& user,

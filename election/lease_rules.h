@@ -88,8 +88,8 @@ class LeaseRules {
                                         const store::ObjectPtr& current, store::Object& proposed,
                                         store::TxnReader& reader) const;
 
-  // Checks a write of the status subresource (only status may change): system:masters
-  // and the forwarder (--forwarder-user), which may set lastForwardTime only.
+  // Checks a write of the status subresource (only status may change):
+  // system:masters only (403 for everyone else; the rules stamp status).
   // status.observedTime is not the client's: the generic registry store keeps the
   // stored value before this runs (as a strategy's PrepareForUpdate would).
   absl::Status AdmitStatusWrite(const base::UserInfo& user, const store::Object& current,

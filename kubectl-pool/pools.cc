@@ -59,7 +59,6 @@ Delegation DelegationOf(const cloud::DelegatedLease& dl, const std::optional<clo
   d.delegate = dl.spec.delegate.value_or("");
   d.renew_time_us = dl.spec.renew_time_us;
   d.observed_time_us = dl.status.observed_time_us;
-  d.last_forward_time_us = dl.status.last_forward_time_us;
   d.lease_duration_seconds = dl.spec.lease_duration_seconds.value_or(0);
   if (d.observed_time_us) {
     d.expiry_us = *d.observed_time_us + int64_t{d.lease_duration_seconds} * 1'000'000;

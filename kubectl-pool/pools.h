@@ -65,7 +65,6 @@ struct Delegation {
   std::string delegate;                  // spec.delegate
   std::optional<int64_t> renew_time_us;  // spec.renewTime, on the leader's clock
   std::optional<int64_t> observed_time_us;  // status.observedTime, the server's clock
-  std::optional<int64_t> last_forward_time_us;
   int32_t lease_duration_seconds = 0;
   std::optional<int64_t> expiry_us;  // observedTime + leaseDurationSeconds
   bool live = false;                 // expiry ahead of the server's now

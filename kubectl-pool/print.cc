@@ -85,7 +85,6 @@ Value DelegationObject(const Delegation& d, Alloc& a) {
   o.AddMember("delegate", OptStr(d.delegate, a), a);
   o.AddMember("renewTime", OptTime(d.renew_time_us, a), a);
   o.AddMember("observedTime", OptTime(d.observed_time_us, a), a);
-  o.AddMember("lastForwardTime", OptTime(d.last_forward_time_us, a), a);
   o.AddMember("leaseDurationSeconds", d.lease_duration_seconds, a);
   o.AddMember("expiryTime", OptTime(d.expiry_us, a), a);
   o.AddMember("live", d.live, a);

@@ -16,7 +16,7 @@
 //    "memberCount": int, "delegated": int,
 //    "longestDelegation": null | {"node", "since", "delegatedSeconds"},
 //    "members": [{"name", "inPool", "delegation": null | {"delegate",
-//        "renewTime", "observedTime", "lastForwardTime", "leaseDurationSeconds",
+//        "renewTime", "observedTime", "leaseDurationSeconds",
 //        "expiryTime", "live", "currentTerm", "since", "delegatedSeconds"}}]}
 // Times are MicroTime strings (RFC 3339, 6 fractional digits, UTC) or null;
 // seconds are whole numbers, negative expiresInSeconds meaning "expired ago".

@@ -121,9 +121,8 @@ struct RangeAnswer {
 
 // This process's first sight of each renewal of a key, on its own monotonic
 // clock (see etcd3_store.h). A renewal is a new status.observedTime, which the
-// lease rules stamp on each renewal: a write that leaves it alone (the
-// forwarder's lastForwardTime, the GC's expired mark, a new delegation
-// challenge) makes a new mod_revision but renews nothing, so it keeps the first
+// lease rules stamp on each renewal: a write that leaves it alone (the GC's
+// expired mark, a new delegation challenge, an administrator's repair) makes a new mod_revision but renews nothing, so it keeps the first
 // sight of the renewal it carries. (Before, another replica's status write
 // re-stamped the lease with "now" and moved its expiry later.)
 class ObservedTimes {

@@ -33,8 +33,8 @@
 // with the value fn set. A renewal made through another replica thus counts
 // from when this replica first saw it, never earlier, so no replica expires a
 // lease early (client-go's LeaderElector judges its observed record the same
-// way); a later write that renews nothing (a status write: lastForwardTime, the
-// expired mark, a delegation challenge) keeps that first sight, so it does not
+// way); a later write that renews nothing (a status write: the expired mark, a
+// delegation challenge) keeps that first sight, so it does not
 // move the expiry either.
 //
 // Thread-safety: every method may be called from any thread concurrently.

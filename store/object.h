@@ -421,7 +421,6 @@ struct DelegationFields
 // (`expired` last: Object places `kind` in the padding after it.)
 struct LeaseStatus {
   std::optional<int64_t> observed_time_us;      // server wall time of the last renewal
-  std::optional<int64_t> last_forward_time_us;  // DelegatedLease: last forward to the cloud Lease
   OptionalLeaderTerm leader_term;               // DelegatedLease: term it was written in
   bool expired = false;                         // DelegatedLease: marked by the GC sweep
   bool operator==(const LeaseStatus&) const = default;

@@ -109,16 +109,12 @@ void WriteSpec(JsonWriter& w, const Object& o, bool storage) {
 }
 
 void WriteStatus(JsonWriter& w, const LeaseStatus& s, const DelegationFields& d) {
-  if (!s.observed_time_us && !s.last_forward_time_us && !s.expired && !s.leader_term &&
-      !d.HasStatus()) {
+  if (!s.observed_time_us && !s.expired && !s.leader_term && !d.HasStatus()) {
     return;
   }
   JsonString(w, "status");
   w.StartObject();
   if (s.observed_time_us) JsonField(w, "observedTime", base::FormatMicroTime(*s.observed_time_us));
-  if (s.last_forward_time_us) {
-    JsonField(w, "lastForwardTime", base::FormatMicroTime(*s.last_forward_time_us));
-  }
   if (s.expired) {
     JsonString(w, "expired");
     w.Bool(true);
@@ -681,8 +677,6 @@ class Decoder {
       const std::string path = absl::StrCat("status.", base::Av(key));
       if (key == "observedTime") {
         SchemaMicroTime(val, path, &status.observed_time_us);
-      } else if (key == "lastForwardTime") {
-        SchemaMicroTime(val, path, &status.last_forward_time_us);
       } else if (key == "expired") {
         if (val.IsNull()) {
           status.expired = false;

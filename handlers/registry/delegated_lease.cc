@@ -6,7 +6,7 @@
 //              delegate (the row of store/object.cc), proof (write-only: the
 //              member's signed heartbeat and certificate, checked by the rules
 //              and never stored; issue 15); status.observedTime,
-//              lastForwardTime, expired, leaderTerm, proof (what the server
+//              expired, leaderTerm, proof (what the server
 //              verified last), server-written.
 //   defaults   none. Status is the server's: dropped on create, kept on update
 //              (LeaseKind, lease_kind.h, as for every lease-shaped kind).
@@ -24,8 +24,8 @@
 //              (--delegation-proof: election/delegation_proof.h, 403/422). The
 //              server stamps status.observedTime and leaderTerm on a renewal (a
 //              new renewTime: election::RenewsLease), status.proof and the label
-//              coordination.pool/pool=<pool>. /status: system:masters and the
-//              forwarder (LeaseKind). Delete: the node itself or its pool's leader.
+//              coordination.pool/pool=<pool>. /status: system:masters only
+//              (LeaseKind). Delete: the node itself or its pool's leader.
 //   columns    Pool, Delegate, Renewed, Expired (-o wide).
 //   selectors  spec.poolName, besides metadata.name and metadata.namespace.
 //   schema     DelegatedLeaseSpec, DelegationProof, LeaderTerm,
@@ -263,9 +263,6 @@ std::vector<Definition> DelegatedLeaseKind::Definitions() const {
                 "write that changed spec.renewTime (MicroTime). The "
                 "heartbeat is live while observedTime plus spec.leaseDurationSeconds lies ahead "
                 "on the server's clock."),
-        RefProp("lastForwardTime", Meta("MicroTime"),
-                "When poolcoord's forwarder last renewed the node's cloud Lease "
-                "(kube-node-lease/<node>) from this heartbeat (MicroTime)."),
         BoolProp("expired", "True once the server found the heartbeat expired."),
         RefProp("leaderTerm", Ours("LeaderTerm"),
                 "The leader term the heartbeat was written in; it belongs to the current leader "

@@ -63,7 +63,6 @@ const SchemaNode* Status(Schema& s) {
       {"challenges",
        s.List(s.Struct({{"issueTime", str}, {"value", str}}), ListType::kAtomic)},
       {"expired", s.Scalar(ScalarType::kBoolean)},
-      {"lastForwardTime", str},
       {"leaderTerm", s.Struct({{"leaseTransitions", integer}, {"poolLeaseUID", str}})},
       {"observedTime", str},
       // The last accepted delegation proof (DelegatedLease; issue 15).

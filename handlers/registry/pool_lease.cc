@@ -21,8 +21,8 @@
 //              keep acquireTime and leaseTransitions (403/409/422/503);
 //              renewTime is informational (no order, no bound); the server
 //              stamps status.observedTime on a renewal or acquisition (a create, a
-//              new renewTime or holderIdentity: election::RenewsLease). /status: system:masters and the
-//              forwarder (LeaseKind). Delete: the holder, any member once it is
+//              new renewTime or holderIdentity: election::RenewsLease). /status: system:masters only
+//              (LeaseKind). Delete: the holder, any member once it is
 //              not live.
 //   columns    Holder, Transitions (-o wide), Renewed.
 //   selectors  metadata.name, metadata.namespace only.

@@ -166,7 +166,7 @@ BOOST_AUTO_TEST_CASE(delegated_lease_and_pool_lease_status) {
                 "annotations":{"openyurt.io/delegate-heartbeat":"true"}},
     "spec":{"holderIdentity":"hz-3","leaseDurationSeconds":40,"renewTime":"2026-01-01T00:00:01.500000Z",
             "poolName":"hangzhou","delegate":"hz-1"},
-    "status":{"observedTime":"2026-01-01T00:00:02.000000Z","lastForwardTime":"2026-01-01T00:00:03.000000Z",
+    "status":{"observedTime":"2026-01-01T00:00:02.000000Z",
               "expired":true,"leaderTerm":{"poolLeaseUID":"u1","leaseTransitions":4}}})");
   BOOST_TEST_REQUIRE(d.ok(), d.status().ToString());
   constexpr int64_t k2026 = 1'767'225'600'000'000;
@@ -177,7 +177,6 @@ BOOST_AUTO_TEST_CASE(delegated_lease_and_pool_lease_status) {
   BOOST_TEST(*d->spec.pool_name == "hangzhou");
   BOOST_TEST(*d->spec.delegate == "hz-1");
   BOOST_TEST(*d->status.observed_time_us == k2026 + 2'000'000);
-  BOOST_TEST(*d->status.last_forward_time_us == k2026 + 3'000'000);
   BOOST_TEST(d->status.expired);
   BOOST_TEST((d->status.leader_term == LeaderTerm{"u1", 4}));
   auto list = DecodeDelegatedLeaseList(R"({"metadata":{"resourceVersion":"12"},"items":[{"metadata":{"name":"a"}}]})");

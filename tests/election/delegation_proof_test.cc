@@ -624,20 +624,19 @@ BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(StatusWrites)
 
-// The forwarder may write lastForwardTime only: not what the proof check
-// persisted.
-BOOST_AUTO_TEST_CASE(ForwarderCannotMoveTheProofFloor) {
+// Nobody but an administrator writes status, so nobody can move the floor of
+// sequence numbers the proof check persisted.
+BOOST_AUTO_TEST_CASE(OnlyAnAdministratorMovesTheProofFloor) {
   World w;
   BOOST_REQUIRE(w.Write(w.Fresh(9)).ok());
   auto dl = w.Get(ps::Kind::kDelegatedLease, "hz-2");
   ps::Object proposed = *dl;
   ps::MutableDelegation(proposed).accepted_proof->sequence = 1;
   poolcoord::base::UserInfo fwd{"system:serviceaccount:kube-system:poolcoord", "", {}, {}};
-  absl::Status s = w.a.rules.AdmitStatusWrite(fwd, *dl, proposed);
-  BOOST_TEST(ps::ApiErrorFromStatus(s).code == 422);
-  ps::Object same = *dl;
-  same.status.last_forward_time_us = 5;
-  BOOST_TEST(w.a.rules.AdmitStatusWrite(fwd, *dl, same).ok());
+  BOOST_TEST(ps::ApiErrorFromStatus(w.a.rules.AdmitStatusWrite(fwd, *dl, proposed)).code == 403);
+  BOOST_TEST(ps::ApiErrorFromStatus(w.a.rules.AdmitStatusWrite(
+                 poolcoord::base::UserInfo{"system:node:hz-1", "", {"system:nodes"}, {}}, *dl, proposed))
+                 .code == 403);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

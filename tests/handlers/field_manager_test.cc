@@ -166,12 +166,12 @@ BOOST_AUTO_TEST_CASE(SentEntriesWinAndAnEmptyOneResets) {
 BOOST_AUTO_TEST_CASE(StatusWritesOwnOnlyStatus) {
   Object live = Created();
   Object next = live;
-  next.status.last_forward_time_us = kT0 * 1000000;
+  next.status.expired = true;
   RecordUpdate(&live, next, As("forwarder", kT0 + 1, "status"));
   const auto* e = EntryOf(next, "forwarder");
   BOOST_REQUIRE(e);
   BOOST_TEST(e->subresource() == "status");
-  BOOST_TEST(e->fields_v1() == R"({"f:status":{".":{},"f:lastForwardTime":{}}})");
+  BOOST_TEST(e->fields_v1() == R"({"f:status":{".":{},"f:expired":{}}})");
 }
 
 BOOST_AUTO_TEST_CASE(ManagersFromRequests) {

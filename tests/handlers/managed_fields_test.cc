@@ -174,11 +174,11 @@ BOOST_AUTO_TEST_CASE(StatusBelongsToTheSubresource) {
          "main", 1, ms);
   BOOST_TEST(Find(ms, "main")->fields.ToJson() == R"({"f:spec":{"f:holderIdentity":{}}})");
   Update(R"({"spec":{},"status":{}})",
-         R"({"spec":{"holderIdentity":"y"},"status":{"lastForwardTime":"t","observedTime":"t"}})",
+         R"({"spec":{"holderIdentity":"y"},"status":{"expired":true,"observedTime":"t"}})",
          "st", 2, ms, "status");
   BOOST_REQUIRE(Find(ms, "st") != nullptr);
   // observedTime is reset by the server on every write, /status too: nobody's.
-  BOOST_TEST(Find(ms, "st")->fields.ToJson() == R"({"f:status":{"f:lastForwardTime":{}}})");
+  BOOST_TEST(Find(ms, "st")->fields.ToJson() == R"({"f:status":{"f:expired":{}}})");
   BOOST_TEST(Find(ms, "st")->subresource == "status");
 }
 

@@ -636,8 +636,8 @@ BOOST_FIXTURE_TEST_CASE(StampedOnFirstSightPerProcess, TwoClockedReplicas) {
   BOOST_TEST((*a->Get(Kind::kPoolLease, "p"))->observed_monotonic_us == 2'000);
 }
 
-// A write that renews nothing (status.observedTime unchanged: the forwarder's
-// lastForwardTime, a delegation challenge) keeps the first sight of the renewal
+// A write that renews nothing (status.observedTime unchanged: the GC's
+// expired mark, a delegation challenge) keeps the first sight of the renewal
 // it carries on every replica; before, replica b stamped the new revision with
 // its "now" and so moved the lease's expiry later by each status write.
 BOOST_FIXTURE_TEST_CASE(StatusWritesDoNotRenew, TwoClockedReplicas) {

@@ -40,7 +40,6 @@ Object FullDelegated() {
   o.spec.pool_name = "hangzhou";
   o.spec.delegate = "node-2";
   o.status.observed_time_us = k2024Us + 5;
-  o.status.last_forward_time_us = k2024Us + 6;
   o.status.expired = true;
   o.status.leader_term = LeaderTerm{"pl-uid", 4};
   o.observed_monotonic_us = 123456789;
@@ -196,7 +195,6 @@ BOOST_AUTO_TEST_CASE(RoundTripThroughWire) {
   BOOST_TEST(*b.spec.pool_name == "hangzhou");
   BOOST_TEST(*b.spec.delegate == "node-2");
   BOOST_TEST(*b.status.observed_time_us == k2024Us + 5);
-  BOOST_TEST(*b.status.last_forward_time_us == k2024Us + 6);
   BOOST_TEST(b.status.expired);
   BOOST_TEST((b.status.leader_term == LeaderTerm{"pl-uid", 4}));
   BOOST_TEST(b.observed_monotonic_us == 0);  // not on the wire
