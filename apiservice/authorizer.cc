@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "apiservice/authenticator.h"
 #include "base/log.h"
+#include "handlers/registry/registry.h"
 #include "store/api_error.h"
 #include "store/object.h"
 
@@ -30,9 +31,11 @@ bool IsReadVerb(const std::string& verb) {
   return verb == "get" || verb == "list" || verb == "watch";
 }
 
-bool IsOurResource(const RequestInfo& info) {
-  return info.api_group == store::kGroup && info.namespace_.empty() &&
-         (info.resource == "poolleases" || info.resource == "delegatedleases");
+// The strategy of a kind of ours that `info` names (cluster-scoped, as all are);
+// nullptr for anything else.
+const handlers::registry::Strategy* OurKind(const RequestInfo& info) {
+  if (info.api_group != store::kGroup || !info.namespace_.empty()) return nullptr;
+  return handlers::registry::ForPlural(info.resource);
 }
 
 }  // namespace
@@ -85,7 +88,8 @@ bool Authorizer::Allowed(const base::UserInfo& user, const RequestInfo& info) co
            HasPrefix(info.path, "/apis/") || info.path == "/openapi" ||
            HasPrefix(info.path, "/openapi/");
   }
-  if (!IsOurResource(info)) return false;
+  const handlers::registry::Strategy* strategy = OurKind(info);
+  if (strategy == nullptr) return false;
   if (user.InGroup("system:nodes")) return true;
   if (!options_.forwarder_user.empty() && user.username == options_.forwarder_user) {
     if (info.subresource.empty() && IsReadVerb(info.verb)) return true;

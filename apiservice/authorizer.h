@@ -7,10 +7,10 @@
 //   (kube's system:public-info-viewer plus the metrics and webhook paths);
 // - any authenticated user: GET/HEAD on discovery (/api, /apis and below, when
 //   not a resource request) and /openapi, /openapi/* (kube's system:discovery);
-// - group system:nodes: every verb on poolleases and delegatedleases and their
-//   subresources (the lease rules then decide in detail);
-// - the forwarder user: get/list/watch poolleases and delegatedleases;
-// - the lease-proxy users: get/list/watch poolleases and delegatedleases.
+// - group system:nodes: every verb on every kind of ours (handlers/registry/)
+//   and its subresources (the lease rules then decide in detail);
+// - the forwarder user and the lease-proxy users: get/list/watch every kind
+//   of ours.
 // What these rules do not allow goes to the AccessReviewer when one is
 // configured (--authorization-kubeconfig or in-cluster: SubjectAccessReview,
 // delegating_authz.h), as the union authorizer of an aggregated API server does
@@ -25,8 +25,8 @@
 //   is "no opinion" plus the error). The request is refused either way.
 // Everything else is 403 Forbidden with kube-apiserver's message
 // (k8s.io/apiserver/pkg/endpoints/handlers/responsewriters.forbiddenMessage):
-//   poolleases.coordination.pool is forbidden: User "u" cannot list resource
-//   "poolleases" in API group "coordination.pool" at the cluster scope
+//   widgets.coordination.pool is forbidden: User "u" cannot list resource
+//   "widgets" in API group "coordination.pool" at the cluster scope
 //   forbidden: User "u" cannot get path "/x"
 #pragma once
 

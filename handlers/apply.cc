@@ -15,6 +15,10 @@ namespace {
 
 using rapidjson::Value;
 
+const FieldSet& ResetFieldsOf(const ApplyOptions& o) {
+  return o.reset_fields != nullptr ? *o.reset_fields : NoResetFields();
+}
+
 constexpr char kKubectlManager[] = "kubectl";
 // apimachinery's TotalAnnotationSizeLimitB.
 constexpr size_t kTotalAnnotationSizeLimit = 256 * 1024;
@@ -81,7 +85,7 @@ Inner ApplyOnce(const Value& live, const Value& config, Managers managers, const
   }
   Manager* me = FindApplier(managers, o);
   me->api_version = o.api_version;
-  me->fields = FilterOwnedFields(ToFieldSet(config, root), o.subresource);
+  me->fields = FilterOwnedFields(ToFieldSet(config, root), o.subresource, ResetFieldsOf(o));
 
   if (!last.Empty()) {
     FieldSet owned;
@@ -93,7 +97,8 @@ Inner ApplyOnce(const Value& live, const Value& config, Managers managers, const
     if (!remove.Empty()) RemoveItems(out.object, remove, root, a);
   }
 
-  const Comparison cmp = FilterComparison(Compare(&live, &out.object, root), o.subresource);
+  const Comparison cmp =
+      FilterComparison(Compare(&live, &out.object, root), o.subresource, ResetFieldsOf(o));
   const FieldSet changed = cmp.modified.Union(cmp.added);
   for (const Manager& m : managers) {
     if (&m == me) continue;
@@ -261,7 +266,8 @@ absl::StatusOr<ApplyResult> Apply(const rapidjson::Value* live, const rapidjson:
     // An object nobody owns yet (made before managedFields existed, or reset):
     // whatever it holds belongs to "before-first-apply".
     Value empty = EmptyObjectLike(*live, allocator);
-    RecordUpdate(FilterComparison(Compare(&empty, live, *options.schema), options.subresource),
+    RecordUpdate(FilterComparison(Compare(&empty, live, *options.schema), options.subresource,
+                                  ResetFieldsOf(options)),
                  kBeforeFirstApplyManager, options.api_version, options.subresource,
                  options.now_s, managers);
   }

@@ -39,6 +39,8 @@ inline constexpr char kLastAppliedAnnotation[] = "kubectl.kubernetes.io/last-app
 
 struct ApplyOptions {
   const SchemaNode* schema = nullptr;  // the object's root
+  // The fields a write of `subresource` resets (FilterOwnedFields); nullptr: none.
+  const FieldSet* reset_fields = nullptr;
   std::string manager;
   std::string api_version;
   std::string subresource;

@@ -44,40 +44,6 @@ constexpr uint32_t kHintInvalid = 1u << 30;     // cached: not in the form we wr
 constexpr uint32_t kHintUpdateMain = 1u << 29;  // an Update of ours on the main resource
 constexpr uint32_t kHintSpecFields = (1u << 29) - 1;
 
-// The LeaseSpec fields by wire name, as store::SpecField bits.
-struct SpecFieldName {
-  uint32_t bit;
-  std::string_view name;
-};
-constexpr SpecFieldName kSpecFieldNames[] = {
-    {store::kSpecHolderIdentity, "holderIdentity"},
-    {store::kSpecLeaseDurationSeconds, "leaseDurationSeconds"},
-    {store::kSpecAcquireTime, "acquireTime"},
-    {store::kSpecRenewTime, "renewTime"},
-    {store::kSpecLeaseTransitions, "leaseTransitions"},
-    {store::kSpecPoolName, "poolName"},
-    {store::kSpecDelegate, "delegate"},
-};
-
-// The spec fields that differ between `a` and `b` (SpecField bits); *removed
-// when one of them is set in `a` and not in `b`.
-uint32_t ChangedSpecFields(const store::LeaseSpec& a, const store::LeaseSpec& b, bool* removed) {
-  uint32_t changed = 0;
-  auto diff = [&](const auto& x, const auto& y, uint32_t bit) {
-    if (x == y) return;
-    changed |= bit;
-    if (x && !y) *removed = true;
-  };
-  diff(a.holder_identity, b.holder_identity, store::kSpecHolderIdentity);
-  diff(a.lease_duration_seconds, b.lease_duration_seconds, store::kSpecLeaseDurationSeconds);
-  diff(a.acquire_time_us, b.acquire_time_us, store::kSpecAcquireTime);
-  diff(a.renew_time_us, b.renew_time_us, store::kSpecRenewTime);
-  diff(a.lease_transitions, b.lease_transitions, store::kSpecLeaseTransitions);
-  diff(a.pool_name, b.pool_name, store::kSpecPoolName);
-  diff(a.delegate, b.delegate, store::kSpecDelegate);
-  return changed;
-}
-
 // Which spec fields an entry owns as members (SpecField bits) with kHintValid
 // set, and kHintUpdateMain for an Update entry of our apiVersion without a
 // subresource; 0 when the entry is not one the server writes (ServerWritten) or
@@ -96,9 +62,7 @@ uint32_t OwnerHint(const store::ManagedFieldsEntry& e) {
     mask |= kHintUpdateMain;
   }
   const bool ok = ssa::FieldsV1ChildMembers(e.fields_v1(), "spec", [&](std::string_view field) {
-    for (const SpecFieldName& f : kSpecFieldNames) {
-      if (field == f.name) mask |= f.bit;
-    }
+    mask |= store::SpecFieldBit(field);
   });
   // Not valid: kept as kHintInvalid, so that it is not read again either.
   e.set_owner_hint(ok ? mask : kHintInvalid);
@@ -115,7 +79,7 @@ bool TryRecordSpecUpdate(const store::Object& live, store::Object& next,
     return false;
   }
   bool removed = false;
-  const uint32_t changed = ChangedSpecFields(live.spec, next.spec, &removed);
+  const uint32_t changed = store::ChangedSpecFields(live.spec, next.spec, &removed);
   if (changed == 0) return true;
   if (removed) return false;
   auto& entries = next.metadata.managed_fields;
@@ -156,7 +120,8 @@ void RecordUpdate(const store::Object* live, store::Object& next, const FieldMan
     EmptyObject(r.kind, before);
   }
   ObjectJson(next, after);
-  ssa::RecordUpdate(ssa::FilterComparison(ssa::Compare(&before, &after, root), r.subresource),
+  ssa::RecordUpdate(ssa::FilterComparison(ssa::Compare(&before, &after, root), r.subresource,
+                                          r.reset_fields ? *r.reset_fields : ssa::NoResetFields()),
                     r.manager, store::kGroupVersion, r.subresource, r.now_s, managers);
   ssa::CapUpdateManagers(managers);
   next.metadata.managed_fields = ssa::EncodeManagers(managers);
@@ -224,6 +189,7 @@ absl::StatusOr<AppliedObject> ApplyConfiguration(const store::Object* live,
   }
   ssa::ApplyOptions options;
   options.schema = r.schema;
+  options.reset_fields = r.reset_fields;
   options.manager = r.manager;
   options.api_version = store::kGroupVersion;
   options.subresource = r.subresource;

@@ -21,6 +21,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "handlers/field_set.h"
 #include "handlers/ssa_schema.h"
 #include "rapidjson/document.h"
 #include "store/object.h"
@@ -28,8 +29,11 @@
 namespace poolcoord::handlers {
 
 struct FieldManagerRequest {
-  store::Kind kind = store::Kind::kPoolLease;
+  store::Kind kind{};
   const ssa::SchemaNode* schema = nullptr;  // the kind's MergeSchema().root()
+  // The fields a write of `subresource` resets (the kind's
+  // registry::Strategy::ResetFields); nullptr: none.
+  const ssa::FieldSet* reset_fields = nullptr;
   // The fieldManager query parameter, else the manager kube-apiserver derives
   // from the User-Agent (ssa::ManagerFromUserAgent); invalid UTF-8 as U+FFFD.
   std::string manager;
@@ -53,11 +57,11 @@ void RecordUpdate(const store::Object* live, store::Object& next, const FieldMan
 
 // An applied configuration checked before it is applied. Errors (400 BadRequest,
 // kube-apiserver's messages): not a JSON object; apiVersion/kind not ours
-// ("invalid object type: coordination.pool/v1, Kind=PoolLease"); it sets
+// ("invalid object type: coordination.pool/v1, Kind=Widget"); it sets
 // metadata.managedFields ("metadata.managedFields must be nil"); a field the
 // schema does not declare, a value of the wrong type, a repeated set item
 // ("failed to create typed patch object (/name; coordination.pool/v1alpha1,
-// Kind=PoolLease): .spec.foo: field not declared in schema"; kube-apiserver
+// Kind=Widget): .spec.foo: field not declared in schema"; kube-apiserver
 // answers these 500, a client error is 400 here); a name that is not the URL's.
 absl::Status CheckApplyConfiguration(const rapidjson::Value& config, store::Kind kind,
                                      const ssa::SchemaNode& schema, std::string_view url_name);

@@ -43,18 +43,6 @@ const FieldSet& StatusField() {
   return *set;
 }
 
-// status.observedTime: the server's time of the last renewal, reset on every
-// write (/status too), so nobody's, as kube-apiserver's field manager leaves a
-// strategy's reset fields unowned.
-const FieldSet& ResetStatusFields() {
-  static const FieldSet* const set = [] {
-    auto* s = new FieldSet();
-    s->Insert(FieldPath({"status", "observedTime"}));
-    return s;
-  }();
-  return *set;
-}
-
 // The paths of `fields` at or below .status.
 FieldSet OnlyStatus(const FieldSet& fields) {
   FieldSet out;
@@ -260,16 +248,22 @@ store::ManagedFields EncodeManagers(const Managers& managers) {
 
 // ---------------------------------------------------------------- filters
 
-FieldSet FilterOwnedFields(const FieldSet& fields, std::string_view subresource) {
-  if (subresource == "status") return OnlyStatus(fields).Difference(ResetStatusFields());
-  return fields.RecursiveDifference(StatusField()).Difference(StrippedFields());
+FieldSet FilterOwnedFields(const FieldSet& fields, std::string_view subresource,
+                           const FieldSet& reset) {
+  if (subresource == "status") return OnlyStatus(fields).Difference(reset);
+  return fields.RecursiveDifference(StatusField()).Difference(StrippedFields()).Difference(reset);
 }
 
-Comparison FilterComparison(Comparison cmp, std::string_view subresource) {
-  cmp.added = FilterOwnedFields(cmp.added, subresource);
-  cmp.removed = FilterOwnedFields(cmp.removed, subresource);
-  cmp.modified = FilterOwnedFields(cmp.modified, subresource);
+Comparison FilterComparison(Comparison cmp, std::string_view subresource, const FieldSet& reset) {
+  cmp.added = FilterOwnedFields(cmp.added, subresource, reset);
+  cmp.removed = FilterOwnedFields(cmp.removed, subresource, reset);
+  cmp.modified = FilterOwnedFields(cmp.modified, subresource, reset);
   return cmp;
+}
+
+const FieldSet& NoResetFields() {
+  static const FieldSet* const none = new FieldSet();
+  return *none;
 }
 
 // ---------------------------------------------------------------- update

@@ -66,10 +66,15 @@ absl::StatusOr<Managers> DecodeManagers(const store::ManagedFields& entries);
 store::ManagedFields EncodeManagers(const Managers& managers);
 void SortEntries(store::ManagedFields& entries);
 
-// What an operation's ownership leaves out: the server-set metadata, and status
-// (main resource) or everything but status (the status subresource).
-FieldSet FilterOwnedFields(const FieldSet& fields, std::string_view subresource);
-Comparison FilterComparison(Comparison cmp, std::string_view subresource);
+// What an operation's ownership leaves out: the server-set metadata, status
+// (main resource) or everything but status (the status subresource), and
+// `reset`, the fields a write of that subresource resets (the kind's:
+// registry::Strategy::ResetFields).
+FieldSet FilterOwnedFields(const FieldSet& fields, std::string_view subresource,
+                           const FieldSet& reset);
+Comparison FilterComparison(Comparison cmp, std::string_view subresource, const FieldSet& reset);
+// The empty set, for a kind that resets nothing.
+const FieldSet& NoResetFields();
 
 // The Update operation of `manager` (apiVersion, subresource) at `now_s` that
 // made the (filtered) changes `cmp`, applied to `managers`.

@@ -16,7 +16,6 @@
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
 #include "store/api_error.h"
-#include "base/microtime.h"
 
 namespace poolcoord::handlers {
 namespace {
@@ -388,64 +387,6 @@ absl::Status ApplyJsonPatch(rapidjson::Document& doc, const Value& ops) {
   }
   doc.Swap(work);
   return absl::OkStatus();
-}
-
-store::MutableObjectPtr TryApplySpecMergePatch(const store::Object& current,
-                                               const rapidjson::Value& patch) {
-  if (!patch.IsObject() || patch.MemberCount() != 1) return nullptr;
-  const auto& only = *patch.MemberBegin();
-  if (std::string_view(only.name.GetString(), only.name.GetStringLength()) != "spec" ||
-      !only.value.IsObject() || only.value.MemberCount() == 0) {
-    return nullptr;
-  }
-  // Only fields the kind has on the wire: others take the general path, which
-  // reports them as unknown.
-  const uint32_t fields = store::InfoFor(current.kind).spec_fields;
-  store::LeaseSpec spec = current.spec;
-  std::optional<store::DelegationProof> proof;
-  for (const auto& m : only.value.GetObject()) {
-    std::string_view key(m.name.GetString(), m.name.GetStringLength());
-    const rapidjson::Value& v = m.value;
-    if ((key == "renewTime" && (fields & store::kSpecRenewTime)) ||
-        (key == "acquireTime" && (fields & store::kSpecAcquireTime))) {
-      if (!v.IsString()) return nullptr;
-      absl::StatusOr<int64_t> us =
-          base::ParseMicroTime(std::string_view(v.GetString(), v.GetStringLength()));
-      if (!us.ok()) return nullptr;
-      (key == "renewTime" ? spec.renew_time_us : spec.acquire_time_us) = *us;
-    } else if (key == "holderIdentity" && (fields & store::kSpecHolderIdentity)) {
-      if (!v.IsString()) return nullptr;
-      spec.holder_identity.emplace(v.GetString(), v.GetStringLength());
-    } else if ((key == "leaseDurationSeconds" && (fields & store::kSpecLeaseDurationSeconds)) ||
-               (key == "leaseTransitions" && (fields & store::kSpecLeaseTransitions))) {
-      if (!v.IsInt()) return nullptr;  // int32 range; 15.0 or 2^40 take the general path
-      (key == "leaseDurationSeconds" ? spec.lease_duration_seconds : spec.lease_transitions) =
-          v.GetInt();
-    } else if (key == "proof" && (fields & store::kSpecProof)) {
-      // A DelegatedLease renewal with its proof (issue 15): both members
-      // strings, nothing else (a stored object never has a proof to merge into).
-      if (!v.IsObject()) return nullptr;
-      proof.emplace();
-      for (const auto& pm : v.GetObject()) {
-        std::string_view pk(pm.name.GetString(), pm.name.GetStringLength());
-        if (!pm.value.IsString()) return nullptr;
-        std::string value(pm.value.GetString(), pm.value.GetStringLength());
-        if (pk == "heartbeat") {
-          proof->heartbeat = std::move(value);
-        } else if (pk == "certificate") {
-          proof->certificate = std::move(value);
-        } else {
-          return nullptr;
-        }
-      }
-    } else {
-      return nullptr;
-    }
-  }
-  auto next = std::make_shared<store::Object>(current);
-  next->spec = std::move(spec);
-  if (proof) store::MutableDelegation(*next).proof = std::move(*proof);
-  return next;
 }
 
 }  // namespace poolcoord::handlers

@@ -1,7 +1,8 @@
 // PATCH bodies applied to the JSON form of an object: JSON merge patch (RFC 7386,
 // application/merge-patch+json; kubectl label/annotate/patch --type=merge) and
 // JSON patch (RFC 6902, application/json-patch+json). Strategic merge patch is
-// merge patch for our kinds: they have no lists with patch strategies.
+// merge patch for our kinds: they have no lists with patch strategies. (A kind
+// may apply a merge patch of its own faster: Strategy::FastMergePatch.)
 //
 // RapidJSON, no exceptions. The caller parses the body (malformed JSON is its 400),
 // applies, then decodes and validates the result as an update. Functions are
@@ -12,7 +13,6 @@
 
 #include "absl/status/status.h"
 #include "rapidjson/document.h"
-#include "store/object.h"
 
 namespace poolcoord::handlers {
 
@@ -42,19 +42,5 @@ absl::Status ApplyMergePatch(rapidjson::Value& target, const rapidjson::Value& p
 //   own child, and a failed test, reported as
 //   `test operation failed: path "/spec/x": found 33, expected 1`.
 absl::Status ApplyJsonPatch(rapidjson::Document& doc, const rapidjson::Value& ops);
-
-// The renewal fast path: a merge patch whose only member is "spec" setting
-// holderIdentity (string), leaseDurationSeconds (int32), renewTime, acquireTime
-// (valid MicroTimes) and leaseTransitions (int32), each only if the kind has it
-// on the wire (store::ResourceInfo::spec_fields: a PoolLease has all five, a
-// DelegatedLease no acquireTime and leaseTransitions), and a DelegatedLease's
-// write-only proof (an object of the strings heartbeat and certificate), is applied
-// straight onto a copy of `current`, without encoding the object to JSON,
-// merging and decoding it back (~20% of a renewal's CPU, issue 6). Returns
-// nullptr for any other patch (metadata, status, null members, other fields,
-// wrong types, a time that does not parse): the caller then takes the general
-// path, which also reports the errors, so both paths give the same object.
-store::MutableObjectPtr TryApplySpecMergePatch(const store::Object& current,
-                                               const rapidjson::Value& patch);
 
 }  // namespace poolcoord::handlers

@@ -465,14 +465,16 @@ absl::Status NameMismatch(const std::string& in_body, const std::string& in_url)
 }
 
 // Who writes, for the managedFields of a write (handlers/field_manager.h).
-FieldManagerRequest ManagerOf(const GenericStore& kind, const Request& request,
+FieldManagerRequest ManagerOf(const GenericStore& storage, const Request& request,
                               std::string_view subresource) {
   FieldManagerRequest r;
-  r.kind = kind.strategy().kind();
-  r.schema = &kind.strategy().MergeSchema().root();
+  r.kind = storage.strategy().kind();
+  r.schema = &storage.strategy().MergeSchema().root();
+  r.reset_fields = &storage.strategy().ResetFields(
+      subresource == "status" ? registry::Subresource::kStatus : registry::Subresource::kMain);
   r.manager = RequestManager(request.Query("fieldManager"), request.Header("user-agent"));
   r.subresource = std::string(subresource);
-  r.now_s = kind.NowMicros() / 1000000;
+  r.now_s = storage.NowMicros() / 1000000;
   return r;
 }
 
@@ -490,7 +492,7 @@ registry::Subresource SubresourceOf(const ResourcePath& path) {
 // read from the store itself (etcd, not a cache that lags it), so the revision
 // asked for was written nowhere yet and the answer comes at once, as for list
 // and watch. Other values read the newest state, which is not older than any.
-Response Get(store::Store* store, const GenericStore& kind, const ResourcePath& path,
+Response Get(store::Store* store, const GenericStore& storage, const ResourcePath& path,
              Request& request) {
   auto format = NegotiateFormat(request, false);
   if (!format.ok()) return ErrorResponse(format.status());
@@ -500,13 +502,13 @@ Response Get(store::Store* store, const GenericStore& kind, const ResourcePath& 
           absl::StrCat("Too large resource version: ", rv, ", current: ", current), true));
     }
   }
-  auto obj = kind.Get(path.name);
+  auto obj = storage.Get(path.name);
   if (!obj.ok()) return ErrorResponse(obj.status());
   const Object& o = **obj;
   switch (*format) {
     case Format::kTable:
       return JsonResponse(200, RenderTable(path.kind, {*obj}, std::to_string(o.metadata.resource_version),
-                                           request.Query("includeObject"), true, kind.NowMicros()));
+                                           request.Query("includeObject"), true, storage.NowMicros()));
     case Format::kPartial:
       return JsonResponse(200, RenderPartialObjectMetadata(o));
     case Format::kJson:
@@ -515,17 +517,17 @@ Response Get(store::Store* store, const GenericStore& kind, const ResourcePath& 
   return JsonResponse(200, EncodeOne(o));
 }
 
-Response List(const GenericStore& kind, const ResourcePath& path, Request& request,
+Response List(const GenericStore& storage, const ResourcePath& path, Request& request,
               const ListOptions& opts) {
   auto format = NegotiateFormat(request, true);
   if (!format.ok()) return ErrorResponse(format.status());
-  auto page = kind.List(opts);
+  auto page = storage.List(opts);
   if (!page.ok()) return ErrorResponse(page.status());
   const std::string rv = std::to_string(page->revision);
   switch (*format) {
     case Format::kTable:
       return JsonResponse(200, RenderTable(path.kind, page->items, rv, request.Query("includeObject"),
-                                           true, kind.NowMicros(), page->continue_token,
+                                           true, storage.NowMicros(), page->continue_token,
                                            page->remaining));
     case Format::kPartial:
       return JsonResponse(200, RenderPartialObjectMetadataList(page->items, rv, page->continue_token,
@@ -533,41 +535,41 @@ Response List(const GenericStore& kind, const ResourcePath& path, Request& reque
     case Format::kJson:
       break;
   }
-  return JsonResponse(200, ListJson(kind.strategy().Info(), *page));
+  return JsonResponse(200, ListJson(storage.strategy().Info(), *page));
 }
 
 // --- writes
 
-Response Create(const GenericStore& kind, Request& request) {
-  auto decoded = DecodeWrite(request, kind.strategy().kind(), "CreateOptions",
+Response Create(const GenericStore& storage, Request& request) {
+  auto decoded = DecodeWrite(request, storage.strategy().kind(), "CreateOptions",
                              registry::Subresource::kMain);
   if (!decoded.ok()) return ErrorResponse(decoded.status());
   // The change the client asked for, before the store's own stamps, as
   // kube-apiserver's create handler records it.
-  RecordUpdate(nullptr, *decoded->object, ManagerOf(kind, request, ""));
-  if (decoded->causes.empty()) kind.Precheck(request.user, *decoded->object);
+  RecordUpdate(nullptr, *decoded->object, ManagerOf(storage, request, ""));
+  if (decoded->causes.empty()) storage.Precheck(request.user, *decoded->object);
   std::vector<std::string> warnings = std::move(decoded->warnings);
-  auto result = kind.Create(request.user, std::move(decoded->object), decoded->dry_run, &warnings,
+  auto result = storage.Create(request.user, std::move(decoded->object), decoded->dry_run, &warnings,
                             decoded->causes);
   if (!result.ok()) return ErrorResponse(result.status());
   return WriteResponse(201, *result, warnings);
 }
 
-Response Update(const GenericStore& kind, const ResourcePath& path, Request& request) {
+Response Update(const GenericStore& storage, const ResourcePath& path, Request& request) {
   const registry::Subresource subresource = SubresourceOf(path);
   auto decoded = DecodeWrite(request, path.kind, "UpdateOptions", subresource);
   if (!decoded.ok()) return ErrorResponse(decoded.status());
   MutableObjectPtr& obj = decoded->object;
   if (obj->metadata.name.empty()) obj->metadata.name = path.name;
   if (obj->metadata.name != path.name) return ErrorResponse(NameMismatch(obj->metadata.name, path.name));
-  const FieldManagerRequest manager = ManagerOf(kind, request, path.subresource);
+  const FieldManagerRequest manager = ManagerOf(storage, request, path.subresource);
   if (subresource == registry::Subresource::kMain && decoded->causes.empty()) {
-    kind.Precheck(request.user, *obj);
+    storage.Precheck(request.user, *obj);
   }
   registry::UpdateOptions options;
   options.decode_causes = &decoded->causes;
   std::vector<std::string> warnings = std::move(decoded->warnings);
-  auto result = kind.Update(
+  auto result = storage.Update(
       request.user, path.name, subresource,
       [&obj, &manager](const ObjectPtr& current) -> absl::StatusOr<MutableObjectPtr> {
         auto next = std::make_shared<Object>(*obj);
@@ -599,7 +601,7 @@ absl::Status ValidatePatchOptions(const Request& request, bool apply) {
 // Repeated keys are judged by fieldValidation with the YAML line, as
 // kube-apiserver's apply patcher does; before the apply runs, so that a Strict
 // refusal never waits behind a conflict.
-Response Apply(const GenericStore& kind, const ResourcePath& path, Request& request,
+Response Apply(const GenericStore& storage, const ResourcePath& path, Request& request,
                FieldValidation validation, bool dry_run) {
   auto body = ParseYamlBody(request.body);
   if (!body.ok()) return ErrorResponse(body.status());
@@ -614,7 +616,7 @@ Response Apply(const GenericStore& kind, const ResourcePath& path, Request& requ
     for (const std::string& l : duplicates) absl::StrAppend(&msg, "\n  ", l);
     return ErrorResponse(store::BadRequestError(msg));
   }
-  const FieldManagerRequest manager = ManagerOf(kind, request, path.subresource);
+  const FieldManagerRequest manager = ManagerOf(storage, request, path.subresource);
   if (absl::Status s = CheckApplyConfiguration(body->doc, path.kind, *manager.schema, path.name);
       !s.ok()) {
     return ErrorResponse(s);
@@ -628,7 +630,7 @@ Response Apply(const GenericStore& kind, const ResourcePath& path, Request& requ
   const bool force = request.QueryBool("force");
   registry::UpdateOptions options;
   options.create_if_missing = true;
-  auto result = kind.Update(
+  auto result = storage.Update(
       request.user, path.name, subresource,
       [&](const ObjectPtr& current) -> absl::StatusOr<MutableObjectPtr> {
         auto applied = ApplyConfiguration(current.get(), body->doc, manager, force);
@@ -645,18 +647,7 @@ Response Apply(const GenericStore& kind, const ResourcePath& path, Request& requ
   return WriteResponse(result->created ? 201 : 200, *result, warnings);
 }
 
-// Whether a merge patch sets spec.proof. Precheck only prepares what the
-// rules would compute anyway, and today the one thing it prepares is the check
-// of a DelegatedLease's spec.proof (strategy.h): a renewal without a proof skips
-// applying its patch twice (~1,500 instructions).
-bool SetsSpecProof(const rapidjson::Value& patch) {
-  auto spec = patch.FindMember("spec");
-  if (spec == patch.MemberEnd() || !spec->value.IsObject()) return false;
-  auto proof = spec->value.FindMember("proof");
-  return proof != spec->value.MemberEnd() && !proof->value.IsNull();
-}
-
-Response Patch(const GenericStore& kind, const ResourcePath& path, Request& request) {
+Response Patch(const GenericStore& storage, const ResourcePath& path, Request& request) {
   std::string_view ct = request.Header("content-type");
   const bool json_patch = MediaTypeIs(ct, kJsonPatch);
   const bool merge_patch = MediaTypeIs(ct, kMergePatch);
@@ -671,7 +662,7 @@ Response Patch(const GenericStore& kind, const ResourcePath& path, Request& requ
   if (!dry.ok()) return ErrorResponse(dry.status());
   auto validation = ParseFieldValidation(request, "PatchOptions");
   if (!validation.ok()) return ErrorResponse(validation.status());
-  if (apply_patch) return Apply(kind, path, request, *validation, *dry);
+  if (apply_patch) return Apply(storage, path, request, *validation, *dry);
   auto parsed = ParseBody(request.body);
   if (!parsed.ok()) return ErrorResponse(parsed.status());
   const rapidjson::Document& patch = parsed->doc;
@@ -684,19 +675,19 @@ Response Patch(const GenericStore& kind, const ResourcePath& path, Request& requ
         "a merge patch (application/merge-patch+json) must be a JSON object"));
   }
   const registry::Subresource subresource = SubresourceOf(path);
-  const FieldManagerRequest manager = ManagerOf(kind, request, path.subresource);
+  const FieldManagerRequest manager = ManagerOf(storage, request, path.subresource);
   const std::vector<std::string> duplicates =
       StrictFindings(parsed->duplicates, {}, json_patch ? "json patch " : "");
   std::vector<std::string> warnings;
-  if (merge_patch && subresource == registry::Subresource::kMain && duplicates.empty() &&
-      SetsSpecProof(patch)) {
-    // The spec fields the patch sets, for the strategy's Precheck (a renewal
-    // with its delegation proof: the signature checked off the store's lock).
+  const registry::Strategy& strategy = storage.strategy();
+  const bool fast_merge = merge_patch && subresource == registry::Subresource::kMain && duplicates.empty();
+  if (fast_merge && strategy.MergePatchPrechecks(patch)) {
+    // What the patch sets, for the strategy's Precheck, off the store's lock.
     Object fields;
     fields.kind = path.kind;
     fields.metadata.name = path.name;
-    if (MutableObjectPtr proposed = TryApplySpecMergePatch(fields, patch)) {
-      kind.Precheck(request.user, *proposed);
+    if (MutableObjectPtr proposed = strategy.FastMergePatch(fields, patch)) {
+      storage.Precheck(request.user, *proposed);
     }
   }
   // The patch applies to the stored object inside the store's atomic update, so
@@ -705,8 +696,8 @@ Response Patch(const GenericStore& kind, const ResourcePath& path, Request& requ
   auto patched = [&](const ObjectPtr& current) -> absl::StatusOr<MutableObjectPtr> {
     warnings.clear();
     decode_causes.clear();
-    if (merge_patch && subresource == registry::Subresource::kMain && duplicates.empty()) {
-      if (MutableObjectPtr fast = TryApplySpecMergePatch(*current, patch)) {
+    if (fast_merge) {
+      if (MutableObjectPtr fast = strategy.FastMergePatch(*current, patch)) {
         RecordUpdate(current.get(), *fast, manager);
         return fast;
       }
@@ -753,7 +744,7 @@ Response Patch(const GenericStore& kind, const ResourcePath& path, Request& requ
   };
   registry::UpdateOptions options;
   options.decode_causes = &decode_causes;
-  auto result = kind.Update(request.user, path.name, subresource, patched, *dry, &warnings, options);
+  auto result = storage.Update(request.user, path.name, subresource, patched, *dry, &warnings, options);
   if (!result.ok()) return ErrorResponse(result.status());
   return WriteResponse(200, *result, warnings);
 }
@@ -902,22 +893,22 @@ absl::StatusOr<DeleteOptions> ParseDeleteOptions(const Request& request) {
   return out;
 }
 
-Response Delete(const GenericStore& kind, const ResourcePath& path, Request& request) {
+Response Delete(const GenericStore& storage, const ResourcePath& path, Request& request) {
   auto opts = ParseDeleteOptions(request);
   if (!opts.ok()) return ErrorResponse(opts.status());
-  auto result = kind.Delete(request.user, path.name, opts->preconditions, opts->dry_run);
+  auto result = storage.Delete(request.user, path.name, opts->preconditions, opts->dry_run);
   if (!result.ok()) return ErrorResponse(result.status());
   return JsonResponse(200, EncodeOne(*result->object));
 }
 
-Response DeleteCollection(const GenericStore& kind, const ResourcePath& path, Request& request) {
+Response DeleteCollection(const GenericStore& storage, const ResourcePath& path, Request& request) {
   auto list_opts = ParseListOptions(request, path.kind);
   if (!list_opts.ok()) return ErrorResponse(list_opts.status());
   auto opts = ParseDeleteOptions(request);
   if (!opts.ok()) return ErrorResponse(opts.status());
-  auto deleted = kind.DeleteCollection(request.user, *list_opts, opts->preconditions, opts->dry_run);
+  auto deleted = storage.DeleteCollection(request.user, *list_opts, opts->preconditions, opts->dry_run);
   if (!deleted.ok()) return ErrorResponse(deleted.status());
-  return JsonResponse(200, ListJson(kind.strategy().Info(), *deleted));
+  return JsonResponse(200, ListJson(storage.strategy().Info(), *deleted));
 }
 
 Response MethodNotAllowed(const Request& request) {
@@ -941,13 +932,13 @@ Response ServeResource(const RestContext& ctx, const ResourcePath& path, Request
 namespace {
 
 Response ServeResourceJson(const RestContext& ctx, const ResourcePath& path, Request& request) {
-  const GenericStore kind(registry::ForKind(path.kind), ctx.store, ctx.clock, ctx.rules);
+  const GenericStore storage(registry::ForKind(path.kind), ctx.store, ctx.clock, ctx.rules);
   const std::string& m = request.method;
   if (!path.subresource.empty() && path.subresource != "status") {
     // As kube-apiserver 1.32 answers for its own resources (GET, PUT, PATCH,
     // POST or DELETE of leases/x/bogus, x there or not): no route serves the
-    // path. Its custom-resource handler says `poolleases.coordination.pool "x"
-    // not found` instead, which reads as if x were missing.
+    // path. Its custom-resource handler says `<plural>.<group> "x" not found`
+    // instead, which reads as if x were missing.
     return ErrorResponse(store::UnknownPathError());
   }
   if (path.name.empty()) {
@@ -955,10 +946,10 @@ Response ServeResourceJson(const RestContext& ctx, const ResourcePath& path, Req
       auto opts = ParseListOptions(request, path.kind);
       if (!opts.ok()) return ErrorResponse(opts.status());
       if (opts->watch) return ServeWatch(ctx.store, path.kind, *opts, request, ctx.clock);
-      return List(kind, path, request, *opts);
+      return List(storage, path, request, *opts);
     }
-    if (m == "POST") return Create(kind, request);
-    if (m == "DELETE") return DeleteCollection(kind, path, request);
+    if (m == "POST") return Create(storage, request);
+    if (m == "DELETE") return DeleteCollection(storage, path, request);
     return MethodNotAllowed(request);
   }
   if (m == "GET") {
@@ -971,11 +962,11 @@ Response ServeResourceJson(const RestContext& ctx, const ResourcePath& path, Req
       if (pinned.ok()) opts->field_selector = *std::move(pinned);
       return ServeWatch(ctx.store, path.kind, *opts, request, ctx.clock);
     }
-    return Get(ctx.store, kind, path, request);
+    return Get(ctx.store, storage, path, request);
   }
-  if (m == "PUT") return Update(kind, path, request);
-  if (m == "PATCH") return Patch(kind, path, request);
-  if (m == "DELETE" && path.subresource.empty()) return Delete(kind, path, request);
+  if (m == "PUT") return Update(storage, path, request);
+  if (m == "PATCH") return Patch(storage, path, request);
+  if (m == "DELETE" && path.subresource.empty()) return Delete(storage, path, request);
   return MethodNotAllowed(request);
 }
 

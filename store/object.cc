@@ -56,6 +56,35 @@ std::vector<Kind> KnownKinds() {
   return kinds;
 }
 
+uint32_t SpecFieldBit(std::string_view field) {
+  static constexpr std::pair<std::string_view, uint32_t> kBits[] = {
+      {"holderIdentity", kSpecHolderIdentity}, {"leaseDurationSeconds", kSpecLeaseDurationSeconds},
+      {"acquireTime", kSpecAcquireTime},       {"renewTime", kSpecRenewTime},
+      {"leaseTransitions", kSpecLeaseTransitions}, {"poolName", kSpecPoolName},
+      {"delegate", kSpecDelegate},             {"proof", kSpecProof}};
+  for (const auto& [name, bit] : kBits) {
+    if (field == name) return bit;
+  }
+  return 0;
+}
+
+uint32_t ChangedSpecFields(const LeaseSpec& a, const LeaseSpec& b, bool* removed) {
+  uint32_t changed = 0;
+  auto diff = [&](const auto& x, const auto& y, uint32_t bit) {
+    if (x == y) return;
+    changed |= bit;
+    if (x && !y) *removed = true;
+  };
+  diff(a.holder_identity, b.holder_identity, kSpecHolderIdentity);
+  diff(a.lease_duration_seconds, b.lease_duration_seconds, kSpecLeaseDurationSeconds);
+  diff(a.acquire_time_us, b.acquire_time_us, kSpecAcquireTime);
+  diff(a.renew_time_us, b.renew_time_us, kSpecRenewTime);
+  diff(a.lease_transitions, b.lease_transitions, kSpecLeaseTransitions);
+  diff(a.pool_name, b.pool_name, kSpecPoolName);
+  diff(a.delegate, b.delegate, kSpecDelegate);
+  return changed;
+}
+
 bool RegisterResource(const ResourceInfo* info) {
   static std::mutex mu;
   std::lock_guard<std::mutex> lock(mu);
@@ -463,6 +492,13 @@ void ClearDelegationProof(Object& object) {
   if (!DelegationOf(object).proof) return;
   MutableDelegation(object).proof.reset();
   DropIfEmpty(object);
+}
+
+bool SameStatus(const Object& a, const Object& b) {
+  const DelegationFields& da = DelegationOf(a);
+  const DelegationFields& db = DelegationOf(b);
+  return a.status == b.status && da.accepted_proof == db.accepted_proof &&
+         da.challenges == db.challenges;
 }
 
 size_t ApproximateBytes(const Object& object) {

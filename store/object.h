@@ -44,6 +44,10 @@ enum SpecField : uint32_t {
   kSpecProof = 1u << 7,  // DelegatedLease spec.proof (write-only; Object::delegation)
 };
 
+// The SpecField bit of a spec field's wire name ("renewTime"); 0 for a name the
+// spec does not have.
+uint32_t SpecFieldBit(std::string_view name);
+
 // A resource of the group, in the order discovery lists them: its names, and
 // what the wire shows of the one object model (Object) for it.
 struct ResourceInfo {
@@ -311,6 +315,11 @@ struct LeaseSpec {
   bool operator==(const LeaseSpec&) const = default;
 };
 
+// The spec fields (SpecField bits) whose values differ between `a` and `b`
+// (spec.proof aside: it is never stored); *removed is set when one of them is
+// set in `a` and not in `b`.
+uint32_t ChangedSpecFields(const LeaseSpec& a, const LeaseSpec& b, bool* removed);
+
 // Identifies one leader term: one PoolLease object (uid) at one leaseTransitions.
 struct LeaderTerm {
   std::string pool_lease_uid;
@@ -458,6 +467,9 @@ void CopyDelegationStatus(Object& to, const Object& from);
 // Drops the status parts (a create), or spec.proof (after the rules read it).
 void ClearDelegationStatus(Object& object);
 void ClearDelegationProof(Object& object);
+// Whether `a` and `b` have the same status: LeaseStatus and the status parts
+// behind Object::delegation.
+bool SameStatus(const Object& a, const Object& b);
 
 using ObjectPtr = std::shared_ptr<const Object>;
 using MutableObjectPtr = std::shared_ptr<Object>;

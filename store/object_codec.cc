@@ -61,20 +61,6 @@ void WriteRawArray(JsonWriter& w, std::string_view key, const std::string& json)
   w.RawValue(json.data(), json.size(), rapidjson::kArrayType);
 }
 
-// The SpecField bit of a LeaseSpec field's JSON name; 0 for a name LeaseSpec
-// does not have.
-uint32_t SpecFieldBit(std::string_view field) {
-  static constexpr std::pair<std::string_view, uint32_t> kBits[] = {
-      {"holderIdentity", kSpecHolderIdentity}, {"leaseDurationSeconds", kSpecLeaseDurationSeconds},
-      {"acquireTime", kSpecAcquireTime},       {"renewTime", kSpecRenewTime},
-      {"leaseTransitions", kSpecLeaseTransitions}, {"poolName", kSpecPoolName},
-      {"delegate", kSpecDelegate},             {"proof", kSpecProof}};
-  for (const auto& [name, bit] : kBits) {
-    if (field == name) return bit;
-  }
-  return 0;
-}
-
 // The spec fields the wire shows of a kind (its ResourceInfo row); the storage
 // encoding keeps every field regardless.
 uint32_t SpecFields(Kind kind, bool storage) {

@@ -9,7 +9,7 @@
 //              expired, leaderTerm, proof (what the server
 //              verified last), server-written.
 //   defaults   none. Status is the server's: dropped on create, kept on update
-//              (LeaseKind, lease_kind.h, as for every lease-shaped kind).
+//              (LeaseStrategy, lease_strategy.h, as for every lease-shaped kind).
 //   validation (422, one cause per field, for every writer, system:masters
 //              included except for delegate): the annotation
 //              openyurt.io/delegate-heartbeat exactly "true"; holderIdentity =
@@ -25,7 +25,7 @@
 //              server stamps status.observedTime and leaderTerm on a renewal (a
 //              new renewTime: election::RenewsLease), status.proof and the label
 //              coordination.pool/pool=<pool>. /status: system:masters only
-//              (LeaseKind). Delete: the node itself or its pool's leader.
+//              (LeaseStrategy). Delete: the node itself or its pool's leader.
 //   columns    Pool, Delegate, Renewed, Expired (-o wide).
 //   selectors  spec.poolName, besides metadata.name and metadata.namespace.
 //   schema     DelegatedLeaseSpec, DelegationProof, LeaderTerm,
@@ -41,7 +41,7 @@
 #include "election/lease_rules.h"
 #include "election/membership.h"
 #include "handlers/openapi_schema.h"
-#include "handlers/registry/lease_kind.h"
+#include "handlers/registry/lease_strategy.h"
 #include "handlers/registry/strategy.h"
 #include "handlers/table.h"
 
@@ -73,7 +73,7 @@ constexpr SelectableField kSelectableFields[] = {
     {"spec.poolName", [](const Object& o) { return o.spec.pool_name.value_or(""); }},
 };
 
-class DelegatedLeaseKind final : public LeaseKind {
+class DelegatedLeaseStrategy final : public LeaseStrategy {
  public:
   const store::ResourceInfo& Info() const override {
     return store::InfoFor(store::Kind::kDelegatedLease);
@@ -132,6 +132,13 @@ class DelegatedLeaseKind final : public LeaseKind {
     const auto& proof = store::DelegationOf(proposed).proof;
     if (proofs != nullptr && proof) proofs->Precheck(*proof, proposed.metadata.name);
   }
+  // A renewal that carries its proof.
+  bool MergePatchPrechecks(const rapidjson::Value& patch) const override {
+    auto spec = patch.FindMember("spec");
+    if (spec == patch.MemberEnd() || !spec->value.IsObject()) return false;
+    auto proof = spec->value.FindMember("proof");
+    return proof != spec->value.MemberEnd() && !proof->value.IsNull();
+  }
   absl::Status CheckWriter(const WriteContext& ctx, const Object& object) const override {
     return ctx.rules->CheckDelegatedLeaseWriter(ctx.user, object.metadata.name);
   }
@@ -183,7 +190,7 @@ class DelegatedLeaseKind final : public LeaseKind {
   }
 };
 
-std::vector<Definition> DelegatedLeaseKind::Definitions() const {
+std::vector<Definition> DelegatedLeaseStrategy::Definitions() const {
   std::vector<Definition> d;
   d.push_back(
       {Ours("DelegatedLeaseSpec"),
@@ -299,6 +306,6 @@ std::vector<Definition> DelegatedLeaseKind::Definitions() const {
 
 }  // namespace
 
-const Strategy& DelegatedLeaseStrategy() { return Singleton<DelegatedLeaseKind>(); }
+const Strategy& DelegatedLeases() { return Singleton<DelegatedLeaseStrategy>(); }
 
 }  // namespace poolcoord::handlers::registry

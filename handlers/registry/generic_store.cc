@@ -148,7 +148,6 @@ void GenericStore::PrepareCreate(const WriteContext& ctx, Object& obj) const {
   obj.metadata.generation = 1;
   obj.metadata.deletion_timestamp.reset();
   obj.metadata.deletion_grace_period_seconds.reset();
-  obj.observed_monotonic_us = 0;
   strategy_.PrepareForCreate(ctx, obj);
 }
 
@@ -220,30 +219,25 @@ absl::StatusOr<MutableObjectPtr> GenericStore::BeforeUpdate(
         absl::StrCat("Precondition failed: UID in precondition: ", proposed->metadata.uid,
                      ", UID in object meta: ", current->metadata.uid));
   }
-  MutableObjectPtr next;
+  MutableObjectPtr next = std::move(proposed);
   if (subresource == Subresource::kStatus) {
-    // /status changes status alone (and the managedFields that record it);
-    // everything else stays as stored.
+    // /status changes status alone (and the managedFields that record it), as
+    // metav1.ResetObjectMetaForStatus and the kind's status strategy keep the rest.
     if (decode_causes != nullptr && !decode_causes->empty()) {
       return Invalid(strategy_, name, *decode_causes);
     }
-    next = std::make_shared<Object>(*current);
-    next->status = proposed->status;
-    next->metadata.managed_fields = std::move(proposed->metadata.managed_fields);
-    store::CopyDelegationStatus(*next, *proposed);
+    store::ManagedFields managed_fields = std::move(next->metadata.managed_fields);
+    next->metadata = current->metadata;
+    next->metadata.managed_fields = std::move(managed_fields);
+    strategy_.PrepareForUpdate(ctx, subresource, *next, *current);
   } else {
-    next = std::move(proposed);
-    strategy_.PrepareForUpdate(ctx, *next, *current);
+    strategy_.PrepareForUpdate(ctx, subresource, *next, *current);
     auto causes = ValidateObjectMeta(next->metadata, /*is_create=*/false);
     auto update_causes = ValidateObjectMetaUpdate(current->metadata, next->metadata);
     causes.insert(causes.end(), update_causes.begin(), update_causes.end());
     if (!causes.empty()) return Invalid(strategy_, name, MetaAndDecodeCauses(std::move(causes), decode_causes));
   }
-  // Server-owned: never writable through any API (rest.BeforeUpdate). The
-  // server's time of the last renewal too, on /status as well: the lease rules
-  // stamp it on a renewal (election::RenewsLease), nothing else sets it.
-  next->observed_monotonic_us = current->observed_monotonic_us;
-  next->status.observed_time_us = current->status.observed_time_us;
+  // Server-owned metadata: never writable through any API (rest.BeforeUpdate).
   next->metadata.name = name;
   next->metadata.uid = current->metadata.uid;
   next->metadata.creation_timestamp = current->metadata.creation_timestamp;
@@ -260,11 +254,7 @@ absl::StatusOr<MutableObjectPtr> GenericStore::BeforeUpdate(
                  a.annotations == b.annotations && a.finalizers == b.finalizers &&
                  a.owner_references_json == b.owner_references_json &&
                  a.managed_fields == b.managed_fields &&
-                 (subresource == Subresource::kMain ||
-                  (next->status == current->status &&
-                   store::DelegationOf(*next).accepted_proof ==
-                       store::DelegationOf(*current).accepted_proof &&
-                   store::DelegationOf(*next).challenges == store::DelegationOf(*current).challenges));
+                 (subresource == Subresource::kMain || store::SameStatus(*next, *current));
   }
   if (subresource == Subresource::kStatus) {
     if (rules_) RETURN_IF_ERROR(strategy_.AdmitStatusUpdate(ctx, *current, *next));

@@ -41,8 +41,6 @@ struct Preconditions {
   std::optional<int64_t> resource_version;
 };
 
-enum class Subresource { kMain, kStatus };
-
 // What an update proposes, from the stored object (rest.UpdatedObjectInfo): a
 // PUT returns (a copy of) its body, a PATCH applies itself to `current`. Runs
 // inside the store's atomic step, possibly more than once (the etcd3 store

@@ -7,7 +7,7 @@
 //              (the delegation challenges, issue 15), server-written.
 //   defaults   none: an unset field stays unset, as in a coordination.k8s.io
 //              Lease. Status is the server's: dropped on create, kept on update
-//              (LeaseKind, lease_kind.h, as for every lease-shaped kind).
+//              (LeaseStrategy, lease_strategy.h, as for every lease-shaped kind).
 //   validation spec required (at the HTTP edge, as the schema says);
 //              leaseDurationSeconds required, 1..--max-lease-duration;
 //              leaseTransitions >= 0; the name a pool name
@@ -22,7 +22,7 @@
 //              renewTime is informational (no order, no bound); the server
 //              stamps status.observedTime on a renewal or acquisition (a create, a
 //              new renewTime or holderIdentity: election::RenewsLease). /status: system:masters only
-//              (LeaseKind). Delete: the holder, any member once it is
+//              (LeaseStrategy). Delete: the holder, any member once it is
 //              not live.
 //   columns    Holder, Transitions (-o wide), Renewed.
 //   selectors  metadata.name, metadata.namespace only.
@@ -37,7 +37,7 @@
 #include "election/lease_rules.h"
 #include "election/membership.h"
 #include "handlers/openapi_schema.h"
-#include "handlers/registry/lease_kind.h"
+#include "handlers/registry/lease_strategy.h"
 #include "handlers/registry/strategy.h"
 #include "handlers/table.h"
 
@@ -62,7 +62,7 @@ constexpr TableColumn kColumns[] = {
     kRenewedColumn,
 };
 
-class PoolLeaseKind final : public LeaseKind {
+class PoolLeaseStrategy final : public LeaseStrategy {
  public:
   const store::ResourceInfo& Info() const override {
     return store::InfoFor(store::Kind::kPoolLease);
@@ -201,6 +201,6 @@ class PoolLeaseKind final : public LeaseKind {
 
 }  // namespace
 
-const Strategy& PoolLeaseStrategy() { return Singleton<PoolLeaseKind>(); }
+const Strategy& PoolLeases() { return Singleton<PoolLeaseStrategy>(); }
 
 }  // namespace poolcoord::handlers::registry

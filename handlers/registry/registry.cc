@@ -8,14 +8,15 @@
 
 namespace poolcoord::handlers::registry {
 
-// Each kind's file defines `const Strategy& <Kind>Strategy()`. Adding a kind:
-// its file, and one line here, in the order discovery and OpenAPI list them.
+// Each kind's file defines `const Strategy& <Plural>()`, its strategy. Adding a
+// kind: its file, and one line here, in the order discovery and OpenAPI list
+// them (kube-apiserver's storage map of a group, by resource).
 #define POOLCOORD_KINDS(KIND) \
-  KIND(PoolLease)             \
-  KIND(DelegatedLease)        \
+  KIND(PoolLeases)            \
+  KIND(DelegatedLeases)       \
   /* (the end of the list) */
 
-#define POOLCOORD_DECLARE_KIND(name) const Strategy& name##Strategy();
+#define POOLCOORD_DECLARE_KIND(name) const Strategy& name();
 POOLCOORD_KINDS(POOLCOORD_DECLARE_KIND)
 #undef POOLCOORD_DECLARE_KIND
 
@@ -29,7 +30,7 @@ struct Registry {
 const Registry& Get() {
   static const Registry* const registry = [] {
     auto* r = new Registry;
-#define POOLCOORD_ADD_KIND(name) r->kinds.push_back(&name##Strategy());
+#define POOLCOORD_ADD_KIND(name) r->kinds.push_back(&name());
     POOLCOORD_KINDS(POOLCOORD_ADD_KIND)
 #undef POOLCOORD_ADD_KIND
     for (const Strategy* s : r->kinds) {

@@ -1,42 +1,30 @@
 // A strategy per kind: everything the API does with one kind of
 // coordination.pool/v1alpha1, as k8s.io/apiserver splits it between the
-// rest.RESTCreateStrategy / RESTUpdateStrategy / RESTDeleteStrategy of a kind,
-// its TableConvertor and its GetAttrs (selectable fields), plus its OpenAPI
-// schema. One file per kind holds one Strategy (handlers/registry/<kind>.cc);
-// one generic registry store (generic_store.h) serves the verbs of every kind
-// and calls the strategy at fixed points; registry.h lists the kinds.
+// rest.RESTCreateStrategy / RESTUpdateStrategy / RESTDeleteStrategy of a kind
+// and of its status subresource, its ResetFieldsStrategy, its TableConvertor and
+// its GetAttrs (selectable fields), plus its OpenAPI schema. One file per kind
+// holds one Strategy (handlers/registry/<plural>.cc); one generic registry
+// store (generic_store.h) serves the verbs of every kind and calls the strategy
+// at fixed points; registry.h lists the kinds. No file but a kind's own names
+// the kind or one of its fields (scripts/check-layers.py checks it; the files of
+// each kind are listed in docs/architecture.md, "A kind's files").
 //
-// Where a kind lives, all of it:
-//   store/object.h, object.cc   its C++ type (Object: ObjectMeta, LeaseSpec,
-//       LeaseStatus, shared by the lease-shaped kinds) and its ResourceInfo row:
-//       names, which LeaseSpec fields it has on the wire, the Go struct names of
-//       decode errors. store/ owns the type so that stores and the rules can hold
-//       objects without handlers/ (as k8s.io/api holds types apart from the
-//       registry). A kind beyond the two built in there brings its own row.
-//   election/lease_rules.h   the lease rules: who may write what, and when (403,
-//       409, 503, and the 422 of leaseTransitions), and what the server stamps on
-//       an accepted write. One module for the API, the webhook and the simulator;
-//       a strategy calls into it, never restates it.
-//   handlers/registry/<kind>.cc   the rest: defaults, validation (422), which
-//       rules admit its writes and deletes, printer columns, selectable fields,
-//       OpenAPI schema.
-//
-// Adding a kind: a new handlers/registry/<kind>.cc defining a Strategy (and a
+// Adding a kind: a new handlers/registry/<plural>.cc defining a Strategy (and a
 // store::ResourceInfo when the kind is not built into store/), and one line in
 // registry.cc.
 //
-// The order of a write (generic_store.cc), as the handlers had it before the
-// split, so that every error keeps its precedence:
+// The order of a write (generic_store.cc), each error in its precedence:
 //   create  ObjectMeta checks (422) -> PrepareForCreate, then inside the store's
 //           atomic step: already exists (409) -> CheckWriter (403/503) ->
 //           Validate (422) -> WarningsOnCreate -> Canonicalize -> Admit
 //   update  inside the atomic step: missing (404) -> the body (PUT) or the patch
 //           applied to the stored object (PATCH) -> preconditions: resourceVersion,
 //           uid (409) -> PrepareForUpdate -> ObjectMeta checks (422) -> server
-//           fields carried over -> CheckWriter -> ValidateUpdate (422) ->
+//           metadata carried over -> CheckWriter -> ValidateUpdate (422) ->
 //           WarningsOnUpdate -> Canonicalize -> Admit
-//   status  as update, but the stored object with the new status, and
-//           AdmitStatusUpdate in place of CheckWriter..Admit
+//   status  as update, but with the stored metadata (managedFields aside) and
+//           PrepareForUpdate of the status subresource, and AdmitStatusUpdate in
+//           place of CheckWriter..Admit
 //   delete  inside the atomic step: missing (404) -> preconditions (409) ->
 //           AdmitDelete -> finalizers
 // CheckWriter, Admit, AdmitStatusUpdate and AdmitDelete are admission: they run
@@ -55,12 +43,14 @@
 
 #include "absl/status/status.h"
 #include "base/user_info.h"
+#include "handlers/field_set.h"
 #include "handlers/openapi_schema.h"
 #include "handlers/ssa_schema.h"
 #include "handlers/table.h"
 #include "store/api_error.h"
 #include "store/object.h"
 #include "store/object_codec.h"
+#include "rapidjson/document.h"
 #include "store/store.h"
 
 namespace poolcoord::election {
@@ -68,6 +58,10 @@ class LeaseRules;
 }  // namespace poolcoord::election
 
 namespace poolcoord::handlers::registry {
+
+// The part of an object a write goes to: the main resource, or the status
+// subresource (/status).
+enum class Subresource { kMain, kStatus };
 
 // Who writes, and the rules the write answers to.
 struct WriteContext {
@@ -82,7 +76,7 @@ struct WriteContext {
 // A field selector a kind supports beyond metadata.name and metadata.namespace
 // (k8s: the fields.Set of GetAttrs). An absent value reads as "".
 struct SelectableField {
-  std::string_view path;  // "spec.poolName"
+  std::string_view path;  // "spec.nodeName"
   std::string (*value)(const store::Object& object);
 };
 
@@ -124,10 +118,22 @@ class Strategy {
   // "must be specified for an update"). False, as kube-apiserver's Lease
   // strategy and every CRD's: a PUT says which state it replaces.
   virtual bool AllowUnconditionalUpdate() const { return false; }
-  // Normalizes the new object of an update of the main resource against the
-  // stored one: keeps what only the status subresource may change.
-  virtual void PrepareForUpdate(const WriteContext& ctx, store::Object& object,
-                                const store::Object& old) const = 0;
+  // What an update of `subresource` may not set, reset from the stored `old`
+  // (PrepareForUpdate of a kind's strategy and of its status strategy): through
+  // the main resource status stays as stored, through /status spec does; what
+  // only the server writes stays as stored through either. The generic store
+  // has already kept the stored metadata for /status (managedFields aside).
+  virtual void PrepareForUpdate(const WriteContext& ctx, Subresource subresource,
+                                store::Object& object, const store::Object& old) const = 0;
+  // The fields a write of `subresource` resets whatever it sends (
+  // rest.ResetFieldsStrategy's GetResetFields), beyond what the subresource
+  // itself leaves alone (status through the main resource, all but status
+  // through /status): nobody owns them (handlers/managed_fields.h). The
+  // reference stays valid. Default: none.
+  virtual const ssa::FieldSet& ResetFields(Subresource subresource) const {
+    static const ssa::FieldSet* const kNone = new ssa::FieldSet();
+    return *kNone;
+  }
   virtual std::vector<store::FieldCause> ValidateUpdate(const WriteContext& ctx,
                                                         const store::Object& object,
                                                         const store::Object& old) const = 0;
@@ -142,12 +148,26 @@ class Strategy {
   // Work on a write's own fields that depends on nothing stored, run by the
   // handler before the store's atomic step, so that it holds no store lock
   // (the memory store runs every write's step under one lock). Called only
-  // with ctx.rules set, with the create's or PUT's object, or for a merge
-  // patch of spec fields alone, with those fields on an empty object of the
-  // kind (name set); not for other patches. It may only prepare what Admit
-  // would compute anyway (a cache): Admit judges the write in full, whether
-  // or not this ran. Default: nothing.
+  // with ctx.rules set: with the create's or PUT's object, or, for a merge
+  // patch that MergePatchPrechecks and FastMergePatch takes, with the patch
+  // applied to an empty object of the kind (name set). It may only prepare
+  // what Admit would compute anyway (a cache): Admit judges the write in full,
+  // whether or not this ran. Default: nothing.
   virtual void Precheck(const WriteContext& ctx, const store::Object& proposed) const {}
+  // Whether a merge patch of the main resource carries something Precheck
+  // prepares: only then does the handler apply the patch a second time, onto
+  // an empty object, to hand it to Precheck. Default: false.
+  virtual bool MergePatchPrechecks(const rapidjson::Value& patch) const { return false; }
+
+  // A merge patch of the main resource applied straight onto a copy of
+  // `current`, without encoding the object to JSON, merging and decoding it
+  // back: the renewal's path. nullptr for every patch it does not take; the
+  // handler then takes the general path, which must give the same object (and
+  // reports the errors). Default: takes none.
+  virtual store::MutableObjectPtr FastMergePatch(const store::Object& current,
+                                                 const rapidjson::Value& patch) const {
+    return nullptr;
+  }
 
   // --- admission: the lease rules (election/). Called only with ctx.rules set,
   // inside the store's atomic step, so what they read through `reader` cannot
@@ -194,7 +214,7 @@ class Strategy {
 };
 
 // The one instance of a kind's strategy, for its registration function
-// (registry.cc): `const Strategy& PoolLeaseStrategy() { return Singleton<PoolLeaseKind>(); }`.
+// (registry.cc): `const Strategy& Widgets() { return Singleton<WidgetStrategy>(); }`.
 template <typename KindStrategy>
 const Strategy& Singleton() {
   static const KindStrategy* const strategy = new KindStrategy;

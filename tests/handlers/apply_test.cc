@@ -57,8 +57,8 @@ class World {
     rapidjson::Document s;
     s.Parse(spec.c_str());
     next["spec"].CopyFrom(s, next.GetAllocator());
-    RecordUpdate(FilterComparison(Compare(&live_, &next, Root()), ""), manager, kV, "", ++now_,
-                 managers_);
+    RecordUpdate(FilterComparison(Compare(&live_, &next, Root()), "", NoResetFields()), manager, kV,
+                 "", ++now_, managers_);
     live_.CopyFrom(next, live_.GetAllocator());
   }
 

@@ -290,6 +290,33 @@ BOOST_FIXTURE_TEST_CASE(delegation_status_is_the_servers_and_proofs_are_not_stor
   BOOST_TEST((*stored)->metadata.generation == 1);
 }
 
+// PATCH .../poolleases/hangzhou/status {"status":{"observedTime":"2099-01-01T00:00:00.000000Z"}}
+// as admin was stored: kubectl pool showed "in 72y". The server's time of the
+// last renewal is its own, through the main resource and through /status: the
+// strategy keeps it (LeaseStrategy::PrepareForUpdate), without the rules'
+// admission, which keeps it too.
+BOOST_FIXTURE_TEST_CASE(observed_time_is_never_the_clients, Led) {
+  const int64_t observed = (*store->Get(ps::Kind::kPoolLease, "hangzhou"))->status.observed_time_us.value();
+  const int64_t far_future = 4'070'908'800'000'000;  // 2099-01-01T00:00:00Z
+  reg::GenericStore pool_leases(reg::ForKind(ps::Kind::kPoolLease), store.get(), &clock, nullptr);
+  for (reg::Subresource sub : {reg::Subresource::kStatus, reg::Subresource::kMain}) {
+    std::vector<std::string> warnings;
+    auto r = pool_leases.Update(
+        AdminUser(), "hangzhou", sub,
+        [&](const ps::ObjectPtr& cur) -> absl::StatusOr<ps::MutableObjectPtr> {
+          auto next = std::make_shared<ps::Object>(*cur);
+          next->status.observed_time_us = far_future;
+          next->metadata.labels.Set("sub", sub == reg::Subresource::kStatus ? "status" : "main");
+          return next;
+        },
+        false, &warnings);
+    BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+    BOOST_TEST(r->object->status.observed_time_us.value_or(0) == observed);
+    BOOST_TEST((*store->Get(ps::Kind::kPoolLease, "hangzhou"))->status.observed_time_us.value_or(0) ==
+               observed);
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 // Newcomer findings of session 5 (admin credentials): what a PoolLease's name and

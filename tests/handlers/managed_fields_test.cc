@@ -13,7 +13,8 @@ namespace {
 
 constexpr char kV[] = "coordination.pool/v1alpha1";
 
-const SchemaNode& PoolLease() { return registry::ForKind(store::Kind::kPoolLease).MergeSchema().root(); }
+const registry::Strategy& PoolLeases() { return registry::ForKind(store::Kind::kPoolLease); }
+const SchemaNode& PoolLease() { return PoolLeases().MergeSchema().root(); }
 
 using testing::ParseJson;
 
@@ -42,7 +43,10 @@ Manager Updater(std::string name, std::string fields, int64_t time) {
 void Update(const std::string& before, const std::string& after, const std::string& manager,
             int64_t now, Managers& managers, std::string_view subresource = "") {
   auto a = ParseJson(before), b = ParseJson(after);
-  RecordUpdate(FilterComparison(Compare(&a, &b, PoolLease()), subresource), manager, kV,
+  // The PoolLease strategy's reset fields, as the REST handlers pass them.
+  const FieldSet& reset = PoolLeases().ResetFields(
+      subresource == "status" ? registry::Subresource::kStatus : registry::Subresource::kMain);
+  RecordUpdate(FilterComparison(Compare(&a, &b, PoolLease()), subresource, reset), manager, kV,
                std::string(subresource), now, managers);
 }
 

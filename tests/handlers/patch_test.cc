@@ -4,6 +4,7 @@
 #include <string>
 
 #include "handlers/patch.h"
+#include "handlers/registry/registry.h"
 #include "rapidjson/document.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
@@ -269,6 +270,12 @@ BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(spec_merge_patch_fast_path)
 
+// The kind's own merge patch (registry::Strategy::FastMergePatch).
+store::MutableObjectPtr FastMergePatch(const store::Object& current,
+                                               const rapidjson::Value& patch) {
+  return registry::ForKind(current.kind).FastMergePatch(current, patch);
+}
+
 constexpr char kDelegated[] = R"({"apiVersion":"coordination.pool/v1alpha1","kind":"DelegatedLease",
   "metadata":{"name":"n1","uid":"u-1","resourceVersion":"7","labels":{"apps.openyurt.io/nodepool":"p"},
   "annotations":{"a":"b"},"managedFields":[{"manager":"kubectl","operation":"Update"}]},
@@ -321,7 +328,7 @@ BOOST_AUTO_TEST_CASE(renewal_patches_match_the_general_path) {
   for (const Case& c : cases) {
     store::ObjectPtr current = Stored(c.object, c.kind);
     rapidjson::Document patch = Parse(c.patch);
-    store::MutableObjectPtr fast = TryApplySpecMergePatch(*current, patch);
+    store::MutableObjectPtr fast = FastMergePatch(*current, patch);
     BOOST_REQUIRE_MESSAGE(fast != nullptr, std::string("no fast path for ") + c.patch);
     BOOST_TEST(store::EncodeForStorage(*fast) == GeneralPath(*current, c.patch), c.patch);
   }
@@ -351,19 +358,33 @@ BOOST_AUTO_TEST_CASE(other_patches_take_the_general_path) {
   };
   for (const char* p : general_only) {
     rapidjson::Document patch = Parse(p);
-    BOOST_TEST(TryApplySpecMergePatch(*delegated, patch) == nullptr, p);
+    BOOST_TEST(FastMergePatch(*delegated, patch) == nullptr, p);
   }
   rapidjson::Document pool_field = Parse(R"({"spec":{"poolName":"q"}})");
-  BOOST_TEST(TryApplySpecMergePatch(*pool, pool_field) == nullptr);
+  BOOST_TEST(FastMergePatch(*pool, pool_field) == nullptr);
   // spec.proof (issue 15): only an object of strings, and never on a PoolLease.
   for (const char* p : {R"({"spec":{"proof":null}})", R"({"spec":{"proof":"x"}})",
                         R"({"spec":{"proof":{"heartbeat":7}}})",
                         R"({"spec":{"proof":{"heartbeat":"a","signature":"b"}}})"}) {
     rapidjson::Document patch = Parse(p);
-    BOOST_TEST(TryApplySpecMergePatch(*delegated, patch) == nullptr, p);
+    BOOST_TEST(FastMergePatch(*delegated, patch) == nullptr, p);
   }
   rapidjson::Document pool_proof = Parse(R"({"spec":{"proof":{"heartbeat":"a"}}})");
-  BOOST_TEST(TryApplySpecMergePatch(*pool, pool_proof) == nullptr);
+  BOOST_TEST(FastMergePatch(*pool, pool_proof) == nullptr);
+}
+
+// Only a DelegatedLease patch that carries a proof has something for Precheck.
+BOOST_AUTO_TEST_CASE(only_a_patch_with_a_proof_is_prechecked) {
+  const registry::Strategy& delegated = registry::ForKind(store::Kind::kDelegatedLease);
+  const registry::Strategy& pool = registry::ForKind(store::Kind::kPoolLease);
+  rapidjson::Document with_proof = Parse(R"({"spec":{"proof":{"heartbeat":"a","certificate":"b"}}})");
+  BOOST_TEST(delegated.MergePatchPrechecks(with_proof));
+  BOOST_TEST(!pool.MergePatchPrechecks(with_proof));
+  for (const char* p : {R"({"spec":{"renewTime":"2026-11-30T05:00:10.123456Z"}})",
+                        R"({"spec":{"proof":null}})", R"({"spec":7})", R"({})"}) {
+    rapidjson::Document patch = Parse(p);
+    BOOST_TEST(!delegated.MergePatchPrechecks(patch), p);
+  }
 }
 
 // A renewal with its delegation proof (issue 15) takes the fast path too, and
@@ -374,7 +395,7 @@ BOOST_AUTO_TEST_CASE(renewal_with_a_proof_matches_the_general_path) {
        {R"({"spec":{"renewTime":"2026-11-30T05:00:10.123456Z","proof":{"heartbeat":"UENIQg==","certificate":"MIIB"}}})",
         R"({"spec":{"proof":{"certificate":"MIIB"}}})", R"({"spec":{"proof":{}}})"}) {
     rapidjson::Document patch = Parse(p);
-    store::MutableObjectPtr fast = TryApplySpecMergePatch(*current, patch);
+    store::MutableObjectPtr fast = FastMergePatch(*current, patch);
     BOOST_REQUIRE_MESSAGE(fast != nullptr, std::string("no fast path for ") + p);
     BOOST_TEST(store::EncodeForStorage(*fast) == GeneralPath(*current, p), p);
     rapidjson::Document doc = Parse(store::EncodeObject(*current));

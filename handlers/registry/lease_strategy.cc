@@ -1,10 +1,11 @@
-#include "handlers/registry/lease_kind.h"
+#include "handlers/registry/lease_strategy.h"
 
 #include <array>
 #include <mutex>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "base/microtime.h"
 #include "election/lease_rules.h"
 
 namespace poolcoord::handlers::registry {
@@ -59,13 +60,13 @@ const SchemaNode* Status(Schema& s) {
   const SchemaNode* str = s.Scalar(ScalarType::kString);
   const SchemaNode* integer = s.Scalar(ScalarType::kInteger);
   return s.Struct({
-      // The delegation challenges (PoolLease; issue 15): written whole by the server.
+      // The delegation challenges of a PoolLease: written whole by the server.
       {"challenges",
        s.List(s.Struct({{"issueTime", str}, {"value", str}}), ListType::kAtomic)},
       {"expired", s.Scalar(ScalarType::kBoolean)},
       {"leaderTerm", s.Struct({{"leaseTransitions", integer}, {"poolLeaseUID", str}})},
       {"observedTime", str},
-      // The last accepted delegation proof (DelegatedLease; issue 15).
+      // The last accepted delegation proof of a DelegatedLease.
       {"proof", s.Struct({{"bootID", str}, {"challenge", str}, {"sequence", integer}})},
   });
 }
@@ -108,7 +109,7 @@ const Schema* BuildLeaseSchema(const store::ResourceInfo& info) {
 
 }  // namespace
 
-const ssa::Schema& LeaseKind::MergeSchema() const {
+const ssa::Schema& LeaseStrategy::MergeSchema() const {
   // One schema per kind, built on first use from the kind's spec fields.
   static std::array<std::once_flag, store::kMaxKinds> once;
   static std::array<const Schema*, store::kMaxKinds> schemas{};
@@ -117,19 +118,97 @@ const ssa::Schema& LeaseKind::MergeSchema() const {
   return *schemas[i];
 }
 
-void LeaseKind::PrepareForCreate(const WriteContext&, store::Object& object) const {
+void LeaseStrategy::PrepareForCreate(const WriteContext&, store::Object& object) const {
   object.status = store::LeaseStatus{};
   store::ClearDelegationStatus(object);
+  object.observed_monotonic_us = 0;
 }
 
-void LeaseKind::PrepareForUpdate(const WriteContext&, store::Object& object,
-                                 const store::Object& old) const {
-  object.status = old.status;
-  store::CopyDelegationStatus(object, old);
+void LeaseStrategy::PrepareForUpdate(const WriteContext&, Subresource subresource,
+                                     store::Object& object, const store::Object& old) const {
+  if (subresource == Subresource::kMain) {
+    object.status = old.status;
+    store::CopyDelegationStatus(object, old);
+  } else {
+    object.spec = old.spec;
+    store::ClearDelegationProof(object);  // write-only: never stored
+    object.status.observed_time_us = old.status.observed_time_us;
+  }
+  object.observed_monotonic_us = old.observed_monotonic_us;
 }
 
-absl::Status LeaseKind::AdmitStatusUpdate(const WriteContext& ctx, const store::Object& current,
-                                          store::Object& proposed) const {
+const ssa::FieldSet& LeaseStrategy::ResetFields(Subresource subresource) const {
+  // status.observedTime: the server's time of the last renewal, reset on every
+  // write of /status (through the main resource all of status is), as
+  // kube-apiserver's field manager leaves a strategy's reset fields unowned.
+  static const ssa::FieldSet* const kStatusReset = [] {
+    auto* s = new ssa::FieldSet();
+    s->Insert(ssa::FieldPath({"status", "observedTime"}));
+    return s;
+  }();
+  return subresource == Subresource::kStatus ? *kStatusReset : Strategy::ResetFields(subresource);
+}
+
+store::MutableObjectPtr LeaseStrategy::FastMergePatch(const store::Object& current,
+                                                      const rapidjson::Value& patch) const {
+  if (!patch.IsObject() || patch.MemberCount() != 1) return nullptr;
+  const auto& only = *patch.MemberBegin();
+  if (std::string_view(only.name.GetString(), only.name.GetStringLength()) != "spec" ||
+      !only.value.IsObject() || only.value.MemberCount() == 0) {
+    return nullptr;
+  }
+  // Only fields the kind has on the wire: others take the general path, which
+  // reports them as unknown.
+  const uint32_t fields = Info().spec_fields;
+  store::LeaseSpec spec = current.spec;
+  std::optional<store::DelegationProof> proof;
+  for (const auto& m : only.value.GetObject()) {
+    std::string_view key(m.name.GetString(), m.name.GetStringLength());
+    const rapidjson::Value& v = m.value;
+    if ((key == "renewTime" && (fields & store::kSpecRenewTime)) ||
+        (key == "acquireTime" && (fields & store::kSpecAcquireTime))) {
+      if (!v.IsString()) return nullptr;
+      absl::StatusOr<int64_t> us =
+          base::ParseMicroTime(std::string_view(v.GetString(), v.GetStringLength()));
+      if (!us.ok()) return nullptr;
+      (key == "renewTime" ? spec.renew_time_us : spec.acquire_time_us) = *us;
+    } else if (key == "holderIdentity" && (fields & store::kSpecHolderIdentity)) {
+      if (!v.IsString()) return nullptr;
+      spec.holder_identity.emplace(v.GetString(), v.GetStringLength());
+    } else if ((key == "leaseDurationSeconds" && (fields & store::kSpecLeaseDurationSeconds)) ||
+               (key == "leaseTransitions" && (fields & store::kSpecLeaseTransitions))) {
+      if (!v.IsInt()) return nullptr;  // int32 range; 15.0 or 2^40 take the general path
+      (key == "leaseDurationSeconds" ? spec.lease_duration_seconds : spec.lease_transitions) =
+          v.GetInt();
+    } else if (key == "proof" && (fields & store::kSpecProof)) {
+      // Both members strings, nothing else (a stored object never has a proof
+      // to merge into).
+      if (!v.IsObject()) return nullptr;
+      proof.emplace();
+      for (const auto& pm : v.GetObject()) {
+        std::string_view pk(pm.name.GetString(), pm.name.GetStringLength());
+        if (!pm.value.IsString()) return nullptr;
+        std::string value(pm.value.GetString(), pm.value.GetStringLength());
+        if (pk == "heartbeat") {
+          proof->heartbeat = std::move(value);
+        } else if (pk == "certificate") {
+          proof->certificate = std::move(value);
+        } else {
+          return nullptr;
+        }
+      }
+    } else {
+      return nullptr;
+    }
+  }
+  auto next = std::make_shared<store::Object>(current);
+  next->spec = std::move(spec);
+  if (proof) store::MutableDelegation(*next).proof = std::move(*proof);
+  return next;
+}
+
+absl::Status LeaseStrategy::AdmitStatusUpdate(const WriteContext& ctx, const store::Object& current,
+                                              store::Object& proposed) const {
   return ctx.rules->AdmitStatusWrite(ctx.user, current, proposed);
 }
 
