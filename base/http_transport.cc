@@ -1,6 +1,9 @@
 #include "base/http_transport.h"
 
 #include <curl/curl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <mutex>
@@ -106,6 +109,16 @@ TransferFailure Classify(CURLcode rc) {
   }
 }
 
+// CURLOPT_SOCKOPTFUNCTION: the keepalive probe count, which libcurl 7.88 does
+// not set itself (CURLOPT_TCP_KEEPCNT came in 8.9).
+int SetKeepaliveProbes(void* probes, curl_socket_t fd, curlsocktype purpose) {
+  if (purpose == CURLSOCKTYPE_IPCXN) {
+    const int n = *static_cast<const int*>(probes);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &n, sizeof n);
+  }
+  return CURL_SOCKOPT_OK;
+}
+
 // Sets every option of one transfer; `headers` and `blobs` must outlive it.
 void Configure(CURL* curl, const HttpTransportConfig& config, const HttpRequest& request,
                std::chrono::milliseconds timeout, curl_slist** headers, curl_blob blobs[3]) {
@@ -117,6 +130,13 @@ void Configure(CURL* curl, const HttpTransportConfig& config, const HttpRequest&
   curl_easy_setopt(curl, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
   curl_easy_setopt(curl, CURLOPT_TCP_NODELAY, 1L);
   curl_easy_setopt(curl, CURLOPT_TCP_KEEPALIVE, 1L);
+  curl_easy_setopt(curl, CURLOPT_TCP_KEEPIDLE, static_cast<long>(config.keepalive_idle.count()));
+  curl_easy_setopt(curl, CURLOPT_TCP_KEEPINTVL,
+                   static_cast<long>(config.keepalive_interval.count()));
+  if (config.keepalive_probes > 0) {
+    curl_easy_setopt(curl, CURLOPT_SOCKOPTFUNCTION, SetKeepaliveProbes);
+    curl_easy_setopt(curl, CURLOPT_SOCKOPTDATA, const_cast<int*>(&config.keepalive_probes));
+  }
   curl_easy_setopt(curl, CURLOPT_USERAGENT, config.user_agent.c_str());
   const std::string& m = request.method;
   const bool write_verb = m == "POST" || m == "PUT" || m == "PATCH";
@@ -172,6 +192,9 @@ void Configure(CURL* curl, const HttpTransportConfig& config, const HttpRequest&
       request.bearer_token.empty() ? config.bearer_token : request.bearer_token;
   if (!token.empty()) {
     *headers = curl_slist_append(*headers, absl::StrCat("Authorization: Bearer ", token).c_str());
+  }
+  for (const std::string& line : request.headers) {
+    *headers = curl_slist_append(*headers, line.c_str());
   }
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, *headers);
 

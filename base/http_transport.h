@@ -69,6 +69,14 @@ struct HttpTransportConfig {
   // Idle connections kept for reuse; more may be open while busy.
   int max_idle_connections = 64;
   RetryPolicy retry;
+  // TCP keepalive of every connection: the first probe after this long
+  // without a packet from the peer, then one every interval; after `probes`
+  // unanswered ones (0: the system's, net.ipv4.tcp_keepalive_probes, 9) the
+  // kernel ends the connection and its transfer fails. libcurl's defaults
+  // (60 s, 60 s) notice a silent peer after 10 minutes.
+  std::chrono::seconds keepalive_idle{60};
+  std::chrono::seconds keepalive_interval{60};
+  int keepalive_probes = 0;
 };
 
 // Lets another thread end a running Stream at once.
@@ -95,6 +103,7 @@ struct HttpRequest {
   std::string content_type = "application/json";  // sent when there is a body or a write verb
   std::string accept = "application/json";        // "" sends none
   std::string bearer_token;                       // overrides the transport's when set
+  std::vector<std::string> headers;  // more header lines, "Name: value", sent as given
   std::chrono::milliseconds timeout{0};           // overrides the transport's when > 0
   // Retried under the transport's RetryPolicy. Defaults to the verb's HTTP
   // idempotence (GET, HEAD, PUT, DELETE); a POST that only reads (etcd's range)

@@ -47,6 +47,21 @@ absl::Status StatusFromErrorBody(long http_status, const std::string& body,
       absl::StrCat("etcd ", url, ": HTTP ", http_status, ": ", body.substr(0, 300)));
 }
 
+// etcd's refusal of a call that requires a leader (the hasleader metadata every
+// call carries) by a member that has none: given before the call runs, so
+// any call may go on to another member.
+bool NoLeader(const absl::Status& s) {
+  return absl::IsUnavailable(s) && absl::StrContains(s.message(), "etcdserver: no leader");
+}
+
+// etcd's own Unavailable ("etcdserver: request timed out", "... leader
+// changed"): the member could not serve the call in time, typically because it
+// lost its leader while the call waited. A read may go on to another member; a
+// txn may have been applied.
+bool MemberUnavailable(const absl::Status& s) {
+  return absl::IsUnavailable(s) && absl::StartsWith(s.message(), "etcdserver:");
+}
+
 // What a failed transfer most likely means when TLS is the cause, in the terms
 // of the flags that set TLS up (--etcd-cafile, --etcd-certfile, --etcd-keyfile),
 // or "" when TLS is not the matter. `fresh`: the transfer opened its connection
@@ -138,6 +153,16 @@ absl::StatusOr<std::unique_ptr<Etcd3Client>> Etcd3Client::New(Etcd3ClientOptions
   t.timeout = options.timeout;
   t.connect_timeout = std::min(options.timeout, std::chrono::milliseconds(5'000));
   t.max_idle_connections = 32;
+  // A member that went silent (a partition drops its packets: no reset, no
+  // error) is noticed within 5 + 3 x 5 s, as clientv3's keepalive does for
+  // kube-apiserver (30 s + 10 s): a watch on it ends and is resumed on
+  // another member, and its idle pooled connections go. Without it a watch
+  // stream stayed silent for as long as TCP's retransmission backoff after the
+  // link came back (21 s after a 30 s partition), and 10 minutes where it did
+  // not come back.
+  t.keepalive_idle = std::chrono::seconds(5);
+  t.keepalive_interval = std::chrono::seconds(5);
+  t.keepalive_probes = 3;
   t.user_agent = "poolcoord-etcd3";
   // No retries here: Call moves on to the next endpoint itself, and knows
   // which calls may run twice.
@@ -160,6 +185,12 @@ base::HttpRequest Etcd3Client::Request(const std::string& url, std::string_view 
   r.url = url;
   r.body = std::string(body);
   r.accept.clear();  // the gateway answers JSON whatever is asked
+  // gRPC metadata through the gateway: etcd then refuses a call at once on a
+  // member without a leader, and cancels a watch when its member loses the
+  // leader (clientv3.WithRequireLeader; kube-apiserver's watches carry it).
+  // Without it a member cut off from its peers keeps a watch open and silent
+  // for the whole partition, and holds each read until etcd's own timeout.
+  r.headers.push_back("Grpc-Metadata-hasleader: true");
   return r;
 }
 
@@ -182,8 +213,17 @@ absl::StatusOr<rapidjson::Document> Etcd3Client::Call(std::string_view path, std
                                                  "applied): ",
                                                  failures));
     }
+    if (r->status != 200) {
+      absl::Status s = StatusFromErrorBody(r->status, r->body, url);
+      if (NoLeader(s) || (idempotent && MemberUnavailable(s))) {
+        absl::StrAppend(&failures, failures.empty() ? "" : "; ", endpoints_[index], ": ",
+                        s.message());
+        continue;
+      }
+      preferred_.store(index);
+      return s;
+    }
     preferred_.store(index);
-    if (r->status != 200) return StatusFromErrorBody(r->status, r->body, url);
     rapidjson::Document doc;
     doc.Parse(r->body.data(), r->body.size());
     if (doc.HasParseError() || !doc.IsObject()) {

@@ -59,15 +59,21 @@ class Etcd3Client {
   // POSTs `body` to `path` ("/v3/kv/range") and returns the parsed answer.
   // Errors: the gRPC error of the answer as the same absl code with etcd's
   // message ("etcdserver: mvcc: required revision has been compacted");
-  // Unavailable naming the endpoint when no endpoint answers. A call that could
-  // not connect moves on to the next endpoint; one that failed after it was
-  // sent moves on only when `idempotent` (a txn may have been applied).
+  // Unavailable naming the endpoints when none served it. A call moves on to
+  // the next endpoint when it could not connect or its member has no leader
+  // (every call requires one, as clientv3.WithRequireLeader does: etcd refuses
+  // it before running it); one that failed after it was sent, or that its
+  // member could not serve in time ("etcdserver: request timed out"), moves on
+  // only when `idempotent` (a txn may have been applied). Calls start at the
+  // endpoint that last served one.
   absl::StatusOr<rapidjson::Document> Call(std::string_view path, std::string_view body,
                                            bool idempotent);
 
   // POSTs `body` to `path` on the current endpoint and hands each line of a 200
   // answer to on_line until the server closes the stream, on_line returns false
-  // or control->Stop() is called (all three: OK). Errors as for Call.
+  // or control->Stop() is called (all three: OK). Errors as for Call. A watch
+  // requires a leader too: etcd ends it with an error line ("etcdserver: no
+  // leader") once its member has been without one for three election timeouts.
   absl::Status Stream(std::string_view path, std::string_view body,
                       const std::function<bool(std::string_view)>& on_line,
                       Etcd3StreamControl* control);

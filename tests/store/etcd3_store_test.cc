@@ -1,6 +1,11 @@
 #define BOOST_TEST_MODULE etcd3_store
 #include "store/etcd3_store.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <boost/test/unit_test.hpp>
 #include <chrono>
@@ -151,6 +156,136 @@ BOOST_AUTO_TEST_CASE(FailsOverToTheNextEndpoint) {
   auto store = NewEtcd3Store(options);
   BOOST_REQUIRE_MESSAGE(store.ok(), store.status().ToString());
   BOOST_TEST(Write(**store, Kind::kPoolLease, "p", "n1") > 0);
+}
+
+// An etcd member cut off from its peers, as its JSON gateway answers on
+// 127.0.0.1:<free port> (plain HTTP): every call gets etcd 3.4.23's answer
+// `answer` (recorded from a member in a network namespace whose peer traffic
+// was dropped), and the server counts the calls and those that carried the
+// hasleader metadata.
+class LeaderlessMember {
+ public:
+  // etcd's answer to a call with hasleader once the member has lost its leader.
+  static constexpr const char* kNoLeader =
+      R"({"error":"etcdserver: no leader","message":"etcdserver: no leader","code":14})";
+  // Its answer, 7 s later, to a read that waited for a leader.
+  static constexpr const char* kTimedOut =
+      R"({"error":"etcdserver: request timed out","message":"etcdserver: request timed out","code":14})";
+
+  explicit LeaderlessMember(std::string answer) : answer_(std::move(answer)) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    BOOST_REQUIRE(bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    socklen_t len = sizeof addr;
+    getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    BOOST_REQUIRE(listen(fd_, 16) == 0);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~LeaderlessMember() {
+    shutdown(fd_, SHUT_RDWR);
+    close(fd_);
+    thread_.join();
+  }
+  std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  int calls() const { return calls_.load(); }
+  int with_hasleader() const { return with_hasleader_.load(); }
+
+ private:
+  // One connection at a time; each request is answered and the connection
+  // closed, so the client never keeps one.
+  void Serve() {
+    for (int c; (c = accept(fd_, nullptr, nullptr)) >= 0; close(c)) {
+      std::string in;
+      char buf[4096];
+      size_t head_end;
+      while ((head_end = in.find("\r\n\r\n")) == std::string::npos) {
+        ssize_t n = read(c, buf, sizeof buf);
+        if (n <= 0) break;
+        in.append(buf, static_cast<size_t>(n));
+      }
+      if (head_end == std::string::npos) continue;
+      std::string head = in.substr(0, head_end);
+      for (char& ch : head) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      // The body too: a close with unread data would reset the connection.
+      const size_t at = head.find("\r\ncontent-length:");
+      const size_t length = at == std::string::npos ? 0 : std::strtoul(head.c_str() + at + 17, nullptr, 10);
+      while (in.size() < head_end + 4 + length) {
+        ssize_t n = read(c, buf, sizeof buf);
+        if (n <= 0) break;
+        in.append(buf, static_cast<size_t>(n));
+      }
+      ++calls_;
+      if (head.find("\r\ngrpc-metadata-hasleader: true") != std::string::npos) ++with_hasleader_;
+      const std::string out = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                              "Connection: close\r\nContent-Length: " +
+                              std::to_string(answer_.size()) + "\r\n\r\n" + answer_;
+      (void)!write(c, out.data(), out.size());
+    }
+  }
+
+  const std::string answer_;
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<int> calls_{0}, with_hasleader_{0};
+  std::thread thread_;
+};
+
+// A member without a leader (cut off from its peers) answers every call that
+// requires a leader at once with "no leader", and every call requires one:
+// the store goes on to the next member and stays there. Before, the calls went
+// without hasleader, a read waited 7 s for etcd's "request timed out", the
+// answer pinned the store to that member, and a watch there stayed open and
+// silent for the whole partition (robustness suite, partition-etcd-member:
+// every replica's watchers got nothing until the partition healed).
+BOOST_AUTO_TEST_CASE(PassesOverAMemberWithoutLeader) {
+  LeaderlessMember cut_off(LeaderlessMember::kNoLeader);
+  Etcd3StoreOptions options;
+  options.endpoints = {cut_off.endpoint(), Etcd().endpoint()};
+  options.prefix = UniquePrefix();
+  auto store = NewEtcd3Store(options);
+  BOOST_REQUIRE_MESSAGE(store.ok(), store.status().ToString());
+  auto watcher = (*store)->Watch(Kind::kPoolLease, 0);
+  BOOST_REQUIRE_MESSAGE(watcher.ok(), watcher.status().ToString());
+  const int64_t rv = Write(**store, Kind::kPoolLease, "p", "n1");
+  EventPtr e = (*watcher)->Next(milliseconds(5000));
+  BOOST_REQUIRE(e != nullptr);
+  BOOST_TEST(e->revision == rv);
+  BOOST_TEST(cut_off.calls() == 1);  // asked once, then passed over
+  BOOST_TEST(cut_off.with_hasleader() == 1);
+}
+
+// "No leader" is given before the call runs, so a txn goes on too; a txn that
+// waited for a leader and timed out may have been applied and does not.
+BOOST_AUTO_TEST_CASE(OnlyANoLeaderTxnGoesOnToTheNextMember) {
+  const std::string txn =
+      R"({"compare":[],"success":[{"request_put":{"key":")" + absl::Base64Escape(UniquePrefix()) +
+      R"(","value":"eA=="}}]})";
+  for (const char* answer : {LeaderlessMember::kNoLeader, LeaderlessMember::kTimedOut}) {
+    LeaderlessMember cut_off(answer);
+    Etcd3ClientOptions options;
+    options.endpoints = {cut_off.endpoint(), Etcd().endpoint()};
+    auto client = Etcd3Client::New(options);
+    BOOST_REQUIRE(client.ok());
+    auto put = (*client)->Call("/v3/kv/txn", txn, /*idempotent=*/false);
+    const bool no_leader = answer == LeaderlessMember::kNoLeader;
+    BOOST_TEST_INFO(answer);
+    BOOST_TEST(put.ok() == no_leader);
+    if (!no_leader) {
+      BOOST_TEST(absl::IsUnavailable(put.status()));
+      BOOST_TEST(std::string(put.status().message()).find("request timed out") != std::string::npos);
+    }
+    // A read goes on either way.
+    LeaderlessMember again(answer);
+    (*client).reset();
+    options.endpoints = {again.endpoint(), Etcd().endpoint()};
+    client = Etcd3Client::New(options);
+    BOOST_REQUIRE(client.ok());
+    auto read = (*client)->Call("/v3/kv/range", R"({"key":"AA=="})", /*idempotent=*/true);
+    BOOST_TEST(read.ok(), read.status());
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
