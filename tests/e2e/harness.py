@@ -65,15 +65,15 @@ class Response:
 
 
 class Client:
-    def __init__(self, port, ca, cert=None, token=None):
-        self.port, self.token = port, token
+    def __init__(self, port, ca, cert=None, token=None, host="127.0.0.1"):
+        self.port, self.token, self.host = port, token, host
         self.ctx = ssl.create_default_context(cafile=ca)
         if cert:
             self.ctx.load_cert_chain(*cert)
         self.conn = None
 
     def connect(self, timeout=20):
-        return http.client.HTTPSConnection("127.0.0.1", self.port, context=self.ctx, timeout=timeout)
+        return http.client.HTTPSConnection(self.host, self.port, context=self.ctx, timeout=timeout)
 
     def request(self, method, path, body=None, ctype="application/json", accept="application/json",
                 headers=None):
@@ -146,26 +146,32 @@ def store_args(extra_args):
 
 class Server:
     """poolcoord-apiserver started standalone: it generates its own CA, serving and
-    admin certificates and writes the admin kubeconfig, as README command 1 does."""
+    admin certificates and writes the admin kubeconfig, as README command 1 does.
+    `membership` replaces MEMBERSHIP (every node of it gets a token
+    "<node>-token"); `host` is the address it listens on and is reached at, and
+    `exec_prefix` runs it there (e.g. inside a network namespace: netns.py)."""
 
-    def __init__(self, binary, extra_args=(), tokens=None, membership_file=True):
+    def __init__(self, binary, extra_args=(), tokens=None, membership_file=True, membership=None,
+                 host="127.0.0.1", exec_prefix=()):
         self.workdir = tempfile.mkdtemp(prefix="poolcoord-e2e-")
+        self.host, self.exec_prefix = host, list(exec_prefix)
         self.port = free_port()
         self.cert_dir = os.path.join(self.workdir, "certs")
         self.kubeconfig = os.path.join(self.workdir, "admin.kubeconfig")
         self.membership = os.path.join(self.workdir, "membership.yaml")
+        membership = membership or MEMBERSHIP
         with open(self.membership, "w") as f:
-            json.dump(MEMBERSHIP, f)
+            json.dump(membership, f)
         self.tokens = {"admin-token": ("token-admin", ["system:masters"]),
                        "viewer-token": ("viewer", [])}
-        for node in ("hz-1", "hz-2", "hz-3", "hz-4", "bj-1", "bj-2", "bj-3"):
+        for node in sorted({n for nodes in membership["pools"].values() for n in nodes}):
             self.tokens[f"{node}-token"] = (f"system:node:{node}", ["system:nodes"])
         self.tokens.update(tokens or {})
         token_file = os.path.join(self.workdir, "tokens.csv")
         with open(token_file, "w") as f:
             for tok, (user, groups) in self.tokens.items():
                 f.write(f'{tok},{user},uid-{user},"{",".join(groups)}"\n')
-        self.args = [binary, f"--secure-port={self.port}", "--bind-address=127.0.0.1",
+        self.args = [*self.exec_prefix, binary, f"--secure-port={self.port}", f"--bind-address={host}",
                      f"--cert-dir={self.cert_dir}", f"--write-kubeconfig={self.kubeconfig}",
                      f"--token-auth-file={token_file}",
                      *([f"--pool-membership-file={self.membership}"] if membership_file else []),
@@ -185,7 +191,7 @@ class Server:
                 raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.read_log()}")
             if self.wrote_start_files():
                 try:
-                    c = Client(self.port, self.ca)
+                    c = Client(self.port, self.ca, host=self.host)
                     if c.request("GET", "/readyz", accept=None).status == 200:
                         break
                 except OSError:
@@ -239,13 +245,13 @@ class Server:
             return ""
 
     def admin(self):
-        return Client(self.port, self.ca, cert=self.admin_cert)
+        return Client(self.port, self.ca, cert=self.admin_cert, host=self.host)
 
     def token(self, tok):
-        return Client(self.port, self.ca, token=tok)
+        return Client(self.port, self.ca, token=tok, host=self.host)
 
     def anonymous(self):
-        return Client(self.port, self.ca)
+        return Client(self.port, self.ca, host=self.host)
 
     def kubectl(self, *args, stdin=None, env=None, timeout=60):
         cmd = [kubectl_binary(), "--kubeconfig", self.kubeconfig,
