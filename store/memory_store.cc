@@ -57,6 +57,11 @@ class MemoryStore final : public Store {
  public:
   explicit MemoryStore(const MemoryStoreOptions& options)
       : options_(options), link_(std::make_shared<StoreLink>()) {
+    const base::Clock* clock = options.clock ? options.clock : base::RealClock::Get();
+    {
+      absl::MutexLock lock(&mu_);
+      revision_ = compacted_ = std::max<int64_t>(1, clock->NowMicros());
+    }
     absl::MutexLock lock(&link_->mu);
     link_->store = this;
   }
@@ -283,7 +288,8 @@ class MemoryStore final : public Store {
   const MemoryStoreOptions options_;
   mutable absl::Mutex mu_;
   KindState kinds_[kMaxKinds] ABSL_GUARDED_BY(mu_);
-  // The newest revision; 1 before any write, so no list ever reports "0".
+  // The newest revision; the first (the clock's, at least 1) before any write, so
+  // no list ever reports "0".
   int64_t revision_ ABSL_GUARDED_BY(mu_) = 1;
   // Every revision <= compacted_ has left the history: watches must start at or
   // after it.

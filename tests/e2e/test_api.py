@@ -418,7 +418,7 @@ def continued_list_is_a_snapshot(s):
            seen[names[1]]["metadata"])
     # A token naming a revision the server has not reached: 504, retry later.
     forged = base64.urlsafe_b64encode(json.dumps(
-        {"v": "poolcoord/v1", "rv": 999999999, "start": names[0]}).encode()).decode()
+        {"v": "poolcoord/v1", "rv": int(rv) + 10**9, "start": names[0]}).encode()).decode()
     expect_status(c.request("GET", f"{BASE}/poolleases?limit=1&continue={forged}"), 504, "Timeout")
 
 

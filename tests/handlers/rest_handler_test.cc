@@ -20,10 +20,13 @@ namespace poolcoord::handlers {
 namespace {
 
 // A router over a fresh memory store, without lease rules: these tests cover the
-// generic REST semantics; the rules have tests of their own.
+// generic REST semantics; the rules have tests of their own. Its revisions count
+// from 1 (a clock 1 µs after the epoch), so 999999 is in its future.
+const base::FakeClock kFirstRevisionOne(1);
+
 struct Fixture {
   Fixture() {
-    store = store::NewMemoryStore({.watch_history_size = 20});
+    store = store::NewMemoryStore({.watch_history_size = 20, .clock = &kFirstRevisionOne});
     RouterOptions opts;
     opts.store = store.get();
     opts.clock = &clock;

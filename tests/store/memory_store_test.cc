@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/clock.h"
 #include "store/api_error.h"
 #include "store/memory_store.h"
 #include "tests/store/update_fns.h"
@@ -31,8 +32,11 @@ std::vector<EventPtr> Drain(Watcher& w, size_t n) {
   return out;
 }
 
+// The cases below count revisions from 1: a wall clock 1 µs after the epoch.
+const base::FakeClock kFirstRevisionOne(1);
+
 struct Fixture {
-  Fixture() : store(NewMemoryStore(MemoryStoreOptions{})) {}
+  Fixture() : store(NewMemoryStore(MemoryStoreOptions{.clock = &kFirstRevisionOne})) {}
   int64_t Write(Kind kind, const std::string& name, int32_t duration) {
     auto r = store->Update(kind, name, Put(kind, duration));
     BOOST_REQUIRE(r.ok());
@@ -316,7 +320,8 @@ BOOST_FIXTURE_TEST_CASE(FromCurrentRevisionGetsNothingOld, Fixture) {
 }
 
 BOOST_AUTO_TEST_CASE(HistoryWindowExpires) {
-  auto store = NewMemoryStore(MemoryStoreOptions{.watch_history_size = 3});
+  auto store =
+      NewMemoryStore(MemoryStoreOptions{.watch_history_size = 3, .clock = &kFirstRevisionOne});
   for (int i = 0; i < 6; ++i) {
     const std::string name = "k" + std::to_string(i);
     BOOST_REQUIRE(store->Update(Kind::kPoolLease, name, Put(Kind::kPoolLease, 1)).ok());
@@ -344,7 +349,8 @@ BOOST_AUTO_TEST_CASE(HistoryWindowExpires) {
 // then, as etcd serves it (a newcomer found page 2 carrying a later state, and
 // a forged continue token's revision taken as it came).
 BOOST_AUTO_TEST_CASE(ListAtAnEarlierRevisionUndoesLaterChanges) {
-  auto store = NewMemoryStore(MemoryStoreOptions{.watch_history_size = 8});
+  auto store =
+      NewMemoryStore(MemoryStoreOptions{.watch_history_size = 8, .clock = &kFirstRevisionOne});
   for (const char* name : {"a", "b", "c", "d"}) {
     BOOST_REQUIRE(store->Update(Kind::kPoolLease, name, Put(Kind::kPoolLease, 1)).ok());
   }
@@ -397,8 +403,8 @@ BOOST_AUTO_TEST_CASE(ListAtAnEarlierRevisionUndoesLaterChanges) {
 // annotations held ~300 MB of history for good (newcomer finding).
 BOOST_AUTO_TEST_CASE(HistoryWindowIsBoundedInBytes) {
   const std::string big(100 * 1024, 'x');
-  auto store = NewMemoryStore(
-      MemoryStoreOptions{.watch_history_size = 1000, .watch_history_bytes = 350 * 1024});
+  auto store = NewMemoryStore(MemoryStoreOptions{
+      .watch_history_size = 1000, .watch_history_bytes = 350 * 1024, .clock = &kFirstRevisionOne});
   for (int i = 0; i < 6; ++i) {
     auto r = store->Update(Kind::kPoolLease, "k" + std::to_string(i),
                            [&](const ObjectPtr&, TxnReader&) -> absl::StatusOr<MutableObjectPtr> {
@@ -414,7 +420,8 @@ BOOST_AUTO_TEST_CASE(HistoryWindowIsBoundedInBytes) {
   BOOST_TEST(store->Watch(Kind::kPoolLease, 4).ok());
   BOOST_TEST(ApiErrorFromStatus(store->Watch(Kind::kPoolLease, 3).status()).code == 410);
   // The newest event stays whatever its size.
-  auto one = NewMemoryStore(MemoryStoreOptions{.watch_history_bytes = 1});
+  auto one =
+      NewMemoryStore(MemoryStoreOptions{.watch_history_bytes = 1, .clock = &kFirstRevisionOne});
   BOOST_REQUIRE(one->Update(Kind::kPoolLease, "a", Put(Kind::kPoolLease, 1)).ok());
   BOOST_REQUIRE(one->Update(Kind::kPoolLease, "b", Put(Kind::kPoolLease, 1)).ok());
   BOOST_TEST(one->OldestWatchableRevision() == 2);
@@ -546,6 +553,53 @@ BOOST_FIXTURE_TEST_CASE(DroppedWatcherDoesNotBreakWriters, Fixture) {
   Write(Kind::kPoolLease, "a", 1);
   Write(Kind::kPoolLease, "a", 2);
   BOOST_TEST(store->CurrentRevision() == 3);
+}
+
+// A store that follows another (the server restarted, its pod replaced) starts
+// above every revision the one before handed out, so a client resuming from one of
+// them gets 410 Expired and relists at once. Both stores counted from 1 before:
+// kube-controller-manager's informers then got 504 "Too large resource version"
+// once a second for about 10 s after `kubectl delete pod` of the server.
+BOOST_AUTO_TEST_CASE(ANewStoreStartsAboveTheOneBefore) {
+  base::FakeClock clock;  // 2026-01-01, in microseconds since the epoch
+  auto before = NewMemoryStore(MemoryStoreOptions{.clock = &clock});
+  BOOST_TEST(before->CurrentRevision() == clock.NowMicros());
+  for (int i = 0; i < 1000; ++i) {
+    BOOST_REQUIRE(before->Update(Kind::kPoolLease, "a", Put(Kind::kPoolLease, i + 1)).ok());
+  }
+  const int64_t last = before->CurrentRevision();
+  before.reset();
+
+  clock.Advance(std::chrono::seconds(1));  // the replacement starts a second later
+  auto after = NewMemoryStore(MemoryStoreOptions{.clock = &clock});
+  const int64_t first = after->CurrentRevision();
+  BOOST_TEST(first > last);
+  auto list = after->List(Kind::kPoolLease, {});
+  BOOST_REQUIRE(list.ok());
+  BOOST_TEST(list->revision == first);
+
+  auto watch = after->Watch(Kind::kPoolLease, last);
+  BOOST_REQUIRE(!watch.ok());
+  ApiErrorInfo info = ApiErrorFromStatus(watch.status());
+  BOOST_TEST(info.code == 410);
+  BOOST_TEST(info.reason == "Expired");
+  BOOST_TEST(info.message ==
+             "too old resource version: " + std::to_string(last) + " (" + std::to_string(first) + ")");
+  ListOptions at_last;
+  at_last.at_revision = last;
+  BOOST_TEST(ApiErrorFromStatus(after->List(Kind::kPoolLease, at_last).status()).code == 410);
+
+  BOOST_REQUIRE(after->Update(Kind::kPoolLease, "a", Put(Kind::kPoolLease, 1)).ok());
+  BOOST_TEST(after->CurrentRevision() == first + 1);
+  BOOST_TEST(after->Watch(Kind::kPoolLease, first).ok());  // from the new store's own start
+}
+
+// Without a clock given: the real wall clock's microseconds.
+BOOST_AUTO_TEST_CASE(TheFirstRevisionIsTheWallClocksMicroseconds) {
+  const int64_t before = base::RealClock::Get()->NowMicros();
+  auto store = NewMemoryStore({});
+  BOOST_TEST(store->CurrentRevision() >= before);
+  BOOST_TEST(store->CurrentRevision() <= base::RealClock::Get()->NowMicros());
 }
 
 BOOST_AUTO_TEST_SUITE_END()
