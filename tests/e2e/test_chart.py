@@ -134,6 +134,14 @@ def case_defaults_render_every_object(ctx):
     assert order.index("Service") < order.index("APIService")
 
 
+def server_selector(dep):
+    """What selects the server's pods alone: the Deployment's selector and the
+    component (the agent's pods carry the name and instance too)."""
+    labels = dep["spec"]["template"]["metadata"]["labels"]
+    eq(labels.get("app.kubernetes.io/component"), "apiserver", "the server pod's component label")
+    return {**dep["spec"]["selector"]["matchLabels"], "app.kubernetes.io/component": "apiserver"}
+
+
 def case_deployment_memory_store(ctx):
     docs = render(ctx)
     dep, c = container(docs)
@@ -324,7 +332,7 @@ def case_service_and_apiservice(ctx):
     port = svc["spec"]["ports"][0]
     eq((port["port"], port["targetPort"], port["name"]), (443, "https", "https"), "Service port")
     dep = one(docs, "Deployment")
-    eq(svc["spec"]["selector"], dep["spec"]["selector"]["matchLabels"], "Service selector")
+    eq(svc["spec"]["selector"], server_selector(dep), "Service selector")
     api = one(docs, "APIService")
     eq(api["metadata"]["name"], "v1alpha1.coordination.pool", "APIService name")
     s = api["spec"]
@@ -601,7 +609,7 @@ def case_etcd3_replicas(ctx):
     eq(len(pref), 1, "anti-affinity terms")
     term = pref[0]["podAffinityTerm"]
     eq(term["topologyKey"], "kubernetes.io/hostname", "topologyKey")
-    eq(term["labelSelector"]["matchLabels"], dep["spec"]["selector"]["matchLabels"], "anti-affinity selector")
+    eq(term["labelSelector"]["matchLabels"], server_selector(dep), "anti-affinity selector")
     assert "requiredDuringSchedulingIgnoredDuringExecution" not in aff
     a = args_map(c)
     eq(a["leader-elect"], "true", "--leader-elect")
@@ -612,7 +620,7 @@ def case_etcd3_replicas(ctx):
     pdb = one(docs, "PodDisruptionBudget")
     eq(pdb["spec"].get("minAvailable"), 1, "PDB minAvailable")
     assert "maxUnavailable" not in pdb["spec"]
-    eq(pdb["spec"]["selector"], dep["spec"]["selector"], "PDB selector")
+    eq(pdb["spec"]["selector"], {"matchLabels": server_selector(dep)}, "PDB selector")
     # One replica: maxUnavailable, so that drains are not blocked forever.
     pdb1 = one(render(ctx), "PodDisruptionBudget")
     eq(pdb1["spec"].get("maxUnavailable"), 1, "single-replica PDB maxUnavailable")
@@ -623,7 +631,7 @@ def case_network_policy(ctx):
     docs = render(ctx, "--set", "networkPolicy.controlPlane.cidrs={10.0.0.0/24,192.168.10.5/32}")
     np = one(docs, "NetworkPolicy")
     dep = one(docs, "Deployment")
-    eq(np["spec"]["podSelector"]["matchLabels"], dep["spec"]["selector"]["matchLabels"], "podSelector")
+    eq(np["spec"]["podSelector"]["matchLabels"], server_selector(dep), "podSelector")
     eq(np["spec"]["policyTypes"], ["Ingress"], "policyTypes")
     rules = np["spec"]["ingress"]
     eq(len(rules), 2, "ingress rules")
@@ -734,6 +742,15 @@ def case_agent_daemonset(ctx):
     docs = render(ctx, "--set", "agent.enabled=true,server.poolLabel=example.com/pool")
     ds = one(docs, "DaemonSet")
     spec = ds["spec"]["template"]["spec"]
+    # Nothing that selects the server's pods selects the agent's: a PDB that did
+    # was never computed by kube-controller-manager (a DaemonSet has no scale).
+    agent_labels = ds["spec"]["template"]["metadata"]["labels"]
+    dep = one(docs, "Deployment")
+    for kind, sel in (("Service", one(docs, "Service")["spec"]["selector"]),
+                      ("PodDisruptionBudget", one(docs, "PodDisruptionBudget")["spec"]["selector"]["matchLabels"]),
+                      ("NetworkPolicy", one(docs, "NetworkPolicy")["spec"]["podSelector"]["matchLabels"])):
+        assert any(agent_labels.get(k) != v for k, v in sel.items()), f"the {kind} selects the agent's pods"
+        eq(sel, server_selector(dep), f"{kind} selector")
     eq(ds["spec"]["updateStrategy"], {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
        "rolling update, one agent at a time")
     eq((spec["hostNetwork"], spec["dnsPolicy"], spec["automountServiceAccountToken"]),

@@ -30,6 +30,19 @@ app.kubernetes.io/name: {{ include "poolcoord.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
+{{/*
+The server's pods alone: the agent's pods carry the name and instance too, so the
+Service, the PodDisruptionBudget, the NetworkPolicy and the anti-affinity select
+by the component as well (a PDB that also matched the DaemonSet's pods was never
+computed: "daemonsets.apps does not implement the scale subresource", and every
+eviction of the server's pod refused). The Deployment's own selector stays the
+two labels above: a Deployment's selector cannot change on upgrade.
+*/}}
+{{- define "poolcoord.serverSelectorLabels" -}}
+{{ include "poolcoord.selectorLabels" . }}
+app.kubernetes.io/component: apiserver
+{{- end -}}
+
 {{- define "poolcoord.labels" -}}
 helm.sh/chart: {{ include "poolcoord.chart" . }}
 {{ include "poolcoord.selectorLabels" . }}
