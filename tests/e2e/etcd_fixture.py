@@ -21,8 +21,10 @@ TlsFiles from make_tls_files(dir) (made with the `openssl` CLI), and
 make_ca/issue_cert make more certificates (another CA, a stranger's client
 certificate) for negative cases. wait_for_gateway=False counts etcd as started
 once its own /health answers, for an etcd whose JSON gateway is broken on
-purpose (make_tls_files(dir, server_client_auth=False)). The peer port stays
-plain HTTP (one member, on loopback). Default (tls=False): plain HTTP, exactly
+purpose (make_tls_files(dir, server_client_auth=False)). `host` is the client
+address (default 127.0.0.1; another of this machine's addresses for clients in
+network namespaces, plain HTTP). The peer port stays plain HTTP (one member, on
+loopback). Default (tls=False): plain HTTP, exactly
 as before.
 
 $POOLCOORD_ETCD names another binary. Nothing is skipped: without an etcd binary
@@ -186,7 +188,7 @@ class _Etcd:
 
 
 class EtcdFixture(_Etcd):
-    def __init__(self, name="e2e", startup_timeout=20, tls=False, wait_for_gateway=True):
+    def __init__(self, name="e2e", startup_timeout=20, tls=False, wait_for_gateway=True, host="127.0.0.1"):
         binary = find_binary()
         if not binary:
             raise RuntimeError("etcd binary not found (PATH, or $POOLCOORD_ETCD when set): install "
@@ -208,7 +210,7 @@ class EtcdFixture(_Etcd):
         peer_port = _free_port()
         while peer_port == client_port:
             peer_port = _free_port()
-        self.endpoint = f"{'https' if self.tls else 'http'}://127.0.0.1:{client_port}"
+        self.endpoint = f"{'https' if self.tls else 'http'}://{host}:{client_port}"
         peer = f"http://127.0.0.1:{peer_port}"
         self.log_path = os.path.join(self.dir, "etcd.log")
         self._log = open(self.log_path, "w")

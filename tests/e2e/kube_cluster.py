@@ -20,8 +20,9 @@ NodeRestriction admission plugin, service-account tokens, and the aggregation la
 X-Remote-* headers). The PKI (cluster CA, front-proxy CA, serving, admin,
 controller-manager and node client certificates) is made with the openssl CLI.
 
-No kubelet and no container runtime run here, so the chart's Deployment never gets
-a pod: ChartInstall runs poolcoord-apiserver on the host with the Deployment's own
+KubeCluster alone runs no kubelet and no container runtime, so the chart's
+Deployment never gets a pod (tests/e2e/kube_nodes.py adds real nodes around it, for
+the suites that run the chart as pods): ChartInstall runs poolcoord-apiserver on the host with the Deployment's own
 arguments, the chart's serving Secret and a token of the chart's ServiceAccount (so
 the chart's RBAC is what is tested), and the chart's Service is rendered as
 `type: ExternalName` with `externalName: localhost` and the server's port, which is
@@ -65,20 +66,21 @@ class Skip(Exception):
     """The real control plane is not available here: the test is skipped, not failed."""
 
 
-def k8s_bin_dir():
-    """The directory holding kube-apiserver and kube-controller-manager, or Skip."""
+def k8s_bin_dir(more=()):
+    """The directory holding kube-apiserver and kube-controller-manager (and the
+    binaries named in `more`), or Skip."""
     env = os.environ.get("POOLCOORD_K8S_BIN")
     where = env or os.path.normpath(os.path.join(ROOT, "..", "shared", "k8s", K8S_VERSION, "bin"))
-    missing = [b for b in ("kube-apiserver", "kube-controller-manager")
+    missing = [b for b in ("kube-apiserver", "kube-controller-manager", *more)
                if not os.access(os.path.join(where, b), os.X_OK)]
     if missing:
         origin = "$POOLCOORD_K8S_BIN" if env else "../shared/k8s/v1.32.6/bin (POOLCOORD_K8S_BIN unset)"
         raise Skip(
-            f"no {' and '.join(missing)} in {where} ({origin}). These tests need a real "
-            f"kube-apiserver and kube-controller-manager 1.32: `setup-envtest use 1.32.x` gives "
-            f"kube-apiserver (controller-runtime's envtest), and both are at "
-            f"https://dl.k8s.io/release/{K8S_VERSION}/bin/linux/amd64/<name>; put them in one "
-            f"directory and set POOLCOORD_K8S_BIN to it")
+            f"no {', '.join(missing)} in {where} ({origin}). These tests need the real "
+            f"{', '.join(('kube-apiserver', 'kube-controller-manager', *more))} 1.32: "
+            f"`setup-envtest use 1.32.x` gives kube-apiserver (controller-runtime's envtest), and "
+            f"all are at https://dl.k8s.io/release/{K8S_VERSION}/bin/linux/amd64/<name>; put them "
+            f"in one directory and set POOLCOORD_K8S_BIN to it")
     return where
 
 
@@ -322,16 +324,28 @@ class KubeCluster:
     --node-monitor-grace-period (None: the 1.32 default, 50 s); kcm=False leaves
     the controller manager out. `bind_address` and `extra_sans` (e.g.
     ["IP:10.201.0.1"]) let clients in other network namespaces reach
-    kube-apiserver (the agent tests). Raises Skip without the binaries."""
+    kube-apiserver (the agent tests). `advertise_address` (an address pods
+    reach) is kept in the `kubernetes` Service's endpoints by kube-apiserver's
+    lease reconciler, as in a cluster with nodes (tests/e2e/kube_nodes.py);
+    `apiserver_args` are appended to kube-apiserver's; `kubelet_client` gives it
+    a client certificate to the kubelets (logs, exec; CN
+    kube-apiserver-kubelet-client, O system:masters). Raises Skip without the
+    binaries (and `binaries`, more of them by name, e.g. "kubelet")."""
 
-    def __init__(self, grace=None, kcm=True, kcm_args=(), bind_address="127.0.0.1", extra_sans=()):
+    def __init__(self, grace=None, kcm=True, kcm_args=(), bind_address="127.0.0.1", extra_sans=(),
+                 advertise_address=None, apiserver_args=(), binaries=(), kubelet_client=False):
         self.bind_address = bind_address
-        self.bin = k8s_bin_dir()
+        self.advertise_address = advertise_address
+        self.apiserver_args = list(apiserver_args)
+        self.bin = k8s_bin_dir(binaries)
         self.workdir = tempfile.mkdtemp(prefix="poolcoord-k8s-")
         self.procs = []
         t0 = time.time()
         self.etcd = EtcdFixture(name="k8s")
         self.pki = Pki(self.workdir, extra_sans)
+        if kubelet_client:
+            cert = self.pki.client("apiserver-kubelet-client", "kube-apiserver-kubelet-client", ["system:masters"])
+            self.apiserver_args += [f"--kubelet-client-certificate={cert[0]}", f"--kubelet-client-key={cert[1]}"]
         self.port = free_port()
         self.url = f"https://127.0.0.1:{self.port}"
         self.admin_kubeconfig = write_kubeconfig(os.path.join(self.workdir, "admin.kubeconfig"), self.url,
@@ -349,12 +363,15 @@ class KubeCluster:
         p = self.pki
         args = [os.path.join(self.bin, "kube-apiserver"),
                 f"--etcd-servers={self.etcd.endpoint}", f"--bind-address={self.bind_address}",
-                "--advertise-address=127.0.0.1", f"--secure-port={self.port}",
+                f"--advertise-address={self.advertise_address or '127.0.0.1'}", f"--secure-port={self.port}",
                 f"--tls-cert-file={p.serving[0]}", f"--tls-private-key-file={p.serving[1]}",
                 f"--client-ca-file={p.ca[0]}",
                 f"--service-account-key-file={p.sa_pub}", f"--service-account-signing-key-file={p.sa_key}",
                 "--service-account-issuer=https://kubernetes.default.svc",
-                "--service-cluster-ip-range=10.0.0.0/24", "--endpoint-reconciler-type=none",
+                "--service-cluster-ip-range=10.0.0.0/24",
+                # A loopback address in the `kubernetes` endpoints draws a complaint
+                # and reaches no pod: none is kept without nodes.
+                *([] if self.advertise_address else ["--endpoint-reconciler-type=none"]),
                 f"--cert-dir={os.path.join(self.workdir, 'apiserver-certs')}",
                 "--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
                 f"--requestheader-client-ca-file={p.front_proxy_ca[0]}",
@@ -364,7 +381,7 @@ class KubeCluster:
                 "--requestheader-extra-headers-prefix=X-Remote-Extra-",
                 f"--proxy-client-cert-file={p.front_proxy_client[0]}",
                 f"--proxy-client-key-file={p.front_proxy_client[1]}",
-                "--profiling=false"]
+                "--profiling=false", *self.apiserver_args]
         self.apiserver = Process("kube-apiserver", args, self.workdir)
         self.procs.append(self.apiserver)
         admin = self.admin()

@@ -32,9 +32,6 @@ import base64
 import hashlib
 import json
 import os
-import re
-import shutil
-import signal
 import socket
 import struct
 import subprocess
@@ -47,8 +44,8 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from etcd_fixture import issue_cert, make_ca  # noqa: E402
 from kube_cluster import (DELEGATE, POOL_LABEL, ChartInstall, KubeCluster, Kubelet, LeaseWatch,  # noqa: E402
-                          NodeWatch, Process, Skip, parse_micro, run_cluster_cases,
-                          run_scenarios, stop_parts)
+                          NodeWatch, Process, parse_micro, run_cluster_cases, run_scenarios, stop_parts)
+from kube_nodes import LAUNCHER, Network as Net  # noqa: E402
 
 GRACE = 40.0
 MONITOR_PERIOD = 2.0       # --node-monitor-period given to kube-controller-manager
@@ -68,133 +65,6 @@ def openssl_bytes(*args, stdin=None):
     if p.returncode != 0:
         raise RuntimeError(f"openssl {' '.join(args[:2])}: {p.stderr.decode(errors='replace')[-500:]}")
     return p.stdout
-
-
-def sh(*args, check=True):
-    p = subprocess.run(args, capture_output=True, text=True, timeout=30)
-    if check and p.returncode != 0:
-        raise RuntimeError(f"{' '.join(args)}: {p.stderr.strip()}")
-    return p
-
-
-class Net:
-    """The namespaces, bridges and links, all named after this process."""
-
-    def __init__(self):
-        if os.geteuid() != 0:
-            raise Skip("network namespaces need root (CI runs as root)")
-        if not shutil.which("ip"):
-            raise Skip("no `ip` (iproute2) for network namespaces")
-        pid = os.getpid()
-        self.tag = f"pc{pid % 100000}"
-        self.sweep_stale()
-        # A SIGTERM (ctest --timeout's first signal, a user's kill) unwinds
-        # through the test's finally blocks, so the namespaces go with it.
-        if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-        self.cloud_net = f"10.{100 + pid % 100}.0"
-        self.lan_net = f"172.{16 + pid % 16}"
-        self.namespaces, self.links, self.bridges = [], {}, []
-        self.cloud_bridge = self._bridge("c", f"{self.cloud_net}.1/24")
-        self.cloud_host = f"{self.cloud_net}.1"
-        self.lan_bridges = {}
-        self.count = 0
-
-    @staticmethod
-    def sweep_stale():
-        """Removes the namespaces and bridges of earlier runs whose process is
-        gone (a run killed with SIGKILL cannot clean up after itself)."""
-        alive = {int(p) % 100000 for p in os.listdir("/proc") if p.isdigit()}
-
-        def dead(tag):
-            return int(tag[2:]) not in alive
-        listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-        for line in listed.splitlines():
-            ns = line.split()[0] if line.split() else ""
-            m = re.fullmatch(r"(pc\d+)-.+", ns)
-            if m and dead(m.group(1)):
-                sh("ip", "netns", "del", ns, check=False)
-        links = subprocess.run(["ip", "-o", "link", "show", "type", "bridge"],
-                               capture_output=True, text=True).stdout
-        for line in links.splitlines():
-            m = re.match(r"\d+: (pc\d+)([cl]\d+)[:@]", line)
-            if m and dead(m.group(1)):
-                sh("ip", "link", "del", m.group(1) + m.group(2), check=False)
-
-    def _bridge(self, kind, address):
-        name = f"{self.tag}{kind}{len(self.bridges)}"
-        sh("ip", "link", "add", name, "type", "bridge")
-        self.bridges.append(name)
-        sh("ip", "addr", "add", address, "dev", name)
-        sh("ip", "link", "set", name, "up")
-        return name
-
-    def pool(self, index):
-        """The host's address on pool `index`'s LAN."""
-        if index not in self.lan_bridges:
-            self.lan_bridges[index] = self._bridge("l", f"{self.lan_net}.{index}.254/24")
-        return f"{self.lan_net}.{index}.254"
-
-    def node(self, name, pool_index, i):
-        """A namespace with a cloud link and a LAN link; returns (netns, LAN IP)."""
-        self.pool(pool_index)
-        self.count += 1
-        ns = f"{self.tag}-{name}"
-        sh("ip", "netns", "add", ns)
-        self.namespaces.append(ns)
-        sh("ip", "-n", ns, "link", "set", "lo", "up")
-        lan_ip = f"{self.lan_net}.{pool_index}.{i}"
-        for kind, bridge, address in (("c", self.cloud_bridge, f"{self.cloud_net}.{self.count + 1}/24"),
-                                      ("l", self.lan_bridges[pool_index], f"{lan_ip}/24")):
-            host, inner = f"{self.tag}{kind}{self.count}h", f"{kind}{self.count}"
-            sh("ip", "link", "add", host, "type", "veth", "peer", "name", inner)
-            sh("ip", "link", "set", inner, "netns", ns)
-            sh("ip", "link", "set", host, "master", bridge, "up")
-            sh("ip", "-n", ns, "addr", "add", address, "dev", inner)
-            sh("ip", "-n", ns, "link", "set", inner, "up")
-            self.links[(name, kind)] = (ns, inner)
-        return ns, lan_ip
-
-    def cloud_link(self, name, up):
-        ns, inner = self.links[(name, "c")]
-        sh("ip", "-n", ns, "link", "set", inner, "up" if up else "down")
-
-    def cleanup(self):
-        for ns in self.namespaces:
-            sh("ip", "netns", "del", ns, check=False)
-        for b in self.bridges:
-            sh("ip", "link", "del", b, check=False)
-
-
-class Launcher:
-    """Starts processes from one thread that lives as long as the test: a child
-    gets SIGKILL when the *thread* that started it ends (PR_SET_PDEATHSIG), and
-    the scenarios restart agents from threads of their own."""
-
-    def __init__(self):
-        import queue
-        self.jobs = queue.Queue()
-        threading.Thread(target=self._run, daemon=True, name="launcher").start()
-
-    def _run(self):
-        while True:
-            fn, done, box = self.jobs.get()
-            try:
-                box.append(fn())
-            except Exception as e:  # handed back to the caller
-                box.append(e)
-            done.set()
-
-    def call(self, fn):
-        done, box = threading.Event(), []
-        self.jobs.put((fn, done, box))
-        done.wait()
-        if isinstance(box[0], Exception):
-            raise box[0]
-        return box[0]
-
-
-LAUNCHER = Launcher()
 
 
 class Agent:
