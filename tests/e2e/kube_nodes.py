@@ -681,6 +681,25 @@ wait
             _remove_cgroup(os.path.join(root, self.cgroup))
         return t
 
+    def pod_processes(self, uid, comm=None):
+        """Pids of the processes of the pod `uid` on this node (its cgroups under
+        the node's cgroupRoot), those whose /proc/<pid>/comm is `comm` if given."""
+        pids = set()
+        for d, _, _ in os.walk(f"/sys/fs/cgroup/pids/{self.cgroup}"):
+            if os.path.basename(d) == f"pod{uid}":
+                pids |= _cgroup_pids(d)
+        if comm is None:
+            return sorted(pids)
+        out = []
+        for p in pids:
+            try:
+                with open(f"/proc/{p}/comm") as f:
+                    if f.read().strip() == comm:
+                        out.append(p)
+            except OSError:
+                pass
+        return sorted(out)
+
     def remove(self):
         shutil.rmtree(self.dir, ignore_errors=True)
 

@@ -109,49 +109,49 @@ class Availability:
         self._stop = True
 
 
-class Env:
-    def __init__(self, binary):
+class ChartOnNodes:
+    """What the suites of the chart on real nodes share: a NodeCluster with the
+    cloud nodes `clouds` and the pool `pool` of `edges`, a PodWatch, the
+    Availability poller, and `helm install` with `values` (then the pool led).
+    A subclass runs its timeline in timeline()."""
+
+    def __init__(self, binary, clouds, edges, values, pool=POOL):
         self.results, self.errors = {}, []
+        self.clouds, self.edges, self.pool = list(clouds), list(edges), pool
         self.nc = NodeCluster(binary, grace=f"{GRACE:.0f}s", monitor_period=f"{MONITOR_PERIOD:.0f}s")
         try:
             self.cluster = self.nc.cluster
             self.nw, self.lw = self.nc.nw, self.nc.lw
-            self.nc.add_node(CLOUD, labels={ROLE: "cloud"})
-            for n in EDGE:
-                self.nc.add_node(n, pool=POOL, labels={ROLE: "edge"})
+            for n in self.clouds:
+                self.nc.add_node(n, labels={ROLE: "cloud"})
+            for n in self.edges:
+                self.nc.add_node(n, pool=pool, labels={ROLE: "edge"})
             self.nc.start_nodes()
             self.results["nodes"] = {n: dict(node.times) for n, node in self.nc.nodes.items()}
             self.pw = PodWatch(self.cluster)
-            self.workloads()
+            self.before_install()
             self.avail = Availability(self.cluster)
-            self.rel = HelmRelease(self.nc, values=VALUES)
+            self.rel = HelmRelease(self.nc, values=[*VALUES, *self.values(values)])
             self.install()
             self.wait_pool_up()
             self.t0 = time.time()
-            run_scenarios([("cut", self.cut_member), ("kill", self.kill_member)], self.errors)
+            self.timeline()
             print(f"timeline: {time.time() - self.t0:.0f} s at grace {GRACE:.0f} s", flush=True)
         except BaseException:
             print(self.logs(), flush=True)
             self.stop()
             raise
 
-    # --- set-up
-    def workloads(self):
-        """A pause pod on each edge node, evicted 10 s after an unreachable or
-        not-ready taint (the DefaultTolerationSeconds admission plugin gives 300)."""
-        _, repo, tag = self.nc.images["pause"]
-        self.cluster.kubectl("create", "namespace", "work", check=True)
-        items = [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"work-{n}", "namespace": "work"},
-                  "spec": {"nodeName": n, "terminationGracePeriodSeconds": 1,
-                           "containers": [{"name": "pause", "image": f"{repo}:{tag}", "imagePullPolicy": "Never"}],
-                           "tolerations": [{"key": k, "operator": "Exists", "effect": "NoExecute",
-                                            "tolerationSeconds": TOLERATION}
-                                           for k in ("node.kubernetes.io/unreachable",
-                                                     "node.kubernetes.io/not-ready")]}}
-                 for n in EDGE]
-        self.cluster.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}),
-                             check=True)
+    def values(self, values):
+        return values
 
+    def before_install(self):
+        pass
+
+    def timeline(self):
+        raise NotImplementedError
+
+    # --- set-up
     def server_pods(self, ready=None):
         pods = self.pw.matching(**{"app.kubernetes.io/component": "apiserver"})
         return {n: p for n, p in pods.items() if "deleting" not in p and (ready is None or p.get("is_ready") == ready)}
@@ -167,14 +167,17 @@ class Env:
         return any(c["type"] == "Available" and c["status"] == "True"
                    for c in st.json().get("status", {}).get("conditions", []))
 
+    replicas = 1
+
     def install(self):
         r = self.results.setdefault("install", {})
         r["t"] = time.time()
         self.rel.install()
         r["helm"] = time.time()
-        self.pw.wait("the server's pod Ready", lambda: self.server_pods(ready=True), 120)
+        self.pw.wait("the server's pods Ready", lambda: len(self.server_pods(ready=True)) == self.replicas, 120)
         self.pw.wait("an agent Ready on every edge node",
-                     lambda: sorted(p["node"] for p in self.agent_pods().values() if p.get("is_ready")) == EDGE, 120)
+                     lambda: sorted(p["node"] for p in self.agent_pods().values() if p.get("is_ready")) == self.edges,
+                     120)
         self.pw.wait("the APIService Available", self.apiservice_available, 60)
         r["available"] = time.time()
         r["pods"] = {n: dict(p) for n, p in self.pw.matching(**{"app.kubernetes.io/name": "poolcoord"}).items()}
@@ -194,7 +197,7 @@ class Env:
         return out
 
     def holder(self):
-        r = self.cluster.admin().request("GET", f"{GROUP}/poolleases/{POOL}")
+        r = self.cluster.admin().request("GET", f"{GROUP}/poolleases/{self.pool}")
         return r.json()["spec"].get("holderIdentity", "") if r.status == 200 else ""
 
     def delegated_lease(self, node):
@@ -203,15 +206,63 @@ class Env:
 
     def wait_pool_up(self, timeout=90):
         def up():
-            return self.holder() in EDGE and all(
-                self.agent_metrics(n).get("poolcoord_agent_peers_heard") == len(EDGE) - 1 and
-                self.agent_metrics(n).get("poolcoord_agent_cloud_sees_node") == 1 for n in EDGE)
-        self.pw.wait("pool edge led and every agent hearing the others", up, timeout)
+            return self.holder() in self.edges and all(
+                self.agent_metrics(n).get("poolcoord_agent_peers_heard") == len(self.edges) - 1 and
+                self.agent_metrics(n).get("poolcoord_agent_cloud_sees_node") == 1 for n in self.edges)
+        self.pw.wait(f"pool {self.pool} led and every agent hearing the others", up, timeout)
         self.results["pool_up"] = time.time()
         leader = self.holder()
-        others = [n for n in EDGE if n != leader]
-        self.roles = {"leader": leader, "cut": others[0], "kill": others[1]}
+        others = [n for n in self.edges if n != leader]
+        self.roles = {"leader": leader, "cut": others[0], "kill": others[-1]}
         print(f"roles: {self.roles}", flush=True)
+
+    def history(self, node, since):
+        with self.nw.lock:
+            ready = [(round(t - since, 1), st) for t, st in self.nw.ready.get(node, [])]
+        with self.lw.lock:
+            leases = [(round(t - since, 1), round(rt - since, 1) if rt else None, ours(a))
+                      for t, rt, a in self.lw.versions.get(node, [])]
+        return f"{node} Ready: {ready}; Lease versions (seen, renewTime, marks): {leases}"
+
+    def logs(self):
+        out = [self.nc.logs()]
+        for name, p in (self.pw.pods.items() if hasattr(self, "pw") else []):
+            if p.get("namespace") == NS:
+                out.append(f"--- pod {name}:\n" + self.cluster.kubectl("logs", "-n", NS, name, "--tail=40").stdout)
+        return "\n".join(out)
+
+    def stop(self):
+        for part in ("avail", "pw"):
+            if getattr(self, part, None):
+                getattr(self, part).stop()
+        self.nc.stop()
+
+
+class Env(ChartOnNodes):
+    def __init__(self, binary):
+        super().__init__(binary, [CLOUD], EDGE, [])
+
+    def before_install(self):
+        self.workloads()
+
+    def timeline(self):
+        run_scenarios([("cut", self.cut_member), ("kill", self.kill_member)], self.errors)
+
+    def workloads(self):
+        """A pause pod on each edge node, evicted 10 s after an unreachable or
+        not-ready taint (the DefaultTolerationSeconds admission plugin gives 300)."""
+        _, repo, tag = self.nc.images["pause"]
+        self.cluster.kubectl("create", "namespace", "work", check=True)
+        items = [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"work-{n}", "namespace": "work"},
+                  "spec": {"nodeName": n, "terminationGracePeriodSeconds": 1,
+                           "containers": [{"name": "pause", "image": f"{repo}:{tag}", "imagePullPolicy": "Never"}],
+                           "tolerations": [{"key": k, "operator": "Exists", "effect": "NoExecute",
+                                            "tolerationSeconds": TOLERATION}
+                                           for k in ("node.kubernetes.io/unreachable",
+                                                     "node.kubernetes.io/not-ready")]}}
+                 for n in EDGE]
+        self.cluster.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}),
+                             check=True)
 
     # --- the timeline
     def cut_member(self):
@@ -279,27 +330,6 @@ class Env:
                                       lambda: not any(t.startswith("node.kubernetes.io/")
                                                       for t in self.nw.current_taints(n)) and time.time(), 60)
         r["dl_seen"] = self.delegated_lease(n)
-
-    def history(self, node, since):
-        with self.nw.lock:
-            ready = [(round(t - since, 1), st) for t, st in self.nw.ready.get(node, [])]
-        with self.lw.lock:
-            leases = [(round(t - since, 1), round(rt - since, 1) if rt else None, ours(a))
-                      for t, rt, a in self.lw.versions.get(node, [])]
-        return f"{node} Ready: {ready}; Lease versions (seen, renewTime, marks): {leases}"
-
-    def logs(self):
-        out = [self.nc.logs()]
-        for name, p in (self.pw.pods.items() if hasattr(self, "pw") else []):
-            if p.get("namespace") == NS:
-                out.append(f"--- pod {name}:\n" + self.cluster.kubectl("logs", "-n", NS, name, "--tail=40").stdout)
-        return "\n".join(out)
-
-    def stop(self):
-        for part in ("avail", "pw"):
-            if getattr(self, part, None):
-                getattr(self, part).stop()
-        self.nc.stop()
 
 
 # ---------------------------------------------------------------- the verdicts

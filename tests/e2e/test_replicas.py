@@ -9,7 +9,7 @@
 Each replica is a real server process on its own free port, sharing one etcd
 (tests/e2e/etcd_fixture.py) and one --etcd-prefix, with the membership file (no
 cloud cluster). Replica election and the forwarding handover need a cloud
-cluster: test_cluster_replicas.py runs the chart's replicas in a real one. Prints
+cluster: test_cluster_pods_replicas.py runs the chart's replicas as real pods. Prints
 one line per case and ends with "N passed, N failed".
 """
 import http.client
@@ -262,7 +262,7 @@ def main():
     Env.etcd = EtcdFixture()
     try:
         # Memberships from a file: no cloud cluster, so no replica election here
-        # (test_cluster_replicas.py runs the chart's replicas in a real cluster).
+        # (test_cluster_pods_replicas.py runs the chart's replicas as real pods).
         prefix = f"/replicas/{uuid.uuid4().hex[:8]}"
         flags = ["--storage-backend=etcd3", f"--etcd-servers={Env.etcd.endpoint}", f"--etcd-prefix={prefix}"]
         for name in ("A", "B"):
