@@ -48,8 +48,8 @@ KINDS = {
                  "resourceVersion it vouched for",
     "watch-wrong-event": "a watch event does not match etcd's history at its resourceVersion",
     "watch-stalled": "a watch stream open at the end never delivered its kind's final sentinel",
-    "watch-delayed": "a watch event arrived longer after its write was acknowledged than the "
-                     "run allows",
+    "watch-delayed": "a watch event arrived longer after its write was acknowledged (or its "
+                     "stream was opened) than the run allows",
     "cutoff-answered": "a replica cut off from etcd answered a write or a read without "
                        "resourceVersion with success",
     "replica-unavailable": "a replica that could reach a quorum failed every write longer than "
@@ -414,10 +414,15 @@ def check_watches(h, truth, out):
                 continue
             if max_delay and t["type"] == "PUT":
                 acked = acked_at.get(t["obj"].get("write"))
-                owed = _owed_from(excused[w["replica"]], acked) if acked is not None else None
+                # Owed from the answer, or from when the stream was opened (a
+                # stream resumed later delivers what it missed at once), or
+                # from when its replica could reach etcd again.
+                owed = (_owed_from(excused[w["replica"]], max(acked, w["t_open"]))
+                        if acked is not None else None)
                 if owed is not None and ev[4] - owed > max_delay:
-                    since = "its write was acknowledged" if owed == acked else (
-                        f"{w['replica']} could reach etcd again ({owed - acked:.1f}s after the ack)")
+                    since = ("its write was acknowledged" if owed == acked else
+                             "the stream was opened" if owed == w["t_open"] else
+                             f"{w['replica']} could reach etcd again")
                     out.append(Violation("watch-delayed", f"{label}: rv {rv} arrived "
                                          f"{ev[4] - owed:.1f}s after {since} (at most {max_delay}s)"))
         missing = [r for r in truth.kind_between(w["kind"], w["start"], vouched) if r not in delivered]

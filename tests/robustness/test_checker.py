@@ -295,6 +295,18 @@ class Checker(unittest.TestCase):
         watch(h, "w#1")["events"][2][4] = 14.0 + 16
         self.assertOnly(h, "watch-delayed")
 
+    def test_watch_delay_counts_from_the_streams_opening(self):
+        # A stream resumed 30 s after a write (its client was elsewhere) delivers
+        # it at once: in time. 16 s after it opened would not be.
+        h = base()
+        w = watch(h, "w#3")
+        w["t_open"] = 44.0
+        for ev in w["events"]:
+            ev[4] = 44.1
+        self.assertEqual([str(v) for v in check(h)], [])
+        w["events"][0][4] = 44.0 + 16
+        self.assertOnly(h, "watch-delayed")
+
     def test_watch_delay_excused_while_cut_off(self):
         # ... and 13 s after the cut healed is in time, however long after the ack.
         h = base()
