@@ -199,11 +199,24 @@ absl::StatusOr<rapidjson::Document> Etcd3Client::Call(std::string_view path, std
   const size_t n = endpoints_.size();
   const size_t first = preferred_.load() % n;
   std::string failures;
+  // One budget for the whole call, not one per member: with every member
+  // silent (this replica cut off) the call fails after the timeout, not after
+  // three of them.
+  const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
   for (size_t i = 0; i < n; ++i) {
     const size_t index = (first + i) % n;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      absl::StrAppend(&failures, failures.empty() ? "" : "; ", "no time left for ",
+                      endpoints_[index], " within ", options_.timeout.count(), " ms");
+      break;
+    }
     const std::string url = absl::StrCat(endpoints_[index], base::Av(path));
     base::TransferError error;
-    absl::StatusOr<base::HttpResponse> r = transport_->Do(Request(url, body), &error);
+    base::HttpRequest request = Request(url, body);
+    request.timeout = left;
+    absl::StatusOr<base::HttpResponse> r = transport_->Do(request, &error);
     if (!r.ok()) {
       absl::StrAppend(&failures, failures.empty() ? "" : "; ",
                       DescribeFailure(error, endpoints_[index], url, options_));

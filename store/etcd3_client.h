@@ -41,7 +41,8 @@ struct Etcd3ClientOptions {
   std::string ca_file;    // PEM; empty: the system trust store
   std::string cert_file;  // PEM client certificate
   std::string key_file;   // PEM client key
-  // Whole-call timeout for unary calls; streams have none.
+  // Whole-call timeout for unary calls, all endpoints tried included; streams
+  // have none.
   std::chrono::milliseconds timeout{10'000};
 };
 
