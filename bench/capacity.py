@@ -27,6 +27,7 @@ load (printed beside them).
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -217,6 +218,7 @@ class Bench:
             s.stop()
             s.cleanup()
         self.etcd.stop()
+        shutil.rmtree(self.work, ignore_errors=True)
 
 
 def main():
