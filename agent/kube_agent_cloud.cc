@@ -4,12 +4,11 @@
 #include "absl/strings/str_cat.h"
 #include "base/microtime.h"
 #include "base/string_view.h"
+#include "cloud/codec.h"
 #include "cloud/errors.h"
 #include "election/forwarder.h"
 #include "election/lease_rules.h"
 #include "rapidjson/document.h"
-#include "rapidjson/stringbuffer.h"
-#include "rapidjson/writer.h"
 
 namespace poolcoord::agent {
 
@@ -88,56 +87,33 @@ absl::StatusOr<std::string> ResourceVersionOf(absl::string_view json) {
   return std::string(rv->value.GetString(), rv->value.GetStringLength());
 }
 
-std::optional<ProofFields> ProofOf(const VerifiedHeartbeat& evidence) {
+std::optional<api::DelegationProof> ProofOf(const VerifiedHeartbeat& evidence) {
   if (!SendsProof(evidence)) return std::nullopt;
   // The datagram format is canonical: re-encoding the signed bytes and the
   // signature gives back the very bytes that arrived.
   absl::StatusOr<std::string> datagram = EncodeHeartbeatDatagram(
       evidence.signed_heartbeat.signed_bytes, evidence.signed_heartbeat.signature);
   if (!datagram.ok()) return std::nullopt;
-  return ProofFields{absl::Base64Escape(*datagram),
-                     absl::Base64Escape(evidence.certificate->der())};
+  return api::DelegationProof{absl::Base64Escape(*datagram),
+                              absl::Base64Escape(evidence.certificate->der())};
+}
+
+cloud::DelegatedLease DelegatedLeaseOf(const DelegatedLeaseWrite& w) {
+  cloud::DelegatedLease l;
+  l.metadata.name = w.node;
+  l.metadata.resource_version = w.resource_version;
+  l.metadata.annotations[election::kDelegateAnnotation] = "true";
+  l.spec.holder_identity = w.node;
+  l.spec.lease_duration_seconds = w.lease_duration_seconds;
+  l.spec.renew_time_us = w.renew_time_us;
+  l.spec.pool_name = w.pool;
+  l.spec.delegate = w.delegate;
+  if (w.evidence != nullptr) l.delegation.proof = ProofOf(*w.evidence);
+  return l;
 }
 
 std::string EncodeDelegatedLease(const DelegatedLeaseWrite& w) {
-  rapidjson::StringBuffer buf;
-  rapidjson::Writer<rapidjson::StringBuffer> out(buf);
-  auto str = [&](const char* key, const std::string& value) {
-    out.Key(key);
-    out.String(value.data(), static_cast<rapidjson::SizeType>(value.size()));
-  };
-  out.StartObject();
-  str("apiVersion", "coordination.pool/v1alpha1");
-  str("kind", "DelegatedLease");
-  out.Key("metadata");
-  out.StartObject();
-  str("name", w.node);
-  if (!w.resource_version.empty()) str("resourceVersion", w.resource_version);
-  out.Key("annotations");
-  out.StartObject();
-  str(election::kDelegateAnnotation, "true");
-  out.EndObject();
-  out.EndObject();
-  out.Key("spec");
-  out.StartObject();
-  str("holderIdentity", w.node);
-  out.Key("leaseDurationSeconds");
-  out.Int(w.lease_duration_seconds);
-  str("renewTime", base::FormatMicroTime(w.renew_time_us));
-  str("poolName", w.pool);
-  str("delegate", w.delegate);
-  if (w.evidence != nullptr) {
-    if (std::optional<ProofFields> proof = ProofOf(*w.evidence)) {
-      out.Key("proof");
-      out.StartObject();
-      str("heartbeat", proof->heartbeat);
-      str("certificate", proof->certificate);
-      out.EndObject();
-    }
-  }
-  out.EndObject();
-  out.EndObject();
-  return std::string(buf.GetString(), buf.GetSize());
+  return cloud::EncodeDelegatedLease(DelegatedLeaseOf(w));
 }
 
 absl::StatusOr<std::string> KubeAgentCloud::ReadDelegatedLease(const std::string& node) {

@@ -59,20 +59,18 @@ class KubeAgentCloud : public AgentCloud {
   std::unique_ptr<election::LeaseLock> lock_;
 };
 
-// The DelegatedLease a write makes, as JSON (the annotation, holderIdentity =
-// node, poolName, delegate, renewTime as MicroTime, leaseDurationSeconds, and
+// The DelegatedLease a write makes (the annotation, holderIdentity = node,
+// poolName, delegate, renewTime, leaseDurationSeconds, and
 // metadata.resourceVersion when updating), with spec.proof {heartbeat,
 // certificate} (base64 of the heartbeat datagram as received and of the
 // certificate's DER; docs/verifiable-delegation.md) when the evidence carries a
-// challenge.
+// challenge; and that object as the JSON body of the write (cloud's
+// EncodeDelegatedLease).
+cloud::DelegatedLease DelegatedLeaseOf(const DelegatedLeaseWrite& write);
 std::string EncodeDelegatedLease(const DelegatedLeaseWrite& write);
 // The base64 spec.proof fields for `evidence`, or nullopt when it carries no
 // challenge (or no certificate).
-struct ProofFields {
-  std::string heartbeat;
-  std::string certificate;
-};
-std::optional<ProofFields> ProofOf(const VerifiedHeartbeat& evidence);
+std::optional<api::DelegationProof> ProofOf(const VerifiedHeartbeat& evidence);
 // metadata.resourceVersion of a DelegatedLease JSON; InvalidArgument when it is
 // not one.
 absl::StatusOr<std::string> ResourceVersionOf(absl::string_view json);

@@ -1,6 +1,7 @@
 #include "cloud/codec.h"
 
 #include "absl/strings/str_cat.h"
+#include "api/codec.h"
 #include "base/json_write.h"
 #include "base/microtime.h"
 #include "cloud/errors.h"
@@ -25,12 +26,6 @@ const Value* Member(const Value& v, const char* name) {
 std::string Str(const Value& v, const char* name) {
   const Value* m = Member(v, name);
   return m && m->IsString() ? std::string(m->GetString(), m->GetStringLength()) : "";
-}
-
-std::optional<std::string> OptStr(const Value& v, const char* name) {
-  const Value* m = Member(v, name);
-  if (!m || !m->IsString()) return std::nullopt;
-  return std::string(m->GetString(), m->GetStringLength());
 }
 
 std::optional<int32_t> OptInt(const Value& v, const char* name) {
@@ -139,49 +134,28 @@ std::string ListVersion(const Value& list) {
   return md ? Str(*md, "resourceVersion") : "";
 }
 
-Lease ReadLease(const Value& v) {
-  Lease l;
+// A lease-shaped object (a Lease, PoolLease or DelegatedLease): its spec and
+// status by the group's one codec, leniently (as client-go decodes, what the
+// codec refuses is left unset and the refusal ignored).
+template <typename T>
+T ReadLeaseShaped(const Value& v) {
+  T l;
   l.metadata = ReadMeta(v);
+  api::DecodeFindings ignored;
   if (const Value* spec = Member(v, "spec")) {
-    l.spec.holder_identity = OptStr(*spec, "holderIdentity");
-    l.spec.lease_duration_seconds = OptInt(*spec, "leaseDurationSeconds");
-    l.spec.acquire_time_us = OptMicroTime(*spec, "acquireTime");
-    l.spec.renew_time_us = OptMicroTime(*spec, "renewTime");
-    l.spec.lease_transitions = OptInt(*spec, "leaseTransitions");
+    api::DecodeSpec(*spec, ~uint32_t{0}, &l.spec, &l.delegation, &ignored);
   }
   if (const Value* status = Member(v, "status")) {
-    l.status.observed_time_us = OptMicroTime(*status, "observedTime");
-    if (const Value* list = Member(*status, "challenges"); list && list->IsArray()) {
-      for (const Value& c : list->GetArray()) {
-        if (!c.IsObject()) continue;
-        DelegationChallenge challenge{Str(c, "value"), OptMicroTime(c, "issueTime")};
-        if (!challenge.value.empty()) l.status.challenges.push_back(std::move(challenge));
-      }
-    }
+    api::DecodeStatus(*status, &l.status, &l.delegation, &ignored);
   }
+  // A challenge without a value is none: the leader relays the first one.
+  std::erase_if(l.delegation.challenges,
+                [](const DelegationChallenge& c) { return c.value.empty(); });
   return l;
 }
 
-DelegatedLease ReadDelegatedLease(const Value& v) {
-  DelegatedLease l;
-  l.metadata = ReadMeta(v);
-  if (const Value* spec = Member(v, "spec")) {
-    l.spec.holder_identity = OptStr(*spec, "holderIdentity");
-    l.spec.lease_duration_seconds = OptInt(*spec, "leaseDurationSeconds");
-    l.spec.renew_time_us = OptMicroTime(*spec, "renewTime");
-    l.spec.pool_name = OptStr(*spec, "poolName");
-    l.spec.delegate = OptStr(*spec, "delegate");
-  }
-  if (const Value* status = Member(v, "status")) {
-    l.status.observed_time_us = OptMicroTime(*status, "observedTime");
-    l.status.expired = OptBool(*status, "expired").value_or(false);
-    if (const Value* term = Member(*status, "leaderTerm"); term && term->IsObject()) {
-      l.status.leader_term =
-          LeaderTerm{Str(*term, "poolLeaseUID"), OptInt(*term, "leaseTransitions").value_or(0)};
-    }
-  }
-  return l;
-}
+Lease ReadLease(const Value& v) { return ReadLeaseShaped<Lease>(v); }
+DelegatedLease ReadDelegatedLease(const Value& v) { return ReadLeaseShaped<DelegatedLease>(v); }
 
 Node ReadNode(const Value& v) {
   Node n;
@@ -330,25 +304,27 @@ void PercentEscape(std::string* out, std::string_view s) {
 }  // namespace
 
 std::string EncodeLease(const Lease& l, const std::string& api_version, const std::string& kind) {
+  // A PoolLease's spec fields are coordination.k8s.io/v1 LeaseSpec's.
+  const uint32_t fields = api::InfoFor(api::Kind::kPoolLease).spec_fields;
   return Write([&](Writer& w) {
     w.StartObject();
     base::JsonField(w, "apiVersion", api_version);
     base::JsonField(w, "kind", kind);
     WriteMeta(w, l.metadata);
-    base::JsonKey(w, "spec");
-    w.StartObject();
-    if (l.spec.holder_identity) base::JsonField(w, "holderIdentity", *l.spec.holder_identity);
-    if (l.spec.lease_duration_seconds) {
-      base::JsonKey(w, "leaseDurationSeconds");
-      w.Int(*l.spec.lease_duration_seconds);
-    }
-    if (l.spec.acquire_time_us) MicroField(w, "acquireTime", *l.spec.acquire_time_us);
-    if (l.spec.renew_time_us) MicroField(w, "renewTime", *l.spec.renew_time_us);
-    if (l.spec.lease_transitions) {
-      base::JsonKey(w, "leaseTransitions");
-      w.Int(*l.spec.lease_transitions);
-    }
+    api::WriteSpec(w, l.spec, fields);
     w.EndObject();
+  });
+}
+
+std::string EncodeDelegatedLease(const DelegatedLease& l) {
+  const api::ResourceInfo& info = api::InfoFor(api::Kind::kDelegatedLease);
+  const api::DelegationProof* proof = l.delegation.proof ? &*l.delegation.proof : nullptr;
+  return Write([&](Writer& w) {
+    w.StartObject();
+    base::JsonField(w, "apiVersion", api::kGroupVersion);
+    base::JsonField(w, "kind", info.kind_name);
+    WriteMeta(w, l.metadata);
+    api::WriteSpec(w, l.spec, info.spec_fields, proof);
     w.EndObject();
   });
 }

@@ -1,6 +1,7 @@
 // JSON encoding and decoding of the typed objects (cloud/types.h), as the
-// cloud's kube-apiserver speaks them. Used by the real clients; tests use it to
-// check what a client sent.
+// cloud's kube-apiserver (and poolcoord's server) speaks them; the spec and
+// status of the lease-shaped kinds by the group's one codec (api/codec.h).
+// Used by the real clients; tests use it to check what a client sent.
 //
 // Decoding is lenient the way client-go's is: unknown fields are ignored, a
 // field of the wrong JSON type is left at its zero value, an unparseable time is
@@ -21,7 +22,9 @@ std::string EncodeLease(const Lease& lease, const std::string& api_version,
 absl::StatusOr<Lease> DecodeLease(std::string_view json);
 absl::StatusOr<LeaseList> DecodeLeaseList(std::string_view json);
 
-// poolcoord's DelegatedLeases (read side).
+// poolcoord's DelegatedLeases. The body of a create or update: metadata, and
+// spec with the proof when delegation.proof is set (status is the server's).
+std::string EncodeDelegatedLease(const DelegatedLease& lease);
 absl::StatusOr<DelegatedLease> DecodeDelegatedLease(std::string_view json);
 absl::StatusOr<DelegatedLeaseList> DecodeDelegatedLeaseList(std::string_view json);
 

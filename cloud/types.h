@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "api/types.h"
 #include "base/user_info.h"
 
 namespace poolcoord::cloud {
@@ -44,41 +45,27 @@ struct ObjectMeta {
   bool operator==(const ObjectMeta&) const = default;
 };
 
-// coordination.k8s.io/v1 LeaseSpec (and poolcoord's PoolLease, which mirrors it).
-struct LeaseSpec {
-  std::optional<std::string> holder_identity;
-  std::optional<int32_t> lease_duration_seconds;
-  std::optional<int64_t> acquire_time_us;
-  std::optional<int64_t> renew_time_us;
-  std::optional<int32_t> lease_transitions;
-  bool operator==(const LeaseSpec&) const = default;
-};
+// The spec and status of a coordination.k8s.io/v1 Lease and of poolcoord's
+// kinds (coordination.pool/v1alpha1), which mirror it: the group's own types
+// (api/types.h), read and written by the group's one codec (api/codec.h).
+using api::DelegationChallenge;
+using api::DelegationFields;
+using api::LeaderTerm;
+using api::LeaseSpec;
+using api::LeaseStatus;
 
-// One delegation challenge the server issued to a pool (issue 15,
-// docs/verifiable-delegation.md): PoolLease status.challenges[i].
-struct DelegationChallenge {
-  std::string value;                    // base64 of 32 random bytes
-  std::optional<int64_t> issue_time_us;  // the issuing server's wall clock (MicroTime)
-  bool operator==(const DelegationChallenge&) const = default;
-};
-
-// poolcoord's PoolLease status (coordination.pool/v1alpha1), written by the server
-// only; coordination.k8s.io Leases have no status, so it stays empty there. Read
-// only: never sent (the server keeps its own on every write of the main resource).
-struct PoolLeaseStatus {
-  // The server's wall-clock time of the last renewal: the lease expires
-  // leaseDurationSeconds after it, on the server's clock.
-  std::optional<int64_t> observed_time_us;
-  // Newest first: the first is the pool's current challenge, which the leader
-  // relays to its members (empty from a server without verifiable delegation).
-  std::vector<DelegationChallenge> challenges;
-  bool operator==(const PoolLeaseStatus&) const = default;
-};
-
+// A coordination.k8s.io/v1 Lease, or poolcoord's PoolLease (cluster-scoped,
+// named after its pool). Status and the delegation fields are PoolLeases'
+// only (coordination.k8s.io Leases have no status), written by the server:
+// read, never sent (the server keeps its own on every write of the main
+// resource). delegation.challenges, newest first: the first is the pool's
+// current challenge, which the leader relays to its members (empty from a
+// server without verifiable delegation).
 struct Lease {
   ObjectMeta metadata;
   LeaseSpec spec;
-  PoolLeaseStatus status;  // PoolLeases only
+  LeaseStatus status;
+  DelegationFields delegation;
   bool operator==(const Lease&) const = default;
 };
 
@@ -88,37 +75,14 @@ struct LeaseList {
 };
 
 // poolcoord's DelegatedLease (coordination.pool/v1alpha1, cluster-scoped, named
-// after the node): a node's heartbeat as its pool leader renews it.
-struct DelegatedLeaseSpec {
-  std::optional<std::string> holder_identity;  // the node
-  std::optional<int32_t> lease_duration_seconds;
-  std::optional<int64_t> renew_time_us;  // the leader's last in-pool observation, its clock
-  std::optional<std::string> pool_name;
-  std::optional<std::string> delegate;  // the leader that wrote it
-  bool operator==(const DelegatedLeaseSpec&) const = default;
-};
-
-// One leader term: a PoolLease object (its uid) at one leaseTransitions value.
-struct LeaderTerm {
-  std::string pool_lease_uid;
-  int32_t lease_transitions = 0;
-  bool operator==(const LeaderTerm&) const = default;
-};
-
-// Written by the server only.
-struct DelegatedLeaseStatus {
-  // The server's wall-clock time of the last renewal: the heartbeat is
-  // live while observed_time_us + leaseDurationSeconds lies ahead on its clock.
-  std::optional<int64_t> observed_time_us;
-  bool expired = false;
-  std::optional<LeaderTerm> leader_term;  // the term it was written in
-  bool operator==(const DelegatedLeaseStatus&) const = default;
-};
-
+// after the node): a node's heartbeat as its pool leader renews it. A write
+// may carry the member's proof (delegation.proof); what the server verified
+// comes back in delegation.accepted_proof.
 struct DelegatedLease {
   ObjectMeta metadata;
-  DelegatedLeaseSpec spec;
-  DelegatedLeaseStatus status;
+  LeaseSpec spec;
+  LeaseStatus status;
+  DelegationFields delegation;
   bool operator==(const DelegatedLease&) const = default;
 };
 

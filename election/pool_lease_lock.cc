@@ -53,13 +53,13 @@ ResourceLeaseLock::ResourceLeaseLock(cloud::LeaseInterface* leases, std::string 
 
 std::string ResourceLeaseLock::CurrentChallenge() const {
   absl::MutexLock lock(&mu_);
-  return last_.status.challenges.empty() ? "" : last_.status.challenges.front().value;
+  return last_.delegation.challenges.empty() ? "" : last_.delegation.challenges.front().value;
 }
 
 std::vector<std::string> ResourceLeaseLock::Challenges() const {
   absl::MutexLock lock(&mu_);
   std::vector<std::string> out;
-  for (const auto& c : last_.status.challenges) out.push_back(c.value);
+  for (const auto& c : last_.delegation.challenges) out.push_back(c.value);
   return out;
 }
 

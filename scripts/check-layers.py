@@ -13,16 +13,17 @@ import sys
 
 # Which of the project's folders each folder may include (itself always). The two
 # processes (apiservice/, agent/) and the kubectl plugin never include each other;
-# store/ and cloud/ stand side by side on base/.
+# store/ and cloud/ stand side by side on api/, the group's kinds as values.
 ALLOWED = {
     "base": set(),
-    "store": {"base"},
-    "cloud": {"base"},
-    "election": {"base", "store", "cloud"},
-    "handlers": {"base", "store", "cloud", "election"},
-    "apiservice": {"base", "store", "cloud", "election", "handlers"},
-    "agent": {"base", "store", "cloud", "election"},
-    "kubectl-pool": {"base", "cloud"},
+    "api": {"base"},
+    "store": {"base", "api"},
+    "cloud": {"base", "api"},
+    "election": {"base", "api", "store", "cloud"},
+    "handlers": {"base", "api", "store", "cloud", "election"},
+    "apiservice": {"base", "api", "store", "cloud", "election", "handlers"},
+    "agent": {"base", "api", "store", "cloud", "election"},
+    "kubectl-pool": {"base", "api", "cloud"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([A-Za-z0-9_.-]+)/')
 

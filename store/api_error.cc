@@ -310,43 +310,4 @@ absl::Status InternalError(std::string_view message) {
   return MakeApiError(absl::StatusCode::kInternal, info);
 }
 
-FieldCause FieldInvalid(std::string_view field, std::string_view value_repr,
-                        std::string_view detail) {
-  std::string message = absl::StrCat("Invalid value: ", base::Av(value_repr));
-  if (!detail.empty()) absl::StrAppend(&message, ": ", base::Av(detail));
-  return {"FieldValueInvalid", std::move(message), std::string(field)};
-}
-
-FieldCause FieldTypeInvalid(std::string_view field, std::string_view value_repr,
-                            std::string_view detail) {
-  FieldCause cause = FieldInvalid(field, value_repr, detail);
-  cause.type = "FieldValueTypeInvalid";
-  return cause;
-}
-
-FieldCause FieldRequired(std::string_view field, std::string_view detail) {
-  std::string message = "Required value";
-  if (!detail.empty()) absl::StrAppend(&message, ": ", base::Av(detail));
-  return {"FieldValueRequired", std::move(message), std::string(field)};
-}
-
-FieldCause FieldForbidden(std::string_view field, std::string_view detail) {
-  std::string message = "Forbidden";
-  if (!detail.empty()) absl::StrAppend(&message, ": ", base::Av(detail));
-  return {"FieldValueForbidden", std::move(message), std::string(field)};
-}
-
-FieldCause FieldTooLong(std::string_view field, std::string_view detail) {
-  std::string message = "Too long";
-  if (!detail.empty()) absl::StrAppend(&message, ": ", base::Av(detail));
-  return {"FieldValueTooLong", std::move(message), std::string(field)};
-}
-
-FieldCause FieldNotSupported(std::string_view field, std::string_view value_repr,
-                             std::string_view detail) {
-  std::string message = absl::StrCat("Unsupported value: ", base::Av(value_repr));
-  if (!detail.empty()) absl::StrAppend(&message, ": ", base::Av(detail));
-  return {"FieldValueNotSupported", std::move(message), std::string(field)};
-}
-
 }  // namespace poolcoord::store

@@ -13,15 +13,19 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "api/field_error.h"
 
 namespace poolcoord::store {
 
-// One entry of Status.details.causes (metav1.StatusCause).
-struct FieldCause {
-  std::string type;     // CauseType: "FieldValueInvalid", "FieldValueRequired", ...
-  std::string message;  // "Invalid value: ...: must be ..."
-  std::string field;    // "spec.leaseDurationSeconds"
-};
+// One entry of Status.details.causes, and the builders of each type
+// (api/field_error.h).
+using api::FieldCause;
+using api::FieldForbidden;
+using api::FieldInvalid;
+using api::FieldNotSupported;
+using api::FieldRequired;
+using api::FieldTooLong;
+using api::FieldTypeInvalid;
 
 // The decoded form of an API error; the handlers render it as a Status object.
 struct ApiErrorInfo {
@@ -43,7 +47,7 @@ absl::Status MakeApiError(absl::StatusCode code, const ApiErrorInfo& info);
 // the absl code (InvalidArgument: 400 BadRequest, Internal/Unknown: 500, ...).
 ApiErrorInfo ApiErrorFromStatus(const absl::Status& status);
 
-// Shorthands. `resource` is the plural ("poolleases"); group is always ours unless
+// Shorthands. `resource` is the plural ("widgets"); group is always ours unless
 // given. Messages follow kube-apiserver's wording.
 absl::Status NotFoundError(std::string_view resource, std::string_view name);
 // 404 for a path that nothing serves (an unknown resource or subresource):
@@ -84,17 +88,5 @@ absl::Status MethodNotAllowedError(std::string_view message);
 absl::Status TimeoutError(std::string_view message, bool rv_too_large = false);
 absl::Status ServiceUnavailableError(std::string_view message);
 absl::Status InternalError(std::string_view message);
-
-// Field-cause builders, with Kubernetes' field.Error wording.
-FieldCause FieldInvalid(std::string_view field, std::string_view value_repr,
-                        std::string_view detail);
-// FieldValueTypeInvalid (field.TypeInvalid): "Invalid value: <value_repr>: <detail>".
-FieldCause FieldTypeInvalid(std::string_view field, std::string_view value_repr,
-                            std::string_view detail);
-FieldCause FieldRequired(std::string_view field, std::string_view detail = "");
-FieldCause FieldForbidden(std::string_view field, std::string_view detail);
-FieldCause FieldTooLong(std::string_view field, std::string_view detail);
-FieldCause FieldNotSupported(std::string_view field, std::string_view value_repr,
-                             std::string_view detail);
 
 }  // namespace poolcoord::store

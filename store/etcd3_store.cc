@@ -120,16 +120,17 @@ struct RangeAnswer {
 };
 
 // This process's first sight of each renewal of a key, on its own monotonic
-// clock (see etcd3_store.h). A renewal is a new status.observedTime, which the
-// lease rules stamp on each renewal: a write that leaves it alone (the GC's
-// expired mark, a new delegation challenge, an administrator's repair) makes a new mod_revision but renews nothing, so it keeps the first
-// sight of the renewal it carries. (Before, another replica's status write
-// re-stamped the lease with "now" and moved its expiry later.)
+// clock (see etcd3_store.h). A renewal is a new RenewalTime (store/object.h),
+// which the lease rules stamp on each renewal: a write that leaves it alone
+// (the GC's expired mark, a new delegation challenge, an administrator's
+// repair) makes a new mod_revision but renews nothing, so it keeps the first
+// sight of the renewal it carries, and another replica's write does not move
+// the object's expiry later.
 class ObservedTimes {
  public:
   explicit ObservedTimes(std::function<int64_t()> now) : now_(std::move(now)) {}
 
-  // `renewal`: the object's status.observedTime (0 when unset).
+  // `renewal`: the object's RenewalTime (0 when unset).
   int64_t Stamp(const std::string& key, int64_t mod_revision, int64_t renewal) {
     absl::MutexLock lock(&mu_);
     auto it = entries_.find(key);
@@ -166,7 +167,7 @@ class ObservedTimes {
   struct Entry {
     int64_t revision = 0;
     int64_t observed_us = 0;
-    int64_t renewal = 0;  // status.observedTime of that revision
+    int64_t renewal = 0;  // RenewalTime of that revision
   };
   const std::function<int64_t()> now_;
   absl::Mutex mu_;
@@ -263,7 +264,7 @@ class Core {
     obj->kind = kind;
     obj->metadata.resource_version = kv.mod_revision;
     obj->observed_monotonic_us =
-        observed_.Stamp(kv.key, kv.mod_revision, obj->status.observed_time_us.value_or(0));
+        observed_.Stamp(kv.key, kv.mod_revision, RenewalTime(*obj));
     return obj;
   }
 
@@ -617,8 +618,7 @@ class Etcd3Store final : public Store {
       const int64_t revision = *committed;
       if (next) {
         next->metadata.resource_version = revision;
-        core_->observed().Record(key, revision, next->observed_monotonic_us,
-                                 next->status.observed_time_us.value_or(0));
+        core_->observed().Record(key, revision, next->observed_monotonic_us, RenewalTime(*next));
         result.object = std::move(next);
       } else {
         auto last = std::make_shared<Object>(*current);

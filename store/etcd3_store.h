@@ -3,7 +3,7 @@
 // gateway and not gRPC: docs/etcd3.md).
 //
 // Layout, as kube-apiserver's etcd3 storage: one key per object,
-// `<prefix>/<plural>/<name>` ("/registry/coordination.pool/poolleases/p1"); the
+// `<prefix>/<plural>/<name>` ("/registry/coordination.pool/widgets/w1"); the
 // value is store/object_codec.h's EncodeForStorage. Several processes
 // (replicas) may share one etcd and one prefix.
 //
@@ -27,15 +27,14 @@
 // closed with a kError event, as the memory store does).
 //
 // Object::observed_monotonic_us (the server's time of the last renewal) is
-// per-process: the store stamps each renewal of a key (a new
-// status.observedTime, which the lease rules stamp on every renewal)
-// with this process's monotonic time when it first sees it, and its own writes
-// with the value fn set. A renewal made through another replica thus counts
-// from when this replica first saw it, never earlier, so no replica expires a
-// lease early (client-go's LeaderElector judges its observed record the same
-// way); a later write that renews nothing (a status write: the expired mark, a
-// delegation challenge) keeps that first sight, so it does not
-// move the expiry either.
+// per-process: the store stamps each renewal of a key (a new RenewalTime,
+// store/object.h, which the lease rules stamp on every renewal) with this
+// process's monotonic time when it first sees it, and its own writes with the
+// value fn set. A renewal made through another replica thus counts from when
+// this replica first saw it, never earlier, so no replica expires a lease early
+// (client-go's LeaderElector judges its observed record the same way); a later
+// write that renews nothing (a status write: the expired mark, a delegation
+// challenge) keeps that first sight, so it does not move the expiry either.
 //
 // Thread-safety: every method may be called from any thread concurrently.
 #pragma once

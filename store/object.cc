@@ -1,11 +1,9 @@
 #include "store/object.h"
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <cstring>
 #include <limits>
-#include <mutex>
 #include <ostream>
 #include <stdexcept>
 
@@ -15,96 +13,8 @@
 #include "absl/synchronization/mutex.h"
 
 namespace poolcoord::store {
-namespace {
-constexpr ResourceInfo kPoolLeaseInfo{
-    Kind::kPoolLease, "poolleases", "poollease", "PoolLease", "pl",
-    kSpecHolderIdentity | kSpecLeaseDurationSeconds | kSpecAcquireTime | kSpecRenewTime |
-        kSpecLeaseTransitions,
-    "LeaseSpec", "PoolLeaseStatus"};
-constexpr ResourceInfo kDelegatedLeaseInfo{
-    Kind::kDelegatedLease, "delegatedleases", "delegatedlease", "DelegatedLease", "dl",
-    kSpecHolderIdentity | kSpecLeaseDurationSeconds | kSpecRenewTime | kSpecPoolName |
-        kSpecDelegate | kSpecProof,
-    "DelegatedLeaseSpec", "DelegatedLeaseStatus"};
-
-// Indexed by Kind. Slots past the built-in kinds are written once, by
-// RegisterResource, while readers may run: hence atomics.
-std::array<std::atomic<const ResourceInfo*>, kMaxKinds>& Infos() {
-  static std::array<std::atomic<const ResourceInfo*>, kMaxKinds> infos{&kPoolLeaseInfo,
-                                                                        &kDelegatedLeaseInfo};
-  return infos;
-}
-}  // namespace
-
-const ResourceInfo& InfoFor(Kind kind) {
-  return *Infos()[static_cast<size_t>(kind)].load(std::memory_order_acquire);
-}
-
-const ResourceInfo* InfoForPlural(std::string_view plural) {
-  for (const auto& slot : Infos()) {
-    const ResourceInfo* info = slot.load(std::memory_order_acquire);
-    if (info != nullptr && plural == info->plural) return info;
-  }
-  return nullptr;
-}
-
-std::vector<Kind> KnownKinds() {
-  std::vector<Kind> kinds;
-  for (const auto& slot : Infos()) {
-    if (const ResourceInfo* info = slot.load(std::memory_order_acquire)) kinds.push_back(info->kind);
-  }
-  return kinds;
-}
-
-uint32_t SpecFieldBit(std::string_view field) {
-  static constexpr std::pair<std::string_view, uint32_t> kBits[] = {
-      {"holderIdentity", kSpecHolderIdentity}, {"leaseDurationSeconds", kSpecLeaseDurationSeconds},
-      {"acquireTime", kSpecAcquireTime},       {"renewTime", kSpecRenewTime},
-      {"leaseTransitions", kSpecLeaseTransitions}, {"poolName", kSpecPoolName},
-      {"delegate", kSpecDelegate},             {"proof", kSpecProof}};
-  for (const auto& [name, bit] : kBits) {
-    if (field == name) return bit;
-  }
-  return 0;
-}
-
-uint32_t ChangedSpecFields(const LeaseSpec& a, const LeaseSpec& b, bool* removed) {
-  uint32_t changed = 0;
-  auto diff = [&](const auto& x, const auto& y, uint32_t bit) {
-    if (x == y) return;
-    changed |= bit;
-    if (x && !y) *removed = true;
-  };
-  diff(a.holder_identity, b.holder_identity, kSpecHolderIdentity);
-  diff(a.lease_duration_seconds, b.lease_duration_seconds, kSpecLeaseDurationSeconds);
-  diff(a.acquire_time_us, b.acquire_time_us, kSpecAcquireTime);
-  diff(a.renew_time_us, b.renew_time_us, kSpecRenewTime);
-  diff(a.lease_transitions, b.lease_transitions, kSpecLeaseTransitions);
-  diff(a.pool_name, b.pool_name, kSpecPoolName);
-  diff(a.delegate, b.delegate, kSpecDelegate);
-  return changed;
-}
-
-bool RegisterResource(const ResourceInfo* info) {
-  static std::mutex mu;
-  std::lock_guard<std::mutex> lock(mu);
-  const auto index = static_cast<size_t>(info->kind);
-  if (index >= kMaxKinds) return false;
-  const ResourceInfo* taken = Infos()[index].load(std::memory_order_acquire);
-  if (taken == info) return true;
-  if (taken != nullptr || InfoForPlural(info->plural) != nullptr) return false;
-  Infos()[index].store(info, std::memory_order_release);
-  return true;
-}
 
 namespace {
-// Keys on every DelegatedLease (election/lease_rules.h kPoolLabel,
-// kDelegateAnnotation): 100,000 DelegatedLeases share one copy of each.
-constexpr std::string_view kInternedKeys[] = {
-    "coordination.pool/pool",
-    "openyurt.io/delegate-heartbeat",
-};
-
 bool KeyLess(const StringMap::value_type& item, std::string_view key) { return item.first < key; }
 bool LessKey(std::string_view key, const StringMap::value_type& item) { return key < item.first; }
 }  // namespace
@@ -113,7 +23,8 @@ MapKey::MapKey(std::string_view s) : data_(""), size_(0), owned_(false) {
   if (s.empty()) return;
   if (s.size() > std::numeric_limits<uint32_t>::max()) throw std::length_error("MapKey");
   size_ = static_cast<uint32_t>(s.size());
-  for (std::string_view key : kInternedKeys) {
+  // Every object of a kind that carries one of these keys shares one copy of it.
+  for (std::string_view key : api::kCommonMetadataKeys) {
     if (s == key) {
       data_ = key.data();
       return;
@@ -446,8 +357,8 @@ void StringMap::Set(std::string_view key, std::string_view value) {
 // ---------------------------------------------------------------- delegation fields
 
 const DelegationFields& DelegationOf(const Object& object) {
-  static const DelegationFields* const kEmpty = [] {
-    auto* empty = new DelegationFields();
+  static const SharedDelegationFields* const kEmpty = [] {
+    auto* empty = new SharedDelegationFields();
     intrusive_ptr_add_ref(empty);  // never freed
     return empty;
   }();
@@ -455,12 +366,13 @@ const DelegationFields& DelegationOf(const Object& object) {
 }
 
 DelegationFields& MutableDelegation(Object& object) {
-  // Every DelegationFields is created non-const here; one held by this object
-  // alone may be changed in place.
+  // Every SharedDelegationFields is created non-const here; one held by this
+  // object alone may be changed in place.
   if (object.delegation && object.delegation->use_count() == 1) {
-    return const_cast<DelegationFields&>(*object.delegation);
+    return const_cast<SharedDelegationFields&>(*object.delegation);
   }
-  auto* fresh = object.delegation ? new DelegationFields(*object.delegation) : new DelegationFields();
+  auto* fresh = object.delegation ? new SharedDelegationFields(*object.delegation)
+                                  : new SharedDelegationFields();
   object.delegation.reset(fresh);
   return *fresh;
 }
@@ -474,32 +386,27 @@ void DropIfEmpty(Object& object) {
 void CopyDelegationStatus(Object& to, const Object& from) {
   const DelegationFields& source = DelegationOf(from);
   if (!DelegationOf(to).HasStatus() && !source.HasStatus()) return;
-  DelegationFields& target = MutableDelegation(to);
-  target.accepted_proof = source.accepted_proof;
-  target.challenges = source.challenges;
+  api::CopyStatus(MutableDelegation(to), source);
   DropIfEmpty(to);
 }
 
 void ClearDelegationStatus(Object& object) {
   if (!DelegationOf(object).HasStatus()) return;
-  DelegationFields& d = MutableDelegation(object);
-  d.accepted_proof.reset();
-  d.challenges.clear();
+  api::ClearStatus(MutableDelegation(object));
   DropIfEmpty(object);
 }
 
 void ClearDelegationProof(Object& object) {
-  if (!DelegationOf(object).proof) return;
+  if (!DelegationOf(object).HasProof()) return;
   MutableDelegation(object).proof.reset();
   DropIfEmpty(object);
 }
 
 bool SameStatus(const Object& a, const Object& b) {
-  const DelegationFields& da = DelegationOf(a);
-  const DelegationFields& db = DelegationOf(b);
-  return a.status == b.status && da.accepted_proof == db.accepted_proof &&
-         da.challenges == db.challenges;
+  return a.status == b.status && api::SameStatus(DelegationOf(a), DelegationOf(b));
 }
+
+int64_t RenewalTime(const Object& object) { return api::RenewalTime(object.status); }
 
 size_t ApproximateBytes(const Object& object) {
   const ObjectMeta& m = object.metadata;
@@ -509,14 +416,7 @@ size_t ApproximateBytes(const Object& object) {
     for (const auto& [key, value] : *map) n += key.size() + value.size();
   }
   for (const std::string& f : m.finalizers) n += f.size();
-  for (const auto* text : {&object.spec.holder_identity, &object.spec.pool_name, &object.spec.delegate}) {
-    if (*text) n += (*text)->size();
-  }
-  const DelegationFields& d = DelegationOf(object);
-  if (d.proof) n += d.proof->heartbeat.size() + d.proof->certificate.size();
-  if (d.accepted_proof) n += d.accepted_proof->boot_id.size() + d.accepted_proof->challenge.size();
-  for (const DelegationChallenge& c : d.challenges) n += c.value.size();
-  return n;
+  return n + api::ApproximateBytes(object.spec, DelegationOf(object));
 }
 
 }  // namespace poolcoord::store

@@ -1,4 +1,5 @@
-// The object model of coordination.pool/v1alpha1: PoolLease and DelegatedLease.
+// The objects the server stores and serves: ObjectMeta, and the spec and status
+// of the group's kinds (api/types.h), with what only the server keeps.
 //
 // Objects are immutable once handed to a Store (shared as ObjectPtr); a writer
 // copies, mutates the copy and hands it back. Times on the wire are MicroTime
@@ -22,70 +23,37 @@
 #include <boost/intrusive_ptr.hpp>
 #include <boost/smart_ptr/intrusive_ref_counter.hpp>
 
+#include "api/types.h"
 #include "store/managed_fields_entry.h"
 
 namespace poolcoord::store {
 
-// A kind of the group. The two kinds the rules are about are built in; a kind
-// defined above the store (handlers/registry/) takes the next free number and
-// registers its ResourceInfo (RegisterResource).
-enum class Kind : uint8_t { kPoolLease = 0, kDelegatedLease = 1 };
-inline constexpr size_t kMaxKinds = 8;
+// The group's kinds and types (api/types.h), as the store's.
+using api::AcceptedProof;
+using api::ChangedSpecFields;
+using api::DelegationChallenge;
+using api::DelegationProof;
+using api::InfoFor;
+using api::InfoForPlural;
+using api::kGroup;
+using api::kGroupVersion;
+using api::Kind;
+using api::KnownKinds;
+using api::kMaxKinds;
+using api::kVersion;
+using api::LeaderTerm;
+using api::LeaseSpec;
+using api::LeaseStatus;
+using api::OptionalLeaderTerm;
+using api::RegisterResource;
+using api::ResourceInfo;
+using api::SpecFieldBit;
+using DelegationFields = api::DelegationFields;
 
-// The fields of LeaseSpec, as bits of ResourceInfo::spec_fields.
-enum SpecField : uint32_t {
-  kSpecHolderIdentity = 1u << 0,
-  kSpecLeaseDurationSeconds = 1u << 1,
-  kSpecAcquireTime = 1u << 2,
-  kSpecRenewTime = 1u << 3,
-  kSpecLeaseTransitions = 1u << 4,
-  kSpecPoolName = 1u << 5,
-  kSpecDelegate = 1u << 6,
-  kSpecProof = 1u << 7,  // DelegatedLease spec.proof (write-only; Object::delegation)
-};
-
-// The SpecField bit of a spec field's wire name ("renewTime"); 0 for a name the
-// spec does not have.
-uint32_t SpecFieldBit(std::string_view name);
-
-// A resource of the group, in the order discovery lists them: its names, and
-// what the wire shows of the one object model (Object) for it.
-struct ResourceInfo {
-  Kind kind;
-  const char* plural;     // "poolleases"
-  const char* singular;   // "poollease"
-  const char* kind_name;  // "PoolLease"
-  const char* short_name; // "pl"
-  // The LeaseSpec fields the kind has on the wire (SpecField bits): the codec
-  // reads others as unknown fields and never writes them to clients (the
-  // storage encoding keeps every field).
-  uint32_t spec_fields;
-  // The Go struct names decode errors name, as kube-apiserver's decoder would
-  // for the kind's types ("LeaseSpec.spec.leaseDurationSeconds").
-  const char* spec_struct;
-  const char* status_struct;
-};
-// `kind` must be built in or registered.
-const ResourceInfo& InfoFor(Kind kind);
-// Returns nullptr when `plural` names no resource of ours.
-const ResourceInfo* InfoForPlural(std::string_view plural);
-// Makes a kind defined above the store known to it (its number beyond the built-in
-// ones, below kMaxKinds). `info` must outlive the process. Registering the same
-// ResourceInfo again is a no-op; returns false, changing nothing, when another
-// kind has its number or plural. Thread-safe; register before any object of the
-// kind reaches a store.
-bool RegisterResource(const ResourceInfo* info);
-// The kinds known now (built in and registered), by number.
-std::vector<Kind> KnownKinds();
-
-inline constexpr char kGroup[] = "coordination.pool";
-inline constexpr char kVersion[] = "v1alpha1";
-inline constexpr char kGroupVersion[] = "coordination.pool/v1alpha1";
-
-// The key of a StringMap entry, 16 bytes. The keys every DelegatedLease carries
-// (the pool label and the delegate annotation, listed in object.cc) point to one
-// static copy; any other key owns a heap copy of its characters. It reads as a
-// std::string_view; str() makes a std::string.
+// The key of a StringMap entry, 16 bytes. The keys most objects carry
+// (api::kCommonMetadataKeys) point to one static copy; any other key owns a
+// heap copy of its characters. It reads as a std::string_view; str() makes a
+// std::string.
 class MapKey {
  public:
   MapKey() noexcept : data_(""), size_(0), owned_(false) {}
@@ -176,13 +144,13 @@ void intrusive_ptr_release(const StringMapRep* r);
 
 // A map of strings (labels, annotations) kept as one sorted vector of
 // (MapKey, std::string) pairs behind one pointer, shared copy on write. An
-// object carries one or two entries, for which std::map spent a 96-byte tree
-// node and a heap copy of the key each, on top of a 48-byte header (issue 6);
-// and the objects of a kind mostly carry the same ones (every DelegatedLease
-// the delegate annotation, those of a pool the same pool label): a map built by
+// object carries one or two entries, for which std::map would spend a 96-byte
+// tree node and a heap copy of the key each, on top of a 48-byte header; and
+// the objects of a kind mostly carry the same ones (an annotation every object
+// of the kind has, the same label for all of a group): a map built by
 // FromUnsorted (the codec) or changed by Set is interned when small, so equal
 // maps share one copy across objects, and a copy of an object (every write
-// makes one) takes a reference instead of allocating (issue 13).
+// makes one) takes a reference instead of allocating.
 // The interface is the part of std::map that callers use: key-ordered iteration
 // over pairs (`for (const auto& [k, v] : m)`, `it->second`), find/count/at,
 // operator[], insert/emplace, erase, ==; keys read as std::string_view. Unlike
@@ -303,155 +271,33 @@ struct ObjectMeta {
   ManagedFields managed_fields;  // store/managed_fields_entry.h
 };
 
-// coordination.k8s.io/v1 LeaseSpec plus the DelegatedLease fields.
-struct LeaseSpec {
-  std::optional<std::string> holder_identity;
-  std::optional<int32_t> lease_duration_seconds;
-  std::optional<int64_t> acquire_time_us;  // MicroTime
-  std::optional<int64_t> renew_time_us;    // MicroTime
-  std::optional<int32_t> lease_transitions;
-  std::optional<std::string> pool_name;    // DelegatedLease only
-  std::optional<std::string> delegate;     // DelegatedLease only
-  bool operator==(const LeaseSpec&) const = default;
-};
-
-// The spec fields (SpecField bits) whose values differ between `a` and `b`
-// (spec.proof aside: it is never stored); *removed is set when one of them is
-// set in `a` and not in `b`.
-uint32_t ChangedSpecFields(const LeaseSpec& a, const LeaseSpec& b, bool* removed);
-
-// Identifies one leader term: one PoolLease object (uid) at one leaseTransitions.
-struct LeaderTerm {
-  std::string pool_lease_uid;
-  int32_t lease_transitions = 0;
-  bool operator==(const LeaderTerm&) const = default;
-};
-
-// std::optional<LeaderTerm> in LeaderTerm's own 40 bytes: the engaged flag sits
-// in LeaderTerm's tail padding, which a derived class may use (Itanium C++ ABI,
-// LeaderTerm not being POD), where std::optional adds 8 bytes. Those 8 bytes hold
-// Object::delegation within Object's malloc chunk (issue 6). Reads and
-// assigns as the std::optional it replaces.
-class OptionalLeaderTerm {
- public:
-  OptionalLeaderTerm() = default;
-  OptionalLeaderTerm(std::nullopt_t) {}                                   // NOLINT: implicit
-  OptionalLeaderTerm(LeaderTerm term) { emplace(std::move(term)); }      // NOLINT: implicit
-  OptionalLeaderTerm(const std::optional<LeaderTerm>& term) {            // NOLINT: implicit
-    if (term) emplace(*term);
-  }
-  OptionalLeaderTerm& operator=(std::nullopt_t) {
-    reset();
-    return *this;
-  }
-  OptionalLeaderTerm& operator=(LeaderTerm term) {
-    emplace(std::move(term));
-    return *this;
-  }
-  OptionalLeaderTerm& operator=(const std::optional<LeaderTerm>& term) {
-    if (term) {
-      emplace(*term);
-    } else {
-      reset();
-    }
-    return *this;
-  }
-
-  bool has_value() const { return slot_.engaged; }
-  explicit operator bool() const { return slot_.engaged; }
-  const LeaderTerm& operator*() const { return slot_; }
-  LeaderTerm& operator*() { return slot_; }
-  const LeaderTerm* operator->() const { return &slot_; }
-  LeaderTerm* operator->() { return &slot_; }
-  void reset() { slot_ = Slot{}; }
-  LeaderTerm& emplace(LeaderTerm term) {
-    static_cast<LeaderTerm&>(slot_) = std::move(term);
-    slot_.engaged = true;
-    return slot_;
-  }
-
-  friend bool operator==(const OptionalLeaderTerm& a, const OptionalLeaderTerm& b) {
-    return a.has_value() == b.has_value() && (!a.has_value() || *a == *b);
-  }
-  friend bool operator==(const OptionalLeaderTerm& a, const std::optional<LeaderTerm>& b) {
-    return a.has_value() == b.has_value() && (!a.has_value() || *a == *b);
-  }
-  friend bool operator==(const OptionalLeaderTerm& a, const LeaderTerm& b) {
-    return a.has_value() && *a == b;
-  }
-
- private:
-  struct Slot : LeaderTerm {
-    bool engaged = false;
-  };
-  Slot slot_;
-};
-static_assert(sizeof(OptionalLeaderTerm) == sizeof(LeaderTerm));
-
-// Verifiable delegation (issue 15, docs/verifiable-delegation.md): fields few
-// objects have, kept behind one pointer (Object::delegation).
-
-// One challenge the server issued to a pool: PoolLease status.challenges.
-struct DelegationChallenge {
-  std::string value;          // base64 of 32 random bytes
-  int64_t issue_time_us = 0;  // the issuing server's wall clock (MicroTime)
-  bool operator==(const DelegationChallenge&) const = default;
-};
-
-// DelegatedLease spec.proof as the client wrote it: input to the lease rules,
-// which verify it and drop it (write-only, as a Secret's stringData): never
-// stored, never returned.
-struct DelegationProof {
-  std::string heartbeat;    // base64 of the member's heartbeat datagram, as received
-  std::string certificate;  // the member's certificate: base64 of its DER, or PEM
-  bool operator==(const DelegationProof&) const = default;
-};
-
-// DelegatedLease status.proof: what the server verified in the last proof it
-// accepted for the node; its sequence is the floor for the next one.
-struct AcceptedProof {
-  std::string boot_id;     // the heartbeat's boot id, 32 lower-case hex digits
-  int64_t sequence = 0;    // the heartbeat's sequence number (below 2^63)
-  std::string challenge;   // the challenge it carried
-  bool operator==(const AcceptedProof&) const = default;
-};
-
-// Immutable once shared (copy, change, then point to the copy: MutableDelegation).
-struct DelegationFields
-    : boost::intrusive_ref_counter<DelegationFields, boost::thread_safe_counter> {
-  std::optional<DelegationProof> proof;         // DelegatedLease spec.proof
-  std::optional<AcceptedProof> accepted_proof;  // DelegatedLease status.proof
-  std::vector<DelegationChallenge> challenges;  // PoolLease status.challenges, newest first
-  bool HasStatus() const { return accepted_proof.has_value() || !challenges.empty(); }
-  bool empty() const { return !proof && !HasStatus(); }
-};
-
-// Server-written status. Clients cannot set it through the main resource.
-// (`expired` last: Object places `kind` in the padding after it.)
-struct LeaseStatus {
-  std::optional<int64_t> observed_time_us;      // server wall time of the last renewal
-  OptionalLeaderTerm leader_term;               // DelegatedLease: term it was written in
-  bool expired = false;                         // DelegatedLease: marked by the GC sweep
-  bool operator==(const LeaseStatus&) const = default;
+// What Object::delegation points to: the delegation fields, immutable once
+// shared (copy, change, then point to the copy: MutableDelegation).
+struct SharedDelegationFields
+    : DelegationFields,
+      boost::intrusive_ref_counter<SharedDelegationFields, boost::thread_safe_counter> {
+  SharedDelegationFields() = default;
+  explicit SharedDelegationFields(const DelegationFields& fields) : DelegationFields(fields) {}
 };
 
 // Every stored object is one make_shared block of Object plus its control
-// block; the field order keeps it at 544 bytes of malloc chunk (issue 6: 576;
-// issue 13: labels and annotations a shared pointer each, the first
-// managedFields entry inside).
+// block, within a 544-byte malloc chunk: the field order keeps it there
+// (tests/store/object_test.cc checks the size), labels and annotations are a
+// shared pointer each, the first managedFields entry sits inside, and the
+// fields few objects have sit behind one pointer.
 struct Object {
   ObjectMeta metadata;
   LeaseSpec spec;
-  // [[no_unique_address]] lets `kind` take the tail padding after status.expired.
+  // [[no_unique_address]] lets `kind` take the tail padding of status.
   [[no_unique_address]] LeaseStatus status;
-  Kind kind = Kind::kPoolLease;
-  // spec.proof (DelegatedLease), status.proof (DelegatedLease) and
-  // status.challenges (PoolLease); nullptr when the object has none of them.
-  // spec.proof follows spec, the rest status: see DelegationOf and friends.
-  boost::intrusive_ptr<const DelegationFields> delegation;
+  Kind kind{};
+  // The delegation fields (spec.proof and two parts of status); nullptr when
+  // the object has none of them. The proof follows spec, the rest status: see
+  // DelegationOf and friends.
+  boost::intrusive_ptr<const SharedDelegationFields> delegation;
   // Server-internal, never serialized to clients: this process's monotonic clock
   // (microseconds) when it accepted the last renewal. Expiry is judged from it,
-  // never from the client's renewTime (docs/architecture.md "The rules").
+  // never from a client's clock (docs/architecture.md "The rules").
   int64_t observed_monotonic_us = 0;
 };
 
@@ -460,16 +306,19 @@ const DelegationFields& DelegationOf(const Object& object);
 // A copy of the object's delegation fields that the object now points to, for
 // changing them (copy on write: other objects sharing the old set keep it).
 DelegationFields& MutableDelegation(Object& object);
-// Status follows status: `to` gets the status parts (status.proof,
-// status.challenges) of `from` and keeps its own spec.proof, as `to.status =
-// from.status` does for LeaseStatus.
+// Status follows status: `to` gets the status parts of `from`'s delegation
+// fields and keeps its own proof, as `to.status = from.status` does for
+// LeaseStatus.
 void CopyDelegationStatus(Object& to, const Object& from);
-// Drops the status parts (a create), or spec.proof (after the rules read it).
+// Drops the status parts (a create), or the proof (after the rules read it).
 void ClearDelegationStatus(Object& object);
 void ClearDelegationProof(Object& object);
 // Whether `a` and `b` have the same status: LeaseStatus and the status parts
-// behind Object::delegation.
+// of the delegation fields.
 bool SameStatus(const Object& a, const Object& b);
+// The server's wall time of the object's last renewal (0: none): the renewal
+// whose first sight observed_monotonic_us times on this process's clock.
+int64_t RenewalTime(const Object& object);
 
 using ObjectPtr = std::shared_ptr<const Object>;
 using MutableObjectPtr = std::shared_ptr<Object>;

@@ -1,4 +1,5 @@
 #include "store/object_codec.h"
+#include "api/codec.h"
 #include "base/json_write.h"
 #include "base/quote.h"
 #include "base/string_view.h"
@@ -61,91 +62,17 @@ void WriteRawArray(JsonWriter& w, std::string_view key, const std::string& json)
   w.RawValue(json.data(), json.size(), rapidjson::kArrayType);
 }
 
-// The spec fields the wire shows of a kind (its ResourceInfo row); the storage
-// encoding keeps every field regardless.
-uint32_t SpecFields(Kind kind, bool storage) {
-  return storage ? ~uint32_t{0} : InfoFor(kind).spec_fields;
-}
-
-void WriteSpec(JsonWriter& w, const Object& o, bool storage) {
-  const LeaseSpec& s = o.spec;
-  const uint32_t fields = SpecFields(o.kind, storage);
-  JsonString(w, "spec");
-  w.StartObject();
-  if (s.holder_identity && (fields & kSpecHolderIdentity)) {
-    JsonField(w, "holderIdentity", *s.holder_identity);
-  }
-  if (s.lease_duration_seconds && (fields & kSpecLeaseDurationSeconds)) {
-    JsonString(w, "leaseDurationSeconds");
-    w.Int(*s.lease_duration_seconds);
-  }
-  if (s.acquire_time_us && (fields & kSpecAcquireTime)) {
-    JsonField(w, "acquireTime", base::FormatMicroTime(*s.acquire_time_us));
-  }
-  if (s.renew_time_us && (fields & kSpecRenewTime)) {
-    JsonField(w, "renewTime", base::FormatMicroTime(*s.renew_time_us));
-  }
-  if (s.lease_transitions && (fields & kSpecLeaseTransitions)) {
-    JsonString(w, "leaseTransitions");
-    w.Int(*s.lease_transitions);
-  }
-  if (s.pool_name && (fields & kSpecPoolName)) JsonField(w, "poolName", *s.pool_name);
-  if (s.delegate && (fields & kSpecDelegate)) JsonField(w, "delegate", *s.delegate);
-  w.EndObject();
-}
-
-void WriteStatus(JsonWriter& w, const LeaseStatus& s, const DelegationFields& d) {
-  if (!s.observed_time_us && !s.expired && !s.leader_term && !d.HasStatus()) {
-    return;
-  }
-  JsonString(w, "status");
-  w.StartObject();
-  if (s.observed_time_us) JsonField(w, "observedTime", base::FormatMicroTime(*s.observed_time_us));
-  if (s.expired) {
-    JsonString(w, "expired");
-    w.Bool(true);
-  }
-  if (s.leader_term) {
-    JsonString(w, "leaderTerm");
-    w.StartObject();
-    JsonField(w, "poolLeaseUID", s.leader_term->pool_lease_uid);
-    JsonString(w, "leaseTransitions");
-    w.Int(s.leader_term->lease_transitions);
-    w.EndObject();
-  }
-  if (d.accepted_proof) {
-    const AcceptedProof& p = *d.accepted_proof;
-    JsonString(w, "proof");
-    w.StartObject();
-    JsonField(w, "bootID", p.boot_id);
-    JsonString(w, "sequence");
-    w.Int64(p.sequence);
-    JsonField(w, "challenge", p.challenge);
-    w.EndObject();
-  }
-  if (!d.challenges.empty()) {
-    JsonString(w, "challenges");
-    w.StartArray();
-    for (const DelegationChallenge& c : d.challenges) {
-      w.StartObject();
-      JsonField(w, "value", c.value);
-      JsonField(w, "issueTime", base::FormatMicroTime(c.issue_time_us));
-      w.EndObject();
-    }
-    w.EndArray();
-  }
-  w.EndObject();
-}
-
 void WriteObjectImpl(JsonWriter& w, const Object& o, bool storage) {
   w.StartObject();
   JsonField(w, "kind", InfoFor(o.kind).kind_name);
   JsonField(w, "apiVersion", kGroupVersion);
   JsonString(w, "metadata");
   WriteObjectMeta(w, o.metadata);
-  WriteSpec(w, o, storage);
-  // spec.proof is write-only: never written, to clients or to storage.
-  WriteStatus(w, o.status, DelegationOf(o));
+  // The spec fields the wire shows of the kind (its ResourceInfo row); the
+  // storage encoding keeps every field. The proof is write-only: never written,
+  // to clients or to storage.
+  api::WriteSpec(w, o.spec, storage ? ~uint32_t{0} : InfoFor(o.kind).spec_fields);
+  api::WriteStatus(w, o.status, DelegationOf(o));
   if (storage) {
     JsonString(w, kInternalMember);
     w.StartObject();
@@ -165,31 +92,10 @@ struct FieldPos {
   std::string path;
 };
 
-// The kind of a JSON value as each of kube-apiserver's two decoders names it:
-// encoding/json's UnmarshalTypeError.Value ("bool", "number"), or the type a
-// CustomResourceDefinition's schema validation sees (go-openapi's type
-// validator over the unstructured object: "boolean", an integer literal
-// "integer", any other number "number").
-enum class KindNames { kGoJson, kSchema };
-const char* JsonKindName(const rapidjson::Value& v, KindNames names) {
-  switch (v.GetType()) {
-    case rapidjson::kStringType:
-      return "string";
-    case rapidjson::kNumberType:
-      return names == KindNames::kSchema && v.IsInt64() ? "integer" : "number";
-    case rapidjson::kTrueType:
-    case rapidjson::kFalseType:
-      return names == KindNames::kSchema ? "boolean" : "bool";
-    case rapidjson::kArrayType:
-      return "array";
-    case rapidjson::kObjectType:
-      return "object";
-    default:
-      return "null";
-  }
+// The kind of a JSON value as encoding/json's UnmarshalTypeError.Value names it.
+std::string JsonKind(const rapidjson::Value& v) {
+  return api::JsonKindName(v, api::JsonKindNames::kGoJson);
 }
-std::string JsonKind(const rapidjson::Value& v) { return JsonKindName(v, KindNames::kGoJson); }
-const char* SchemaKind(const rapidjson::Value& v) { return JsonKindName(v, KindNames::kSchema); }
 
 std::string NumberLiteral(const rapidjson::Value& v) {
   if (v.IsInt64()) return std::to_string(v.GetInt64());
@@ -202,21 +108,13 @@ absl::Status TypeError(std::string_view got, const FieldPos& pos, std::string_vi
                                       pos.go_struct, ".", pos.path, " of type ", base::Av(go_type)));
 }
 
-// A schema type error, worded as kube-apiserver words it for a custom resource:
-// `spec.leaseDurationSeconds: Invalid value: "string": spec.leaseDurationSeconds
-// in body must be of type integer: "string"` (FieldValueTypeInvalid).
-FieldCause SchemaTypeError(std::string_view path, std::string_view want, std::string_view got) {
-  const std::string quoted = base::GoQuote(got);
-  return FieldTypeInvalid(path, quoted,
-                          absl::StrCat(base::Av(path), " in body must be of type ", base::Av(want),
-                                       ": ", quoted));
-}
-
 class Decoder {
  public:
   Decoder(Kind kind, std::vector<std::string>* unknown, bool storage,
           std::vector<FieldCause>* causes = nullptr)
-      : kind_(kind), unknown_(unknown), storage_(storage), out_causes_(causes) {}
+      : kind_(kind), unknown_(unknown), storage_(storage), out_causes_(causes) {
+    findings_.unknown = unknown;
+  }
 
   absl::StatusOr<MutableObjectPtr> Decode(const rapidjson::Value& v) {
     if (!v.IsObject()) {
@@ -225,6 +123,7 @@ class Decoder {
     }
     auto obj = std::make_shared<Object>();
     obj->kind = kind_;
+    DelegationFields delegation;
     const char* top = InfoFor(kind_).kind_name;
     std::string kind_name, api_version;
     for (const auto& m : v.GetObject()) {
@@ -244,17 +143,17 @@ class Decoder {
         }
         CODEC_RETURN_IF_ERROR(DecodeMeta(val, obj->metadata));
       } else if (key == "spec") {
-        if (!ObjectAt(val, "spec")) continue;
-        DecodeSpec(val, *obj);
+        api::DecodeSpec(val, storage_ ? ~uint32_t{0} : InfoFor(kind_).spec_fields, &obj->spec,
+                        &delegation, &findings_);
       } else if (key == "status") {
-        if (!ObjectAt(val, "status")) continue;
-        DecodeStatus(val, *obj);
+        api::DecodeStatus(val, &obj->status, &delegation, &findings_);
       } else if (storage_ && key == kInternalMember) {
         CODEC_RETURN_IF_ERROR(DecodeInternal(val, *obj));
       } else {
         Unknown("", key);
       }
     }
+    if (!delegation.empty()) obj->delegation.reset(new SharedDelegationFields(delegation));
     // kind and apiVersion, when set, must be ours: alone in a 422 of the
     // object's own group and kind, as the custom resource validator's
     // ValidateTypeMeta reports them before anything else.
@@ -274,13 +173,13 @@ class Decoder {
       return InvalidErrorInGroup(group, kind_name.empty() ? top : kind_name, obj->metadata.name,
                                  std::move(type_meta));
     }
-    if (!causes_.empty()) {
+    if (!findings_.causes.empty()) {
       if (out_causes_ != nullptr) {
-        out_causes_->insert(out_causes_->end(), std::make_move_iterator(causes_.begin()),
-                            std::make_move_iterator(causes_.end()));
+        out_causes_->insert(out_causes_->end(), std::make_move_iterator(findings_.causes.begin()),
+                            std::make_move_iterator(findings_.causes.end()));
         return obj;
       }
-      return InvalidError(top, obj->metadata.name, std::move(causes_));
+      return InvalidError(top, obj->metadata.name, std::move(findings_.causes));
     }
     return obj;
   }
@@ -290,102 +189,6 @@ class Decoder {
   void Unknown(std::string_view prefix, std::string_view key) {
     if (unknown_ == nullptr) return;
     unknown_->push_back(prefix.empty() ? std::string(key) : absl::StrCat(base::Av(prefix), ".", base::Av(key)));
-  }
-
-  // --- spec and status: what a CustomResourceDefinition's schema would refuse
-  // (a JSON type the field cannot take, a time that does not parse, an integer
-  // that does not fit) is a field cause, the field left unset, and decoding goes
-  // on, so that one 422 lists every bad field (kube-apiserver validates the whole
-  // object against the schema at once). JSON null is absent.
-
-  // True when `v` is an object; null is absent, any other type a cause at `path`.
-  bool ObjectAt(const rapidjson::Value& v, std::string_view path) {
-    if (v.IsObject()) return true;
-    if (!v.IsNull()) causes_.push_back(SchemaTypeError(path, "object", SchemaKind(v)));
-    return false;
-  }
-
-  void SchemaString(const rapidjson::Value& v, std::string_view path, std::string* out) {
-    if (v.IsString()) {
-      out->assign(v.GetString(), v.GetStringLength());
-    } else if (!v.IsNull()) {
-      causes_.push_back(SchemaTypeError(path, "string", SchemaKind(v)));
-    }
-  }
-
-  void SchemaOptString(const rapidjson::Value& v, std::string_view path,
-                       std::optional<std::string>* out) {
-    if (v.IsNull()) {
-      out->reset();
-    } else if (v.IsString()) {
-      out->emplace(v.GetString(), v.GetStringLength());
-    } else {
-      causes_.push_back(SchemaTypeError(path, "string", SchemaKind(v)));
-    }
-  }
-
-  // An integer, also as a number with no fraction within +-2^53 ("3.0", "1e2"),
-  // as go-openapi's validator takes it for type integer. Past the C++ type's
-  // range (int32 for format int32) a cause: a CustomResourceDefinition would store
-  // it, a typed field cannot hold it.
-  template <typename Int>
-  void SchemaInteger(const rapidjson::Value& v, std::string_view path, std::optional<Int>* out) {
-    if (v.IsNull()) {
-      out->reset();
-      return;
-    }
-    int64_t n = 0;
-    if (v.IsInt64()) {
-      n = v.GetInt64();
-    } else if (v.IsDouble() && std::abs(v.GetDouble()) <= 9007199254740992.0 &&
-               v.GetDouble() == static_cast<double>(static_cast<int64_t>(v.GetDouble()))) {
-      n = static_cast<int64_t>(v.GetDouble());
-    } else {
-      causes_.push_back(SchemaTypeError(path, "integer", SchemaKind(v)));
-      return;
-    }
-    if (n < std::numeric_limits<Int>::min() || n > std::numeric_limits<Int>::max()) {
-      causes_.push_back(FieldInvalid(path, std::to_string(n),
-                                     sizeof(Int) == 4 ? "must be a 32-bit integer (format int32)"
-                                                      : "must be a 64-bit integer (format int64)"));
-      return;
-    }
-    *out = static_cast<Int>(n);
-  }
-
-  // A MicroTime (schema: string, format date-time). What is no date-time at all
-  // is worded as the schema's format check words it; an RFC 3339 time without
-  // exactly 6 fractional digits, which a CustomResourceDefinition would store,
-  // we refuse with the reason (base/microtime.h: Go clients could not read it back).
-  void SchemaMicroTime(const rapidjson::Value& v, std::string_view path,
-                       std::optional<int64_t>* out) {
-    if (v.IsNull()) {
-      out->reset();
-      return;
-    }
-    if (!v.IsString()) {
-      // go-openapi names the Go type it decoded when a value of another type
-      // meets a format: "int64", "float64", "" (bool, object). An array passes
-      // there (and is stored); we cannot hold one, so it is a type error.
-      if (v.IsArray()) {
-        causes_.push_back(SchemaTypeError(path, "string", "array"));
-      } else {
-        causes_.push_back(SchemaTypeError(
-            path, "date-time", v.IsInt64() ? "int64" : v.IsNumber() ? "float64" : ""));
-      }
-      return;
-    }
-    std::string_view text(v.GetString(), v.GetStringLength());
-    auto parsed = base::ParseMicroTime(text);
-    if (parsed.ok()) {
-      *out = *parsed;
-    } else if (base::ParseTime(text).ok()) {
-      causes_.push_back(FieldInvalid(path, base::GoQuote(text),
-                                     "must be a MicroTime: RFC 3339 with exactly 6 fractional "
-                                     "digits, e.g. \"2024-01-01T00:00:00.000000Z\""));
-    } else {
-      causes_.push_back(SchemaTypeError(path, "date-time", text));
-    }
   }
 
   // --- metadata: decoded as Go's encoding/json decodes ObjectMeta (400).
@@ -427,7 +230,7 @@ class Decoder {
     std::string_view text(v.GetString(), v.GetStringLength());
     auto parsed = micro ? base::ParseMicroTime(text) : base::ParseTime(text);
     if (!parsed.ok()) {
-      causes_.push_back(FieldInvalid(
+      findings_.causes.push_back(FieldInvalid(
           cause_path, base::GoQuote(text),
           micro ? "must be a MicroTime: RFC 3339 with exactly 6 fractional digits, e.g. "
                   "\"2024-01-01T00:00:00.000000Z\""
@@ -601,165 +404,6 @@ class Decoder {
     return absl::OkStatus();
   }
 
-  void DecodeSpec(const rapidjson::Value& v, Object& obj) {
-    LeaseSpec& spec = obj.spec;
-    for (const auto& m : v.GetObject()) {
-      std::string_view key = Key(m.name);
-      const rapidjson::Value& val = m.value;
-      const std::string path = absl::StrCat("spec.", base::Av(key));
-      if (!(SpecFieldBit(key) & SpecFields(kind_, storage_))) {
-        Unknown("spec", key);
-      } else if (key == "holderIdentity") {
-        SchemaOptString(val, path, &spec.holder_identity);
-      } else if (key == "leaseDurationSeconds") {
-        SchemaInteger(val, path, &spec.lease_duration_seconds);
-      } else if (key == "acquireTime") {
-        SchemaMicroTime(val, path, &spec.acquire_time_us);
-      } else if (key == "renewTime") {
-        SchemaMicroTime(val, path, &spec.renew_time_us);
-      } else if (key == "leaseTransitions") {
-        SchemaInteger(val, path, &spec.lease_transitions);
-      } else if (key == "poolName") {
-        SchemaOptString(val, path, &spec.pool_name);
-      } else if (key == "delegate") {
-        SchemaOptString(val, path, &spec.delegate);
-      } else if (key == "proof") {
-        DecodeProof(val, obj);
-      } else {
-        Unknown("spec", key);
-      }
-    }
-  }
-
-  // spec.proof: {heartbeat, certificate}, both strings; their content (base64,
-  // PEM, the heartbeat itself) is the lease rules' to judge (422/403 there).
-  void DecodeProof(const rapidjson::Value& v, Object& obj) {
-    if (v.IsNull()) {
-      ClearDelegationProof(obj);
-      return;
-    }
-    if (!ObjectAt(v, "spec.proof")) return;
-    DelegationProof proof;
-    for (const auto& m : v.GetObject()) {
-      std::string_view key = Key(m.name);
-      if (key == "heartbeat") {
-        SchemaString(m.value, "spec.proof.heartbeat", &proof.heartbeat);
-      } else if (key == "certificate") {
-        SchemaString(m.value, "spec.proof.certificate", &proof.certificate);
-      } else {
-        Unknown("spec.proof", key);
-      }
-    }
-    MutableDelegation(obj).proof = std::move(proof);
-  }
-
-  // Status is server-written; both kinds know every status field so that a
-  // client's read-modify-write never trips strict field validation on it.
-  void DecodeStatus(const rapidjson::Value& v, Object& obj) {
-    LeaseStatus& status = obj.status;
-    for (const auto& m : v.GetObject()) {
-      std::string_view key = Key(m.name);
-      const rapidjson::Value& val = m.value;
-      const std::string path = absl::StrCat("status.", base::Av(key));
-      if (key == "observedTime") {
-        SchemaMicroTime(val, path, &status.observed_time_us);
-      } else if (key == "expired") {
-        if (val.IsNull()) {
-          status.expired = false;
-        } else if (val.IsBool()) {
-          status.expired = val.GetBool();
-        } else {
-          causes_.push_back(SchemaTypeError(path, "boolean", SchemaKind(val)));
-        }
-      } else if (key == "leaderTerm") {
-        DecodeLeaderTerm(val, status);
-      } else if (key == "proof") {
-        DecodeAcceptedProof(val, obj);
-      } else if (key == "challenges") {
-        DecodeChallenges(val, obj);
-      } else {
-        Unknown("status", key);
-      }
-    }
-  }
-
-  void DecodeAcceptedProof(const rapidjson::Value& v, Object& obj) {
-    if (v.IsNull()) {
-      if (DelegationOf(obj).accepted_proof) MutableDelegation(obj).accepted_proof.reset();
-      return;
-    }
-    if (!ObjectAt(v, "status.proof")) return;
-    AcceptedProof proof;
-    for (const auto& m : v.GetObject()) {
-      std::string_view key = Key(m.name);
-      if (key == "bootID") {
-        SchemaString(m.value, "status.proof.bootID", &proof.boot_id);
-      } else if (key == "sequence") {
-        std::optional<int64_t> n;
-        SchemaInteger(m.value, "status.proof.sequence", &n);
-        proof.sequence = n.value_or(0);
-      } else if (key == "challenge") {
-        SchemaString(m.value, "status.proof.challenge", &proof.challenge);
-      } else {
-        Unknown("status.proof", key);
-      }
-    }
-    MutableDelegation(obj).accepted_proof = std::move(proof);
-  }
-
-  void DecodeChallenges(const rapidjson::Value& v, Object& obj) {
-    std::vector<DelegationChallenge> challenges;
-    if (!v.IsNull()) {
-      if (!v.IsArray()) {
-        causes_.push_back(SchemaTypeError("status.challenges", "array", SchemaKind(v)));
-        return;
-      }
-      for (rapidjson::SizeType i = 0; i < v.Size(); ++i) {
-        const rapidjson::Value& e = v[i];
-        const std::string at = absl::StrCat("status.challenges[", i, "]");
-        if (!ObjectAt(e, at)) continue;
-        DelegationChallenge c;
-        for (const auto& m : e.GetObject()) {
-          std::string_view key = Key(m.name);
-          if (key == "value") {
-            SchemaString(m.value, at + ".value", &c.value);
-          } else if (key == "issueTime") {
-            std::optional<int64_t> t;
-            SchemaMicroTime(m.value, at + ".issueTime", &t);
-            c.issue_time_us = t.value_or(0);
-          } else {
-            Unknown("status.challenges", key);
-          }
-        }
-        challenges.push_back(std::move(c));
-      }
-    }
-    if (challenges.empty() && DelegationOf(obj).challenges.empty()) return;
-    MutableDelegation(obj).challenges = std::move(challenges);
-  }
-
-  void DecodeLeaderTerm(const rapidjson::Value& v, LeaseStatus& status) {
-    if (v.IsNull()) {
-      status.leader_term.reset();
-      return;
-    }
-    if (!ObjectAt(v, "status.leaderTerm")) return;
-    LeaderTerm term;
-    for (const auto& m : v.GetObject()) {
-      std::string_view key = Key(m.name);
-      if (key == "poolLeaseUID") {
-        SchemaString(m.value, "status.leaderTerm.poolLeaseUID", &term.pool_lease_uid);
-      } else if (key == "leaseTransitions") {
-        std::optional<int32_t> t;
-        SchemaInteger(m.value, "status.leaderTerm.leaseTransitions", &t);
-        term.lease_transitions = t.value_or(0);
-      } else {
-        Unknown("status.leaderTerm", key);
-      }
-    }
-    status.leader_term = std::move(term);
-  }
-
   static absl::Status DecodeInternal(const rapidjson::Value& v, Object& obj) {
     if (!v.IsObject()) return absl::InvalidArgumentError("internal fields are not an object");
     auto it = v.FindMember("observedMonotonicUs");
@@ -774,7 +418,9 @@ class Decoder {
   std::vector<std::string>* unknown_;
   bool storage_;
   std::vector<FieldCause>* out_causes_;
-  std::vector<FieldCause> causes_;
+  // The field causes of spec and status (api::DecodeSpec, DecodeStatus) and of
+  // metadata times, in document order.
+  api::DecodeFindings findings_;
 };
 
 absl::Status ParseJson(std::string_view body, rapidjson::Document& doc) {

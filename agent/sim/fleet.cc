@@ -154,7 +154,7 @@ class AgentLock : public election::LeaseLock {
     std::vector<std::string> out;
     auto lease = cloud::DecodeLease(last_object_json_);
     if (lease.ok()) {
-      for (const auto& c : lease->status.challenges) out.push_back(c.value);
+      for (const auto& c : lease->delegation.challenges) out.push_back(c.value);
     }
     return out;
   }

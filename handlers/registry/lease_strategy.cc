@@ -78,13 +78,13 @@ struct SpecFieldType {
   bool integer;
 };
 constexpr SpecFieldType kSpecFieldTypes[] = {
-    {store::kSpecAcquireTime, "acquireTime", false},
-    {store::kSpecDelegate, "delegate", false},
-    {store::kSpecHolderIdentity, "holderIdentity", false},
-    {store::kSpecLeaseDurationSeconds, "leaseDurationSeconds", true},
-    {store::kSpecLeaseTransitions, "leaseTransitions", true},
-    {store::kSpecPoolName, "poolName", false},
-    {store::kSpecRenewTime, "renewTime", false},
+    {api::kSpecAcquireTime, "acquireTime", false},
+    {api::kSpecDelegate, "delegate", false},
+    {api::kSpecHolderIdentity, "holderIdentity", false},
+    {api::kSpecLeaseDurationSeconds, "leaseDurationSeconds", true},
+    {api::kSpecLeaseTransitions, "leaseTransitions", true},
+    {api::kSpecPoolName, "poolName", false},
+    {api::kSpecRenewTime, "renewTime", false},
 };
 
 const Schema* BuildLeaseSchema(const store::ResourceInfo& info) {
@@ -96,7 +96,7 @@ const Schema* BuildLeaseSchema(const store::ResourceInfo& info) {
     if (info.spec_fields & f.bit) spec.emplace_back(f.name, f.integer ? integer : str);
   }
   // spec.proof (DelegatedLease; write-only, never in a live object).
-  if (info.spec_fields & store::kSpecProof) {
+  if (info.spec_fields & api::kSpecProof) {
     spec.emplace_back("proof", s->Struct({{"certificate", str}, {"heartbeat", str}}));
   }
   s->set_root(s->Struct({{"apiVersion", str},
@@ -165,22 +165,22 @@ store::MutableObjectPtr LeaseStrategy::FastMergePatch(const store::Object& curre
   for (const auto& m : only.value.GetObject()) {
     std::string_view key(m.name.GetString(), m.name.GetStringLength());
     const rapidjson::Value& v = m.value;
-    if ((key == "renewTime" && (fields & store::kSpecRenewTime)) ||
-        (key == "acquireTime" && (fields & store::kSpecAcquireTime))) {
+    if ((key == "renewTime" && (fields & api::kSpecRenewTime)) ||
+        (key == "acquireTime" && (fields & api::kSpecAcquireTime))) {
       if (!v.IsString()) return nullptr;
       absl::StatusOr<int64_t> us =
           base::ParseMicroTime(std::string_view(v.GetString(), v.GetStringLength()));
       if (!us.ok()) return nullptr;
       (key == "renewTime" ? spec.renew_time_us : spec.acquire_time_us) = *us;
-    } else if (key == "holderIdentity" && (fields & store::kSpecHolderIdentity)) {
+    } else if (key == "holderIdentity" && (fields & api::kSpecHolderIdentity)) {
       if (!v.IsString()) return nullptr;
       spec.holder_identity.emplace(v.GetString(), v.GetStringLength());
-    } else if ((key == "leaseDurationSeconds" && (fields & store::kSpecLeaseDurationSeconds)) ||
-               (key == "leaseTransitions" && (fields & store::kSpecLeaseTransitions))) {
+    } else if ((key == "leaseDurationSeconds" && (fields & api::kSpecLeaseDurationSeconds)) ||
+               (key == "leaseTransitions" && (fields & api::kSpecLeaseTransitions))) {
       if (!v.IsInt()) return nullptr;  // int32 range; 15.0 or 2^40 take the general path
       (key == "leaseDurationSeconds" ? spec.lease_duration_seconds : spec.lease_transitions) =
           v.GetInt();
-    } else if (key == "proof" && (fields & store::kSpecProof)) {
+    } else if (key == "proof" && (fields & api::kSpecProof)) {
       // Both members strings, nothing else (a stored object never has a proof
       // to merge into).
       if (!v.IsObject()) return nullptr;

@@ -7,9 +7,12 @@
 #include "agent/flags.h"
 #include "agent/kube_agent_cloud.h"
 #include "base/microtime.h"
+#include "cloud/codec.h"
 #include "cloud/errors.h"
 #include "election/forwarder.h"
+#include "election/lease_rules.h"
 #include "rapidjson/document.h"
+#include "store/object_codec.h"
 #include "tests/agent/agent_testing.h"
 
 namespace pa = poolcoord::agent;
@@ -87,6 +90,32 @@ BOOST_AUTO_TEST_CASE(DelegatedLeaseJson) {
   BOOST_TEST(*pa::ResourceVersionOf(R"({"metadata":{"resourceVersion":"7"}})") == "7");
   BOOST_TEST(!pa::ResourceVersionOf("{}").ok());
   BOOST_TEST(!pa::ResourceVersionOf("not json").ok());
+}
+
+// One codec: the server reads what the agent writes, proof included, and
+// kubectl pool (the cloud client) reads what the server answers.
+BOOST_AUTO_TEST_CASE(TheAgentTheServerAndTheClientShareOneCodec) {
+  pa::DelegatedLeaseWrite w = pa::testing::HangzhouWrite();
+  poolcoord::cloud::DelegatedLease sent = pa::DelegatedLeaseOf(w);
+  sent.delegation.proof = poolcoord::api::DelegationProof{"aGI=", "Y2VydA=="};
+  std::vector<std::string> unknown;
+  auto stored = poolcoord::store::DecodeObjectJson(poolcoord::cloud::EncodeDelegatedLease(sent),
+                                                   poolcoord::store::Kind::kDelegatedLease, &unknown);
+  BOOST_REQUIRE_MESSAGE(stored.ok(), stored.status().ToString());
+  BOOST_TEST(unknown.empty());
+  BOOST_TEST(((*stored)->spec == sent.spec));
+  BOOST_TEST((poolcoord::store::DelegationOf(**stored).proof == sent.delegation.proof));
+  BOOST_TEST((*stored)->metadata.annotations.at(poolcoord::election::kDelegateAnnotation) == "true");
+
+  (*stored)->status.observed_time_us = 1'767'225'600'000'000;
+  (*stored)->status.leader_term = poolcoord::api::LeaderTerm{"uid-1", 2};
+  poolcoord::store::ClearDelegationProof(**stored);
+  poolcoord::store::MutableDelegation(**stored).accepted_proof = poolcoord::api::AcceptedProof{"ab", 3, "c"};
+  auto read = poolcoord::cloud::DecodeDelegatedLease(poolcoord::store::EncodeObject(**stored));
+  BOOST_REQUIRE(read.ok());
+  BOOST_TEST((read->spec == sent.spec));
+  BOOST_TEST((read->status == (*stored)->status));
+  BOOST_TEST((read->delegation == poolcoord::store::DelegationOf(**stored)));
 }
 
 BOOST_AUTO_TEST_CASE(NodeLeaseObservations) {

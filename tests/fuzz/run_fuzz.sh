@@ -21,14 +21,16 @@ CXX="${FUZZ_CXX:-clang++}"
 # leave it out.
 RAPIDJSON=(-DRAPIDJSON_HAS_STDSTRING=1)
 UBSAN=(-fsanitize=undefined -fno-sanitize-recover=undefined)
+# The group's kinds (types and codec), which every object the targets decode uses.
+API=(api/types.cc api/codec.cc api/field_error.cc)
 case "$TARGET" in
   admission)
     SRCS=(tests/fuzz/admission_fuzz.cc handlers/admission_handler.cc handlers/status_mapping.cc
           election/admission_rules.cc election/lease_rules.cc election/delegation_proof.cc
           election/heartbeat.cc election/node_certificate.cc election/membership.cc
           store/api_error.cc store/memory_store.cc store/object_set.cc store/object_codec.cc
-          store/object.cc store/managed_fields_entry.cc store/store.cc base/microtime.cc
-          base/metrics.cc base/quote.cc base/k8s_names.cc)
+          store/object.cc store/managed_fields_entry.cc store/store.cc "${API[@]}"
+          base/microtime.cc base/metrics.cc base/quote.cc base/k8s_names.cc)
     FLAGS=("${RAPIDJSON[@]}")  # ASan only: UBSan trips over RapidJSON's stack here
     LIBS=(-lyaml-cpp)
     MAX_LEN=65536 DICT=admission.dict CORPUS=corpus ;;
@@ -41,8 +43,8 @@ case "$TARGET" in
   proof)
     SRCS=(tests/fuzz/proof_fuzz.cc election/delegation_proof.cc election/heartbeat.cc
           election/minted_pki.cc election/node_certificate.cc store/api_error.cc store/object.cc
-          store/managed_fields_entry.cc store/object_codec.cc base/metrics.cc base/microtime.cc
-          base/quote.cc)
+          store/managed_fields_entry.cc store/object_codec.cc "${API[@]}" base/metrics.cc
+          base/microtime.cc base/quote.cc)
     FLAGS=("${UBSAN[@]}" -fno-sanitize=pointer-overflow "${RAPIDJSON[@]}")
     LIBS=()
     MAX_LEN=16384 DICT=proof.dict CORPUS=proof_corpus ;;

@@ -26,7 +26,7 @@ namespace {
 
 constexpr ps::ResourceInfo kWidgetInfo{
     ps::Kind{6}, "widgets", "widget", "Widget", "wg",
-    ps::kSpecHolderIdentity | ps::kSpecLeaseDurationSeconds, "WidgetSpec", "WidgetStatus"};
+    poolcoord::api::kSpecHolderIdentity | poolcoord::api::kSpecLeaseDurationSeconds, "WidgetSpec", "WidgetStatus"};
 
 // Logs every call; validation refuses holderIdentity "bad"; admission refuses
 // holderIdentity "denied"; Canonicalize lower-cases "UPPER" to "upper".

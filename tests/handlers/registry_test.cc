@@ -25,10 +25,10 @@ namespace {
 
 // The JSON names of the SpecField bits.
 const std::pair<const char*, uint32_t> kSpecFields[] = {
-    {"holderIdentity", ps::kSpecHolderIdentity}, {"leaseDurationSeconds", ps::kSpecLeaseDurationSeconds},
-    {"acquireTime", ps::kSpecAcquireTime},       {"renewTime", ps::kSpecRenewTime},
-    {"leaseTransitions", ps::kSpecLeaseTransitions}, {"poolName", ps::kSpecPoolName},
-    {"delegate", ps::kSpecDelegate}, {"proof", ps::kSpecProof}};
+    {"holderIdentity", poolcoord::api::kSpecHolderIdentity}, {"leaseDurationSeconds", poolcoord::api::kSpecLeaseDurationSeconds},
+    {"acquireTime", poolcoord::api::kSpecAcquireTime},       {"renewTime", poolcoord::api::kSpecRenewTime},
+    {"leaseTransitions", poolcoord::api::kSpecLeaseTransitions}, {"poolName", poolcoord::api::kSpecPoolName},
+    {"delegate", poolcoord::api::kSpecDelegate}, {"proof", poolcoord::api::kSpecProof}};
 
 // An object of `kind` with every spec field set.
 ps::ObjectPtr Full(ps::Kind kind) {

@@ -501,7 +501,7 @@ BOOST_AUTO_TEST_CASE(CorruptDataIsInternal) {
 // A kind registered above the store gets the fields and struct names of its row.
 BOOST_AUTO_TEST_CASE(RegisteredKindFollowsItsRow) {
   static constexpr ResourceInfo kWidget{Kind{7}, "widgets", "widget", "Widget", "wg",
-                                        kSpecHolderIdentity | kSpecRenewTime, "WidgetSpec",
+                                        api::kSpecHolderIdentity | api::kSpecRenewTime, "WidgetSpec",
                                         "WidgetStatus"};
   BOOST_REQUIRE(RegisterResource(&kWidget));
   Object o = FullDelegated();

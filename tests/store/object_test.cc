@@ -335,19 +335,19 @@ BOOST_AUTO_TEST_SUITE(Resources)
 BOOST_AUTO_TEST_CASE(BuiltInKindsAndTheirWireFields) {
   const ResourceInfo& pl = InfoFor(Kind::kPoolLease);
   BOOST_TEST(std::string(pl.plural) == "poolleases");
-  BOOST_TEST((pl.spec_fields & kSpecAcquireTime) != 0u);
-  BOOST_TEST((pl.spec_fields & kSpecPoolName) == 0u);
+  BOOST_TEST((pl.spec_fields & api::kSpecAcquireTime) != 0u);
+  BOOST_TEST((pl.spec_fields & api::kSpecPoolName) == 0u);
   const ResourceInfo& dl = InfoFor(Kind::kDelegatedLease);
   BOOST_TEST(std::string(dl.spec_struct) == "DelegatedLeaseSpec");
-  BOOST_TEST((dl.spec_fields & kSpecDelegate) != 0u);
-  BOOST_TEST((dl.spec_fields & kSpecLeaseTransitions) == 0u);
+  BOOST_TEST((dl.spec_fields & api::kSpecDelegate) != 0u);
+  BOOST_TEST((dl.spec_fields & api::kSpecLeaseTransitions) == 0u);
   BOOST_TEST(InfoForPlural("delegatedleases") == &dl);
   BOOST_TEST(InfoForPlural("leases") == nullptr);
 }
 
 BOOST_AUTO_TEST_CASE(RegisteringAKindAboveTheStore) {
   static constexpr ResourceInfo kGadget{Kind{5}, "gadgets", "gadget", "Gadget", "gd",
-                                        kSpecHolderIdentity, "GadgetSpec", "GadgetStatus"};
+                                        api::kSpecHolderIdentity, "GadgetSpec", "GadgetStatus"};
   static constexpr ResourceInfo kSameNumber{Kind{5}, "others", "other", "Other", "ot", 0, "", ""};
   static constexpr ResourceInfo kSamePlural{Kind{4}, "poolleases", "x", "X", "x", 0, "", ""};
   static constexpr ResourceInfo kTooFar{Kind{kMaxKinds}, "far", "far", "Far", "f", 0, "", ""};
