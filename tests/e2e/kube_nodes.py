@@ -78,6 +78,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kube_cluster import (CHART, POOL_LABEL, KubeCluster, LeaseWatch, NodeWatch, Process, Skip,  # noqa: E402
@@ -274,6 +275,22 @@ class Network:
             sh("ip", "netns", "del", ns, check=False)
         for b in self.bridges:
             sh("ip", "link", "del", b, check=False)
+
+
+def scrape(url, timeout=3):
+    """{name or name{labels}: value} of the Prometheus text at `url` (plain HTTP),
+    or {} when it does not answer."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            text = r.read().decode()
+    except OSError:
+        return {}
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            key, _, value = line.rpartition(" ")
+            out[key] = float(value)
+    return out
 
 
 def _cgroup_roots():

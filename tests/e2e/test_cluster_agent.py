@@ -39,13 +39,12 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from etcd_fixture import issue_cert, make_ca  # noqa: E402
 from kube_cluster import (DELEGATE, POOL_LABEL, ChartInstall, KubeCluster, Kubelet, LeaseWatch,  # noqa: E402
                           NodeWatch, Process, parse_micro, run_cluster_cases, run_scenarios, stop_parts)
-from kube_nodes import LAUNCHER, Network as Net  # noqa: E402
+from kube_nodes import LAUNCHER, Network as Net, scrape  # noqa: E402
 
 GRACE = 40.0
 MONITOR_PERIOD = 2.0       # --node-monitor-period given to kube-controller-manager
@@ -93,17 +92,7 @@ class Agent:
 
     def metrics(self):
         """{name or name{labels}: value} of /metrics, or {} when it does not answer."""
-        try:
-            with urllib.request.urlopen(f"http://{self.ip}:{HEALTH_PORT}/metrics", timeout=3) as r:
-                text = r.read().decode()
-        except OSError:
-            return {}
-        out = {}
-        for line in text.splitlines():
-            if line and not line.startswith("#"):
-                key, _, value = line.rpartition(" ")
-                out[key] = float(value)
-        return out
+        return scrape(f"http://{self.ip}:{HEALTH_PORT}/metrics")
 
     def metric(self, key, default=0.0):
         return self.metrics().get(key, default)

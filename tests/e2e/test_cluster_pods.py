@@ -43,7 +43,7 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import expect  # noqa: E402
 from kube_cluster import DELEGATE, POOL_LABEL, parse_micro, run_cluster_cases, run_scenarios  # noqa: E402
-from kube_nodes import ROLE, HelmRelease, NodeCluster, PodWatch  # noqa: E402
+from kube_nodes import ROLE, HelmRelease, NodeCluster, PodWatch, scrape  # noqa: E402
 
 GRACE = 40.0
 MONITOR_PERIOD = 2.0
@@ -183,18 +183,13 @@ class ChartOnNodes:
         r["pods"] = {n: dict(p) for n, p in self.pw.matching(**{"app.kubernetes.io/name": "poolcoord"}).items()}
 
     def agent_metrics(self, node):
-        """{name or name{labels}: value} of the node's agent at its LAN address, or {}."""
-        try:
-            with urllib.request.urlopen(f"http://{self.nc.nodes[node].ip}:10271/metrics", timeout=3) as r:
-                text = r.read().decode()
-        except OSError:
-            return {}
-        out = {}
-        for line in text.splitlines():
-            if line and not line.startswith("#"):
-                key, _, value = line.rpartition(" ")
-                out[key] = float(value)
-        return out
+        """The node's agent's /metrics (kube_nodes.scrape) at its node's address."""
+        return scrape(f"http://{self.nc.nodes[node].ip}:10271/metrics")
+
+    def unknown_while(self, node, start, end):
+        """Whether `node` went Unknown after `start` and before `end`."""
+        t = self.nw.first(node, "Unknown", after=start)
+        return t is not None and t <= end
 
     def holder(self):
         r = self.cluster.admin().request("GET", f"{GROUP}/poolleases/{self.pool}")
@@ -445,9 +440,8 @@ def agents_sign_with_the_kubelets_certificates(env):
 def cut_member_stays_ready_and_keeps_its_pod(env):
     r = env.results["cut"]
     n = r["node"]
-    unknown = env.nw.first(n, "Unknown", after=r["cut"])
-    expect(unknown is None or unknown > r["back"], f"{n} went Unknown while its pool vouched for it: "
-                                                   f"{env.history(n, r['cut'])}")
+    expect(not env.unknown_while(n, r["cut"], r["back"]), f"{n} went Unknown while its pool vouched for it: "
+                                                          f"{env.history(n, r['cut'])}")
     expect(r["back"] - r["cut"] >= GRACE + 20, f"only {r['back'] - r['cut']:.0f} s observed")
     expect("deleting" not in env.pw.pods.get(f"work-{n}", {}), f"work-{n} was evicted")
     renewals = [t for t, _ in env.lw.renewals(n, r["cut"] - GRACE) if t <= r["back"]]
@@ -468,12 +462,9 @@ def server_pod_replaced_while_delegated(env):
     t = r["new_times"]
     outage = env.avail.outages(r["deleted"], r["available"])
     down = sum(b - a for a, b in outage)
-    expect(env.nw.first(n, "Unknown", after=r["cut"]) is None or env.nw.first(n, "Unknown", after=r["cut"]) > r["back"],
-           "a node went Unknown")
     for other in EDGE:
         if other != env.roles["kill"]:
-            expect(env.nw.first(other, "Unknown", after=r["deleted"]) is None or
-                   env.nw.first(other, "Unknown", after=r["deleted"]) > r["back"], f"{other} went Unknown")
+            expect(not env.unknown_while(other, r["deleted"], r["back"]), f"{other} went Unknown")
     # The new store is past every resourceVersion of the old one: a list "not
     # older than" the old one is served, a watch from it is 410 Expired (relist).
     expect(r["resume_list"].status == 200, f"list at the old resourceVersion: {r['resume_list'].status} "

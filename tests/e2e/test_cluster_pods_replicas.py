@@ -252,8 +252,7 @@ def deleted_leader_pod_hands_over_and_is_replaced(env):
 def cut_member_never_unknown(env):
     r = env.results["replicas"]
     n = env.roles["cut"]
-    unknown = env.nw.first(n, "Unknown", after=r["cut"])
-    expect(unknown is None or unknown > r["back"], f"{n} went Unknown: {env.history(n, r['cut'])}")
+    expect(not env.unknown_while(n, r["cut"], r["back"]), f"{n} went Unknown: {env.history(n, r['cut'])}")
     expect(r["back"] - r["cut"] >= GRACE + 5, f"cut off only {r['back'] - r['cut']:.0f} s")
     renewals = [t for t, _ in env.lw.renewals(n, r["cut"] - GRACE) if t <= r["back"]]
     gaps = [b - a for a, b in zip(renewals, renewals[1:])]
