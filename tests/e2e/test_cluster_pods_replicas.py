@@ -12,8 +12,8 @@ it), leaderElection 4 s / 3 s / 1 s; cloud nodes c1 and c2, pool "edge" of e1, e
 - the leading replica's process is killed (kill -9): the election Lease changes
   hands no earlier than leaseDuration after the dead leader's last renewal and
   within leaseDuration + 2 x retryPeriod of the kill (no margin), the new leader
-  forwards within 2 s more, the kubelet restarts the container and it comes back
-  as the standby;
+  forwards within one forwarding interval (10 s) more, the kubelet restarts the
+  container and it comes back as the standby;
 - `kubectl delete pod` of the leading replica: the other forwards, the Deployment
   replaces the pod, the API stays available;
 - through all of it, and held past the grace period, the cut-off member never goes
@@ -41,6 +41,9 @@ from test_cluster_pods import GRACE, NS, TAINT, ChartOnNodes, ours  # noqa: E402
 CLOUDS = ["c1", "c2"]
 EDGES = ["e1", "e2"]
 LEASE_S, RENEW_S, RETRY_S = 4.0, 3.0, 1.0
+# A delegated node's Lease is forwarded about every 10 s (as its kubelet renews
+# it): the new leader's first forward comes at the next one after it leads.
+FORWARD_INTERVAL = 10.0
 ELECTION = f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/poolcoord"
 
 
@@ -228,8 +231,8 @@ def killed_leader_hands_over(env):
     bound = LEASE_S + 2 * RETRY_S
     expect(gap >= LEASE_S, f"the election Lease was taken {gap:.2f} s after the dead leader's last renewal")
     expect(taken <= bound, f"taken {taken:.2f} s after kill -9 (bound {bound:.0f} s)")
-    expect(r["kill_forward"] - r["kill"] <= bound + 2, f"the new leader's first forward "
-                                                      f"{r['kill_forward'] - r['kill']:.1f} s after the kill")
+    expect(r["kill_forward"] - r["kill"] <= bound + FORWARD_INTERVAL,
+           f"the new leader's first forward {r['kill_forward'] - r['kill']:.1f} s after the kill")
     after = r["forwards_after_kill"]
     print(f"  kill -9 of the leading replica {r['killed_pod']}: the election Lease taken {taken:.2f} s after "
           f"({gap:.2f} s after its last renewal; leaseDuration {LEASE_S:.0f} s + 2 x retryPeriod "
