@@ -101,6 +101,8 @@ void ClearStatus(DelegationFields& fields) {
   fields.challenges.clear();
 }
 
+void ClearProof(DelegationFields& fields) { fields.proof.reset(); }
+
 bool SameStatus(const DelegationFields& a, const DelegationFields& b) {
   return a.accepted_proof == b.accepted_proof && a.challenges == b.challenges;
 }

@@ -211,6 +211,7 @@ struct DelegationFields {
 // spec.proof.
 void CopyStatus(DelegationFields& to, const DelegationFields& from);
 void ClearStatus(DelegationFields& fields);
+void ClearProof(DelegationFields& fields);
 bool SameStatus(const DelegationFields& a, const DelegationFields& b);
 
 // Server-written status. Clients cannot set it through the main resource.

@@ -26,7 +26,7 @@ struct RequestInfo {
   std::string api_group;   // "" for the core group
   std::string api_version;
   std::string namespace_;  // "" for cluster scope
-  std::string resource;    // "poolleases"
+  std::string resource;    // "widgets"
   std::string subresource; // "status"
   std::string name;
   std::vector<std::string> parts;  // resource/name/subresource/...

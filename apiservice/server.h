@@ -36,7 +36,7 @@ struct PipelineOptions {
   InflightLimiter* limiter = nullptr;            // not owned
   bool anonymous_auth = false;
   // The wall clock of the Date header: the rules' clock, so that Date and the
-  // status.observedTime the rules stamp are readings of one clock.
+  // times the rules stamp on objects are readings of one clock.
   const base::Clock* clock = base::RealClock::Get();  // not owned
 };
 

@@ -69,7 +69,7 @@ absl::StatusOr<ApplyResult> Apply(const rapidjson::Value* live, const rapidjson:
 // 409 Conflict, reason Conflict, one cause of type FieldManagerConflict per
 // conflict (message `conflict with "m" using v1`, field ".spec.x"), and
 // kube-apiserver's message:
-//   Apply failed with 1 conflict: conflict with "m": .spec.holderIdentity
+//   Apply failed with 1 conflict: conflict with "m": .spec.replicas
 //   Apply failed with 2 conflicts: conflicts with "a":\n- .spec.x\n- .spec.y
 absl::Status ApplyConflictError(std::vector<Conflict> conflicts);
 

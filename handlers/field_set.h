@@ -10,7 +10,7 @@
 //   - an item of a list by index           i:3            printed [3]
 // A FieldSet holds paths as a trie: at each level a sorted set of member elements
 // (paths that end here) and a sorted map from element to child set. FieldsV1 is
-// that trie as JSON: {"f:spec":{"f:renewTime":{}}}, with "." marking a path that
+// that trie as JSON: {"f:spec":{"f:replicas":{}}}, with "." marking a path that
 // is a member and also has children ({"f:labels":{".":{},"f:a":{}}}).
 //
 // Values in k: and v: elements are JSON scalars (null, bool, number, string); the
@@ -112,7 +112,7 @@ using Path = std::vector<PathElement>;
 void AppendGoJsonString(std::string* out, std::string_view s);
 
 // Whether the FieldsV1 text `json` has the field path `fields` (f: elements
-// only, e.g. {"spec", "renewTime"}) as a member, without parsing it into a set:
+// only, e.g. {"spec", "replicas"}) as a member, without parsing it into a set:
 // the renewal fast path asks this of every managedFields entry. nullopt when the
 // text is not the compact form FieldSet::ToJson writes (escapes in keys, bad JSON):
 // the caller must then parse it.
@@ -125,9 +125,9 @@ std::optional<bool> FieldsV1HasFieldPath(std::string_view json,
 bool FieldsV1ChildMembers(std::string_view json, std::string_view parent,
                           const std::function<void(std::string_view)>& fn);
 
-// ".spec.holderIdentity", ".metadata.finalizers[=\"a\"]"; "" for the empty path.
+// ".spec.replicas", ".metadata.finalizers[=\"a\"]"; "" for the empty path.
 std::string PathToString(const Path& path);
-// Shorthand for tests and schemas: {"spec", "renewTime"} as field elements.
+// Shorthand for tests and schemas: {"spec", "replicas"} as field elements.
 Path FieldPath(std::initializer_list<std::string_view> fields);
 
 class FieldSet {

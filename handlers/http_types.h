@@ -20,7 +20,7 @@ using HeaderList = std::vector<std::pair<std::string, std::string>>;
 
 struct Request {
   std::string method;  // "GET", "POST", ...
-  std::string path;    // percent-decoded path, no query: "/apis/coordination.pool/v1alpha1/poolleases"
+  std::string path;    // percent-decoded path, no query: "/apis/coordination.pool/v1alpha1/widgets"
   // Query parameters decoded as application/x-www-form-urlencoded ('+' is a
   // space), in order; a key may repeat.
   std::vector<std::pair<std::string, std::string>> query;

@@ -43,8 +43,7 @@ struct ListOptions {
 absl::StatusOr<ListOptions> ParseListOptions(const Request& request, store::Kind kind);
 
 // The field selectors a kind supports: metadata.name and metadata.namespace for
-// every kind, then the kind's own (its strategy's SelectableFields, e.g.
-// spec.poolName on delegatedleases).
+// every kind, then the kind's own (its strategy's SelectableFields).
 std::vector<std::string> SupportedFieldSelectors(store::Kind kind);
 // The value of a field its kind supports on an object (metadata.namespace is "");
 // nullopt for any other field.

@@ -3,6 +3,7 @@
 #include <openssl/sha.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -12,12 +13,14 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/json_write.h"
+#include "base/log.h"
 #include "handlers/discovery.h"
 #include "handlers/openapi_schema.h"
 #include "handlers/registry/registry.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
 #include "store/object.h"
+#include "yaml-cpp/yaml.h"
 
 namespace poolcoord::handlers {
 namespace {
@@ -59,210 +62,55 @@ using base::JsonField;
 using base::JsonKey;
 using base::JsonString;
 
+// The meta.k8s.io definitions, as data: handlers/meta_definitions.yaml (its
+// header gives the form), built in by CMakeLists.txt.
+constexpr char kMetaDefinitionsYaml[] =
+#include "handlers/meta_definitions.yaml.inc"
+    ;
+
+// A property of the data file: its type, and what goes with it.
+Prop MetaProp(const YAML::Node& p) {
+  const std::string name = p["name"].as<std::string>();
+  const std::string type = p["type"].as<std::string>();
+  const std::string doc = p["description"].as<std::string>();
+  const std::string ref = p["ref"] ? Meta(p["ref"].as<std::string>()) : "";
+  Prop prop = type == "string"         ? StringProp(name, doc)
+              : type == "int32"        ? Int32Prop(name, doc)
+              : type == "int64"        ? Int64Prop(name, doc)
+              : type == "bool"         ? BoolProp(name, doc)
+              : type == "object"       ? ObjectProp(name, doc)
+              : type == "string-array" ? StringArrayProp(name, doc)
+              : type == "string-map"   ? StringMapProp(name, doc)
+              : type == "ref"          ? RefProp(name, ref, doc)
+              : type == "array"        ? ArrayRefProp(name, ref, doc)
+                                       : Prop{};
+  if (prop.name.empty() || ((type == "ref" || type == "array") && ref.empty())) {
+    // The file is ours and built in: a mistake in it is found by the first test.
+    base::LogError("handlers/meta_definitions.yaml: property ", name, " has type \"", type, "\"",
+                   ref.empty() ? " without a ref" : "");
+    std::abort();
+  }
+  if (p["list_type"]) {
+    std::vector<std::string> keys;
+    if (p["list_map_keys"]) keys = p["list_map_keys"].as<std::vector<std::string>>();
+    prop = WithListType(std::move(prop), p["list_type"].as<std::string>(), std::move(keys));
+  }
+  if (p["map_type"]) prop.map_type = p["map_type"].as<std::string>();
+  return prop;
+}
+
 std::vector<Definition> MetaDefinitions() {
-  std::vector<Definition> d;
-  d.push_back({Meta("Time"),
-               "Time is an instant to the second, written as RFC 3339 in UTC, e.g. "
-               "2024-01-01T00:00:00Z.",
-               "string",
-               "date-time",
-               {},
-               {},
-               ""});
-  d.push_back({Meta("MicroTime"),
-               "MicroTime is an instant with microsecond precision, written as RFC 3339 with "
-               "exactly 6 fractional digits in UTC, e.g. 2024-01-01T00:00:00.000000Z. Other "
-               "fraction widths are rejected (Go clients could not parse them).",
-               "string",
-               "date-time",
-               {},
-               {},
-               ""});
-  d.push_back({Meta("FieldsV1"),
-               "FieldsV1 is a set of fields as a trie of JSON objects: \"f:<name>\" for a "
-               "field, \"k:{...}\" for a list item by its keys, \"v:<value>\" for an item of a "
-               "set, \".\" for a field that is owned itself as well as fields below it.",
-               "object",
-               "",
-               {},
-               {},
-               ""});
-  d.push_back({Meta("ManagedFieldsEntry"),
-               "ManagedFieldsEntry records which field manager changed which fields of an "
-               "object, and when.",
-               "object",
-               "",
-               {StringProp("apiVersion", "The version of the resource the fields set applies to."),
-                StringProp("fieldsType", "The format of fieldsV1; only \"FieldsV1\" exists."),
-                RefProp("fieldsV1", Meta("FieldsV1"), "The fields this manager owns."),
-                StringProp("manager", "The name of the workflow managing these fields."),
-                StringProp("operation", "The operation that created this entry: Apply or Update."),
-                StringProp("subresource", "The subresource written to, e.g. \"status\"; empty for the "
-                                 "main resource."),
-                RefProp("time", Meta("Time"), "When this entry was last changed.")},
-               {},
-               ""});
-  d.push_back({Meta("OwnerReference"),
-               "OwnerReference identifies an object that owns this one; garbage collection "
-               "deletes dependents of a deleted owner.",
-               "object",
-               "",
-               {StringProp("apiVersion", "API version of the referent."),
-                BoolProp("blockOwnerDeletion",
-                  "If true, the owner cannot be deleted from storage before this reference is "
-                  "removed (foreground deletion)."),
-                BoolProp("controller", "If true, this reference points to the managing controller."),
-                StringProp("kind", "Kind of the referent."),
-                StringProp("name", "Name of the referent."),
-                StringProp("uid", "UID of the referent.")},
-               {"apiVersion", "kind", "name", "uid"},
-               "",
-               "atomic"});
-  d.push_back(
-      {Meta("ObjectMeta"),
-       "ObjectMeta is the metadata every persisted object has.",
-       "object",
-       "",
-       {StringMapProp("annotations",
-          "Unstructured key-value data stored with the object, for tools. Keys follow the "
-          "label key syntax; all annotations together may hold at most 256 KiB. A "
-          "DelegatedLease must carry openyurt.io/delegate-heartbeat: \"true\"."),
-        RefProp("creationTimestamp", Meta("Time"),
-          "The server's time when the object was created. Set by the server; read-only."),
-        Int64Prop("deletionGracePeriodSeconds",
-            "Seconds allowed for graceful termination, set together with "
-            "deletionTimestamp. Read-only."),
-        RefProp("deletionTimestamp", Meta("Time"),
-          "Set by the server when deletion was requested while finalizers remain; the object "
-          "is removed once the last finalizer is. Read-only."),
-        WithListType(StringArrayProp("finalizers",
-           "Entries that must be removed before the object is deleted from storage. While any "
-           "remain, a delete only sets deletionTimestamp."), "set"),
-        StringProp("generateName",
-          "A prefix for a server-generated name, used when name is empty: the server appends 5 "
-          "random characters."),
-        Int64Prop("generation",
-            "A sequence number of the desired state: 1 on create, raised by the server on every "
-            "change of spec. Read-only."),
-        StringMapProp("labels",
-          "Key-value pairs for organizing and selecting objects with label selectors. The "
-          "server sets coordination.pool/pool=<pool> on every DelegatedLease."),
-        WithListType(ArrayRefProp("managedFields", Meta("ManagedFieldsEntry"),
-           "Which field manager owns which fields (server-side apply): one entry per manager "
-           "and operation (Apply or Update), written by the server on every create, update, "
-           "patch and apply. Shown by kubectl get -o yaml --show-managed-fields."), "atomic"),
-        StringProp("name",
-          "The object's unique name (both kinds are cluster-scoped): a DNS-1123 subdomain. A "
-          "PoolLease is named after its pool, a DelegatedLease after its node. Cannot be "
-          "updated."),
-        StringProp("namespace", "Always empty: PoolLeases and DelegatedLeases are cluster-scoped."),
-        WithListType(ArrayRefProp("ownerReferences", Meta("OwnerReference"),
-           "Objects this one depends on; stored as written."), "map", {"uid"}),
-        StringProp("resourceVersion",
-          "An opaque value that changes with every write of the object. Send back the value "
-          "you read when updating: a stale value gets 409 Conflict (optimistic concurrency). "
-          "Read-only."),
-        StringProp("selfLink", "Deprecated and never set."),
-        StringProp("uid",
-          "A unique identifier (UUID) of the object for its whole life, set by the server on "
-          "create. A re-created object gets a new uid. Read-only.")},
-       {},
-       ""});
-  d.push_back({Meta("ListMeta"),
-               "ListMeta is the metadata of a list.",
-               "object",
-               "",
-               {StringProp("continue",
-                  "Set when the list was cut by limit: pass it as the continue parameter to get "
-                  "the next page. Expires with the server's watch history (410 Expired)."),
-                Int64Prop("remainingItemCount",
-                    "The number of items after this page, when the list was cut by limit."),
-                StringProp("resourceVersion",
-                  "The version of the store the list reflects; start a watch from it to see "
-                  "every later change."),
-                StringProp("selfLink", "Deprecated and never set.")},
-               {},
-               ""});
-  d.push_back({Meta("StatusCause"),
-               "StatusCause names one reason a request failed, for 422 Invalid one per field.",
-               "object",
-               "",
-               {StringProp("field", "The field the cause applies to, e.g. spec.leaseDurationSeconds."),
-                StringProp("message", "A human-readable description of the cause."),
-                StringProp("reason", "A machine-readable cause type, e.g. FieldValueInvalid.")},
-               {},
-               ""});
-  d.push_back({Meta("StatusDetails"),
-               "StatusDetails identifies the object a Status is about.",
-               "object",
-               "",
-               {ArrayRefProp("causes", Meta("StatusCause"), "The individual causes of the failure."),
-                StringProp("group", "The API group of the resource."),
-                StringProp("kind", "The resource (plural), e.g. poolleases."),
-                StringProp("name", "The name of the object."),
-                Int32Prop("retryAfterSeconds", "Seconds the client should wait before retrying."),
-                StringProp("uid", "The uid of the object.")},
-               {},
-               ""});
-  d.push_back({Meta("Status"),
-               "Status is the result of an operation that returns no object, and the body of "
-               "every error.",
-               "object",
-               "",
-               {StringProp("apiVersion", "v1."),
-                Int32Prop("code", "The HTTP status code."),
-                RefProp("details", Meta("StatusDetails"), "Extended data about the object."),
-                StringProp("kind", "Status."),
-                StringProp("message", "A human-readable description of the result."),
-                RefProp("metadata", Meta("ListMeta"), "Standard list metadata."),
-                StringProp("reason",
-                  "A machine-readable reason, e.g. NotFound, Conflict, Invalid, Expired."),
-                StringProp("status", "Success or Failure.")},
-               {},
-               ""});
-  d.push_back({Meta("Preconditions"),
-               "Preconditions must hold for a delete to proceed (409 Conflict otherwise).",
-               "object",
-               "",
-               {StringProp("resourceVersion", "The object's resourceVersion must equal this."),
-                StringProp("uid", "The object's uid must equal this.")},
-               {},
-               ""});
-  d.push_back({Meta("DeleteOptions"),
-               "DeleteOptions may be sent as the body of a DELETE.",
-               "object",
-               "",
-               {StringProp("apiVersion", "v1, meta.k8s.io/v1 or coordination.pool/v1alpha1."),
-                StringArrayProp("dryRun", "\"All\" runs every check without persisting the deletion."),
-                Int64Prop("gracePeriodSeconds", "Seconds before the object is deleted; 0 means now."),
-                StringProp("kind", "DeleteOptions."),
-                BoolProp("orphanDependents", "Deprecated: use propagationPolicy."),
-                RefProp("preconditions", Meta("Preconditions"),
-                  "Conditions that must hold for the deletion to proceed."),
-                StringProp("propagationPolicy", "Orphan, Background or Foreground.")},
-               {},
-               ""});
-  d.push_back({Meta("Patch"),
-               "A patch document: a JSON Patch (application/json-patch+json, RFC 6902), a JSON "
-               "merge patch (application/merge-patch+json, RFC 7386), or a server-side apply "
-               "configuration (application/apply-patch+yaml, YAML or JSON; needs fieldManager).",
-               "object",
-               "",
-               {},
-               {},
-               ""});
-  d.push_back({Meta("WatchEvent"),
-               "One event of a watch stream, one JSON object per line.",
-               "object",
-               "",
-               {ObjectProp("object",
-                  "The object: for ADDED and MODIFIED its new state, for DELETED its last state, "
-                  "for BOOKMARK only kind, apiVersion and metadata.resourceVersion, for ERROR a "
-                  "Status (410 Expired when the resourceVersion is too old)."),
-                StringProp("type", "ADDED, MODIFIED, DELETED, BOOKMARK or ERROR.")},
-               {"type", "object"},
-               ""});
-  return d;
+  std::vector<Definition> out;
+  for (const YAML::Node& d : YAML::Load(kMetaDefinitionsYaml)) {
+    Definition def{Meta(d["name"].as<std::string>()), d["description"].as<std::string>(),
+                   d["type"] ? d["type"].as<std::string>() : "object",
+                   d["format"] ? d["format"].as<std::string>() : "", {}, {}, ""};
+    if (d["required"]) def.required = d["required"].as<std::vector<std::string>>();
+    if (d["map_type"]) def.map_type = d["map_type"].as<std::string>();
+    for (const YAML::Node& p : d["properties"]) def.props.push_back(MetaProp(p));
+    out.push_back(std::move(def));
+  }
+  return out;
 }
 
 // A kind's List: the same shape for every kind.

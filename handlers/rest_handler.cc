@@ -196,7 +196,7 @@ void DropResetCauses(registry::Subresource subresource, std::vector<store::Field
                 causes->end());
   // A /status write validates the status alone, as kube-apiserver's status
   // strategy for a custom resource does: its messages name the field from there
-  // ("observedTime in body must be ...", field status.observedTime).
+  // ("phase in body must be ...", field status.phase).
   if (subresource != registry::Subresource::kStatus) return;
   for (store::FieldCause& c : *causes) {
     if (c.type != "FieldValueTypeInvalid" || !absl::StartsWith(c.field, "status.")) continue;

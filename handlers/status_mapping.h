@@ -6,7 +6,7 @@
 // Shape, as k8s.io/apiserver's responsewriters write it:
 //   {"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
 //    "message":"...","reason":"NotFound",
-//    "details":{"name":"x","group":"coordination.pool","kind":"poolleases","uid":"...",
+//    "details":{"name":"x","group":"coordination.pool","kind":"widgets","uid":"...",
 //               "causes":[{"reason":"FieldValueInvalid","message":"...","field":"spec.x"}],
 //               "retryAfterSeconds":1},
 //    "code":404}

@@ -28,8 +28,7 @@ using base::JsonString;
 // kube-apiserver's printers take them from the types' swagger docs.
 constexpr TableColumn kNameColumn{
     "Name", "string", "name",
-    "Name is the unique name of the object in the cluster. PoolLeases are named after "
-    "their pool, DelegatedLeases after their node.",
+    "Name is the unique name of the object in the cluster.",
     0};
 constexpr TableColumn kAgeColumn{
     "Age", "string", "",

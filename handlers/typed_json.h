@@ -24,7 +24,7 @@ using Allocator = rapidjson::Document::AllocatorType;
 // typed conversion does before it merges. InvalidArgument, the message naming
 // the path as kube-apiserver does:
 //   ".spec.foo: field not declared in schema"
-//   ".spec.leaseDurationSeconds: expected numeric (int or float), got string"
+//   ".spec.replicas: expected numeric (int or float), got string"
 //   ".metadata.finalizers: duplicate entries for key [=\"a\"]"
 //   ".metadata.ownerReferences: element 0: associative list with keys has an
 //    element that omits key field \"uid\" (and doesn't have default value)"

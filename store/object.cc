@@ -398,7 +398,7 @@ void ClearDelegationStatus(Object& object) {
 
 void ClearDelegationProof(Object& object) {
   if (!DelegationOf(object).HasProof()) return;
-  MutableDelegation(object).proof.reset();
+  api::ClearProof(MutableDelegation(object));
   DropIfEmpty(object);
 }
 

@@ -291,7 +291,7 @@ struct Object {
   // [[no_unique_address]] lets `kind` take the tail padding of status.
   [[no_unique_address]] LeaseStatus status;
   Kind kind{};
-  // The delegation fields (spec.proof and two parts of status); nullptr when
+  // The delegation fields (the proof of spec and two parts of status); nullptr when
   // the object has none of them. The proof follows spec, the rest status: see
   // DelegationOf and friends.
   boost::intrusive_ptr<const SharedDelegationFields> delegation;

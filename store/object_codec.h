@@ -1,7 +1,8 @@
-// JSON encoding of PoolLease and DelegatedLease (RapidJSON, no exceptions).
+// JSON encoding of the stored objects (RapidJSON, no exceptions): the envelope
+// and ObjectMeta here, spec and status by the kinds' codec (api/codec.h).
 //
 // Wire shape, as kube-apiserver serializes a typed object:
-//   {"kind":"PoolLease","apiVersion":"coordination.pool/v1alpha1",
+//   {"kind":"Widget","apiVersion":"coordination.pool/v1alpha1",
 //    "metadata":{...},"spec":{...},"status":{...}}
 // Absent optionals and empty collections are omitted (Go's omitempty);
 // metadata.resourceVersion is a decimal string; MicroTime fields use
@@ -49,12 +50,12 @@ void WriteObjectMeta(JsonWriter& w, const ObjectMeta& m);
 //   resourceVersion is an integer).
 // - 422 Invalid of the object's own group and kind, with only these causes:
 //   kind or apiVersion set and not ours (`kind: Invalid value: "Pod": must be
-//   PoolLease`), as the custom resource validator's ValidateTypeMeta. Empty or
+//   Widget`), as the custom resource validator's ValidateTypeMeta. Empty or
 //   absent ones pass here (create and update bodies are checked before).
 // - 422 Invalid (InvalidError), one FieldCause per bad field, all at once: what
 //   a CustomResourceDefinition's schema refuses in spec and status (a JSON type
-//   the field cannot take: `spec.leaseDurationSeconds: Invalid value: "string":
-//   spec.leaseDurationSeconds in body must be of type integer: "string"`, a
+//   the field cannot take: `spec.replicas: Invalid value: "string":
+//   spec.replicas in body must be of type integer: "string"`, a
 //   string that is no date-time: `... must be of type date-time: "yesterday"`),
 //   and what our typed fields cannot hold (an RFC 3339 time without exactly 6
 //   fractional digits for a MicroTime, an integer past int32); a metadata time

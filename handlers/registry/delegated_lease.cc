@@ -299,7 +299,9 @@ std::vector<Definition> DelegatedLeaseStrategy::Definitions() const {
       "annotation openyurt.io/delegate-heartbeat: \"true\". While it is live and belongs to "
       "the current leader, poolcoord renews the node's Lease in the cloud, so the cloud sees "
       "a network partition rather than a node failure.",
-      "Standard object metadata; metadata.name is the node.", "The delegated heartbeat.",
+      "Standard object metadata; metadata.name is the node. The server sets the label "
+      "coordination.pool/pool=<pool>.",
+      "The delegated heartbeat.",
       "Written by the server."));
   return d;
 }
