@@ -145,10 +145,19 @@ absl::Status FlagSet::Set(Flag& f, std::string_view value) {
   return absl::InternalError("unhandled flag type");
 }
 
-absl::Status FlagSet::Parse(const std::vector<std::string>& args) {
+absl::Status FlagSet::Parse(const std::vector<std::string>& args,
+                            std::vector<std::string>* positional) {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     std::string_view body;
+    if (positional != nullptr && (arg == "--" || arg.empty() || arg[0] != '-' || arg == "-")) {
+      if (arg == "--") {
+        positional->insert(positional->end(), args.begin() + i + 1, args.end());
+        break;
+      }
+      positional->push_back(arg);
+      continue;
+    }
     if (arg.rfind("--", 0) == 0 && arg.size() > 2) {
       body = std::string_view(arg).substr(2);
     } else if (arg.size() >= 2 && arg[0] == '-' && arg[1] != '-') {

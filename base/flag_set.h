@@ -45,8 +45,11 @@ class FlagSet {
   void Double(std::string name, double* value, std::string help);
 
   // Sets the flags named in `args` (the program name not included); stops at the
-  // first error.
-  absl::Status Parse(const std::vector<std::string>& args);
+  // first error. Arguments that are not flags, and all after "--", go to
+  // *positional in order (pflag's Args()); without `positional` they are an
+  // error ("this command takes flags only").
+  absl::Status Parse(const std::vector<std::string>& args,
+                     std::vector<std::string>* positional = nullptr);
 
   // One line per flag: "      --name type" padded to the longest such head (at
   // least `head_width`), the help, and "(default ...)" when the value is not

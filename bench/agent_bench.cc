@@ -37,7 +37,6 @@
 #include <thread>
 #include <vector>
 
-#include "bench/bench_flags.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -49,15 +48,23 @@
 #include "agent/node_certificate.h"
 #include "agent/udp_transport.h"
 #include "base/clock.h"
+#include "base/flag_set.h"
+#include "bench/bench_flags.h"
 
 namespace pa = poolcoord::agent;
 namespace pb = poolcoord::base;
 
 namespace {
 
-using poolcoord::bench::IntFlag;
 using poolcoord::bench::Must;
-using poolcoord::bench::StrFlag;
+using poolcoord::bench::ParseFlags;
+
+constexpr char kUsage[] =
+    "poolcoord-agent-bench verify [--peers=500] [--rounds=20] [--ca-key=rsa|ecdsa] [--json=FILE]\n"
+    "                                    [--keys=ecdsa,rsa] [--cache=on,off]\n"
+    "       poolcoord-agent-bench lan [--peers=500] [--interval=5] [--warmup=10] [--duration=60]\n"
+    "                                 [--key=ecdsa|rsa] [--ca-key=rsa|ecdsa] [--cut-off=RATIO]\n"
+    "                                 [--verify-all] [--json=FILE]";
 
 int64_t ThreadCpuUs() {
   timespec ts;
@@ -145,16 +152,21 @@ std::shared_ptr<pa::PoolView> PoolOf(int peers, const std::string& self, const s
 
 // ---------------------------------------------------------------- verify
 
-int Verify(const std::map<std::string, std::string>& flags) {
-  const int peers = IntFlag(flags, "peers", 500);
-  const int rounds = IntFlag(flags, "rounds", 20);
-  const std::string ca_key = StrFlag(flags, "ca-key", "rsa");
+int Verify(int argc, char** argv) {
+  int peers = 500, rounds = 20;
+  std::string ca_key = "rsa", keys = "ecdsa,rsa", caches = "on,off", out;
+  pb::FlagSet flags;
+  flags.Int("peers", &peers, 1, 100'000, "Members of the pool.");
+  flags.Int("rounds", &rounds, 1, 100'000, "Heartbeats per member.");
+  flags.String("ca-key", &ca_key, "The CA's key: rsa or ecdsa.");
+  flags.String("keys", &keys, "The members' keys measured: ecdsa, rsa or both.");
+  flags.String("cache", &caches, "Verification with the chain cache on, off or both.");
+  flags.String("json", &out, "Also write the results to this file.");
+  ParseFlags(flags, argc, argv, 2, kUsage);
   std::string json = absl::StrCat("{\"peers\":", peers, ",\"rounds\":", rounds,
                                   ",\"ca_key\":\"", ca_key == "ecdsa" ? "ecdsa-p256" : "rsa-2048",
                                   "\",\"results\":[");
   bool first = true;
-  const std::string keys = StrFlag(flags, "keys", "ecdsa,rsa");
-  const std::string caches = StrFlag(flags, "cache", "on,off");
   for (pa::KeyType type : {pa::KeyType::kEcdsaP256, pa::KeyType::kRsa}) {
     if (keys.find(type == pa::KeyType::kRsa ? "rsa" : "ecdsa") == std::string::npos) continue;
     const char* key = type == pa::KeyType::kRsa ? "rsa-2048" : "ecdsa-p256";
@@ -219,7 +231,6 @@ int Verify(const std::map<std::string, std::string>& flags) {
                 key, sign_rate, chain_rate, datagrams[0].size(), fleet.ids[1]->certificate_der().size());
   }
   json += "]}";
-  const std::string out = StrFlag(flags, "json", "");
   if (!out.empty()) std::ofstream(out) << json << "\n";
   return 0;
 }
@@ -227,19 +238,27 @@ int Verify(const std::map<std::string, std::string>& flags) {
 // ---------------------------------------------------------------- lan
 
 // The receiver: the LAN side of one agent, exactly as poolcoord-agent runs it.
-int Receiver(const std::map<std::string, std::string>& flags) {
-  const std::string dir = StrFlag(flags, "dir", "");
-  const int peers = IntFlag(flags, "peers", 500);
-  const int peer_port = IntFlag(flags, "peer-port", 0);
-  const int64_t interval_us = IntFlag(flags, "interval", 5) * 1'000'000LL;
-  const int warmup = IntFlag(flags, "warmup", 10), duration = IntFlag(flags, "duration", 60);
+int Receiver(int argc, char** argv) {
+  std::string dir;
+  int peers = 500, peer_port = 0, interval = 5, warmup = 10, duration = 60;
+  bool verify_all = false;
+  pb::FlagSet flags;
+  flags.String("dir", &dir, "The folder with ca.pem and self.pem.");
+  flags.Int("peers", &peers, 1, 100'000, "Members of the pool.");
+  flags.Int("peer-port", &peer_port, 0, 65535, "The members' UDP port.");
+  flags.Int("interval", &interval, 1, 3600, "Seconds between heartbeats.");
+  flags.Int("warmup", &warmup, 0, 3600, "Seconds before the measurement.");
+  flags.Int("duration", &duration, 1, 86400, "Seconds measured.");
+  flags.Bool("verify-all", &verify_all, "Verify every heartbeat, not only those that matter.");
+  ParseFlags(flags, argc, argv, 2, kUsage);
+  const int64_t interval_us = interval * 1'000'000LL;
   auto ca = Must(pa::CertificateAuthority::FromFile(dir + "/ca.pem"), "CA");
   std::shared_ptr<const pa::NodeIdentity> id =
       Must(pa::NodeIdentity::FromFiles(dir + "/self.pem", dir + "/self.pem"), "identity");
   auto udp = Must(pa::UdpTransport::Open("127.0.0.1", 0, static_cast<uint16_t>(peer_port)), "socket");
   pa::AgentOptions options;
   options.freshness.heartbeat_interval_us = interval_us;
-  options.lazy_verification = StrFlag(flags, "verify-all", "false") != "true";
+  options.lazy_verification = !verify_all;
   auto core = Must(pa::AgentCore::New(id, ca, pb::RealClock::Get(), udp.get(), nullptr, options), "core");
   core->SetPool(PoolOf(peers, id->node(), "127.0.0.1"));
   std::printf("port %d\n", udp->port());
@@ -292,19 +311,30 @@ int Receiver(const std::map<std::string, std::string>& flags) {
   return 0;
 }
 
-int Lan(const char* self_path, const std::map<std::string, std::string>& flags) {
-  const int peers = IntFlag(flags, "peers", 500);
-  const int interval = IntFlag(flags, "interval", 5);
-  const int warmup = IntFlag(flags, "warmup", 10), duration = IntFlag(flags, "duration", 60);
-  const pa::KeyType type = StrFlag(flags, "key", "ecdsa") == "rsa" ? pa::KeyType::kRsa : pa::KeyType::kEcdsaP256;
+int Lan(int argc, char** argv) {
+  const char* self_path = argv[0];
+  int peers = 500, interval = 5, warmup = 10, duration = 60;
+  std::string key = "ecdsa", ca_key = "rsa", out;
   double cut_off = 0;
-  if (!absl::SimpleAtod(StrFlag(flags, "cut-off", "0"), &cut_off) || cut_off < 0 || cut_off > 1) {
+  bool verify_all = false;
+  pb::FlagSet flags;
+  flags.Int("peers", &peers, 1, 100'000, "Members of the pool.");
+  flags.Int("interval", &interval, 1, 3600, "Seconds between heartbeats.");
+  flags.Int("warmup", &warmup, 0, 3600, "Seconds before the measurement.");
+  flags.Int("duration", &duration, 1, 86400, "Seconds measured.");
+  flags.String("key", &key, "The members' keys: ecdsa or rsa.");
+  flags.String("ca-key", &ca_key, "The CA's key: rsa or ecdsa.");
+  flags.Double("cut-off", &cut_off, "The ratio of members cut off from the cloud, in [0, 1].");
+  flags.Bool("verify-all", &verify_all, "Verify every heartbeat, not only those that matter.");
+  flags.String("json", &out, "Also write the result to this file.");
+  ParseFlags(flags, argc, argv, 2, kUsage);
+  const pa::KeyType type = key == "rsa" ? pa::KeyType::kRsa : pa::KeyType::kEcdsaP256;
+  if (cut_off < 0 || cut_off > 1) {
     std::fprintf(stderr, "--cut-off: a ratio in [0, 1]\n");
     return 2;
   }
   const int cut_members = static_cast<int>(cut_off * peers + 0.5);
-  const bool verify_all = StrFlag(flags, "verify-all", "false") == "true";
-  Fleet fleet = MakeFleet(peers, type, StrFlag(flags, "ca-key", "rsa"));
+  Fleet fleet = MakeFleet(peers, type, ca_key);
 
   char tmpl[] = "/tmp/poolcoord-agent-bench.XXXXXX";
   const std::string dir = mkdtemp(tmpl);
@@ -404,34 +434,19 @@ int Lan(const char* self_path, const std::map<std::string, std::string>& flags) 
                   type == pa::KeyType::kRsa ? "rsa-2048" : "ecdsa-p256",
                   "\",\"members_sent\":", sent, ",\"certificate_requests_answered\":", requests, "}");
   std::printf("%s\n", result.c_str());
-  const std::string out = StrFlag(flags, "json", "");
   if (!out.empty()) std::ofstream(out) << result << "\n";
   return 0;
-}
-
-void Usage(FILE* to) {
-  std::fprintf(to,
-               "usage: poolcoord-agent-bench verify [--peers=500] [--rounds=20] [--ca-key=rsa|ecdsa] [--json=FILE]\n"
-               "                                    [--keys=ecdsa,rsa] [--cache=on,off]\n"
-               "       poolcoord-agent-bench lan [--peers=500] [--interval=5] [--warmup=10] [--duration=60]\n"
-               "                                 [--key=ecdsa|rsa] [--ca-key=rsa|ecdsa] [--cut-off=RATIO]\n"
-               "                                 [--verify-all] [--json=FILE]\n");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
-  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
-    Usage(argc < 2 ? stderr : stdout);
-    return argc < 2 ? 2 : 0;
-  }
-  const std::string mode = argv[1];
-  auto flags = poolcoord::bench::ParseFlags(argc, argv, 2);
-  if (mode == "verify") return Verify(flags);
-  if (mode == "lan") return Lan(argv[0], flags);
-  if (mode == "receiver") return Receiver(flags);
-  std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
-  Usage(stderr);
-  return 2;
+  const std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "verify") return Verify(argc, argv);
+  if (mode == "lan") return Lan(argc, argv);
+  if (mode == "receiver") return Receiver(argc, argv);
+  const bool help = mode == "--help" || mode == "-h";
+  std::fprintf(help ? stdout : stderr, "usage: %s\n(each mode's flags: MODE --help)\n", kUsage);
+  return help ? 0 : 2;
 }

@@ -26,6 +26,9 @@
 #include <thread>
 #include <vector>
 
+#include "base/flag_set.h"
+#include "bench/bench_flags.h"
+
 namespace beast = boost::beast;
 namespace http = beast::http;
 namespace net = boost::asio;
@@ -100,25 +103,21 @@ void Accept(tcp::acceptor& acceptor, net::io_context& ioc, ssl::context& ctx) {
   });
 }
 
-std::string Flag(int argc, char** argv, std::string_view name, std::string fallback) {
-  const std::string prefix = "--" + std::string(name) + "=";
-  for (int i = 1; i < argc; ++i) {
-    std::string_view a = argv[i];
-    if (a.substr(0, prefix.size()) == prefix) return std::string(a.substr(prefix.size()));
-  }
-  return fallback;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int port = std::atoi(Flag(argc, argv, "port", "0").c_str());
-  const std::string cert = Flag(argc, argv, "cert", "");
-  const std::string key = Flag(argc, argv, "key", "");
-  const int hw = static_cast<int>(std::thread::hardware_concurrency());
-  const int threads = std::atoi(Flag(argc, argv, "threads", std::to_string(std::max(2, hw))).c_str());
-  if (port <= 0 || cert.empty() || key.empty() || threads <= 0) {
-    std::fprintf(stderr, "usage: poolcoord-hello-tls --port=N --cert=FILE --key=FILE [--threads=N]\n");
+  constexpr char kUsage[] = "poolcoord-hello-tls --port=N --cert=FILE --key=FILE [--threads=N]";
+  int port = 0;
+  std::string cert, key;
+  int threads = std::max(2, static_cast<int>(std::thread::hardware_concurrency()));
+  poolcoord::base::FlagSet flags;
+  flags.Int("port", &port, 0, 65535, "The port to listen on, on 127.0.0.1 (required).");
+  flags.String("cert", &cert, "The certificate chain, PEM (required).");
+  flags.String("key", &key, "Its private key, PEM (required).");
+  flags.Int("threads", &threads, 1, 1024, "I/O threads.");
+  poolcoord::bench::ParseFlags(flags, argc, argv, 1, kUsage);
+  if (port == 0 || cert.empty() || key.empty()) {
+    std::fprintf(stderr, "usage: %s\n", kUsage);
     return 2;
   }
 

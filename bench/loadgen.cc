@@ -65,6 +65,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/flag_set.h"
+#include "bench/bench_flags.h"
+
 namespace beast = boost::beast;
 namespace http = beast::http;
 namespace net = boost::asio;
@@ -77,40 +80,50 @@ namespace {
 
 // ---------------------------------------------------------------- flags
 
-class Flags {
- public:
-  Flags(int argc, char** argv) {
-    for (int i = 2; i < argc; ++i) {
-      std::string_view a = argv[i];
-      if (a.substr(0, 2) != "--") {
-        bad_ = std::string(a);
-        continue;
-      }
-      a.remove_prefix(2);
-      size_t eq = a.find('=');
-      std::string name(a.substr(0, eq));
-      std::string value = eq == std::string_view::npos ? "true" : std::string(a.substr(eq + 1));
-      values_[name].push_back(value);
-    }
-  }
-  std::string Str(const std::string& name, const std::string& fallback = "") const {
-    auto it = values_.find(name);
-    return it == values_.end() ? fallback : it->second.back();
-  }
-  std::vector<std::string> All(const std::string& name) const {
-    auto it = values_.find(name);
-    return it == values_.end() ? std::vector<std::string>{} : it->second;
-  }
-  double Num(const std::string& name, double fallback) const {
-    auto it = values_.find(name);
-    return it == values_.end() ? fallback : std::strtod(it->second.back().c_str(), nullptr);
-  }
-  const std::string& bad() const { return bad_; }
-
- private:
-  std::map<std::string, std::vector<std::string>> values_;
-  std::string bad_;
+// The command line: every mode's flags (each mode reads its own), parsed by
+// base::FlagSet (bench/bench_flags.h).
+struct Options {
+  std::string host = "127.0.0.1";
+  int port = 0;
+  int connections = 32;
+  int threads = 1;
+  std::string count_substring;
+  std::vector<std::string> templates;
+  std::string keys;
+  double rate = 1000;  // fanout: 20
+  double duration = 10;
+  double warmup = 1;
+  double drain = 5;
+  double max_seconds = 120;
+  std::string watch_template;
+  int watchers = 1000;
+  double setup_seconds = 60;
+  int watcher_threads = 2;
+  int64_t watcher_coalesce_us = 0;
+  std::string per_write_out;
 };
+
+void AddFlags(Options* o, poolcoord::base::FlagSet& f) {
+  f.String("host", &o->host, "The server's address.");
+  f.Int("port", &o->port, 1, 65535, "The server's port (required).");
+  f.Int("connections", &o->connections, 1, 1'000'000, "Keep-alive connections.");
+  f.Int("threads", &o->threads, 1, 1024, "I/O threads.");
+  f.StringArray("template", &o->templates, "A request template file; repeat for several.");
+  f.String("keys", &o->keys, "Tab-separated fields per key ({{f0}}..{{f9}}).");
+  f.String("count-substring", &o->count_substring, "Count the answers that contain it.");
+  f.Double("rate", &o->rate, "open, fanout: requests (writes) per second.");
+  f.Double("duration", &o->duration, "open, fanout: seconds of load.");
+  f.Double("warmup", &o->warmup, "open: seconds before the measured load.");
+  f.Double("drain", &o->drain, "open, fanout: seconds to wait for answers after the load.");
+  f.Double("max-seconds", &o->max_seconds, "closed: give up after this long.");
+  f.String("watch-template", &o->watch_template, "fanout: the watch request template.");
+  f.Int("watchers", &o->watchers, 1, 1'000'000, "fanout: watches held open.");
+  f.Double("setup-seconds", &o->setup_seconds, "fanout: seconds to open every watch.");
+  f.Int("watcher-threads", &o->watcher_threads, 1, 1024, "fanout: threads reading the watches.");
+  f.Int64("watcher-coalesce-us", &o->watcher_coalesce_us, 0,
+          "fanout: microseconds a watcher thread waits to read several streams at once.");
+  f.String("per-write-out", &o->per_write_out, "fanout: a file for one line per write.");
+}
 
 // ---------------------------------------------------------------- templates
 
@@ -496,13 +509,13 @@ struct Common {
   uint64_t uid_salt = 0;
 };
 
-bool LoadCommon(const Flags& f, Common* c) {
-  c->target.host = f.Str("host", "127.0.0.1");
-  c->target.port = static_cast<unsigned short>(f.Num("port", 0));
-  c->connections = static_cast<int>(f.Num("connections", 32));
-  c->threads = static_cast<int>(f.Num("threads", 1));
-  c->count_substring = f.Str("count-substring");
-  for (const std::string& path : f.All("template")) {
+bool LoadCommon(const Options& f, Common* c) {
+  c->target.host = f.host;
+  c->target.port = static_cast<unsigned short>(f.port);
+  c->connections = f.connections;
+  c->threads = f.threads;
+  c->count_substring = f.count_substring;
+  for (const std::string& path : f.templates) {
     Template t;
     if (!LoadTemplate(path, &t)) {
       std::fprintf(stderr, "loadgen: cannot read template %s\n", path.c_str());
@@ -510,7 +523,7 @@ bool LoadCommon(const Flags& f, Common* c) {
     }
     c->templates.push_back(std::move(t));
   }
-  c->keys = LoadKeys(f.Str("keys"));
+  c->keys = LoadKeys(f.keys);
   if (c->keys.empty()) c->keys.push_back({});
   c->uid_salt = static_cast<uint64_t>(std::random_device{}()) * 0x9E3779B97F4A7C15ULL;
   if (c->target.port == 0 || c->templates.empty() || c->connections <= 0 || c->threads <= 0) {
@@ -564,13 +577,13 @@ struct LoopClients {
   std::vector<std::shared_ptr<Connection>> conns;
 };
 
-int RunOpen(const Flags& f) {
+int RunOpen(const Options& f) {
   Common c;
   if (!LoadCommon(f, &c)) return 2;
-  const double rate = f.Num("rate", 1000);
-  const double duration_s = f.Num("duration", 10);
-  const double warmup_s = f.Num("warmup", 1);
-  const double drain_s = f.Num("drain", 5);
+  const double rate = f.rate;
+  const double duration_s = f.duration;
+  const double warmup_s = f.warmup;
+  const double drain_s = f.drain;
   if (rate <= 0 || duration_s <= 0) return 2;
 
   LoopClients loop(c);
@@ -682,10 +695,10 @@ double ProcessCpuMs() {
 }
 
 
-int RunClosed(const Flags& f) {
+int RunClosed(const Options& f) {
   Common c;
   if (!LoadCommon(f, &c)) return 2;
-  const double max_s = f.Num("max-seconds", 120);
+  const double max_s = f.max_seconds;
   LoopClients loop(c);
   net::io_context& ioc = loop.ioc;
   const int n = loop.n;
@@ -968,21 +981,21 @@ void RunWatchReader(std::vector<std::unique_ptr<Watcher>>* mine, FanoutState* st
   ::close(ep);
 }
 
-int RunFanout(const Flags& f) {
+int RunFanout(const Options& f) {
   Common c;
   if (!LoadCommon(f, &c)) return 2;  // --template: the write (PATCH with {{now}})
   Template watch_t;
-  if (!LoadTemplate(f.Str("watch-template"), &watch_t)) {
+  if (!LoadTemplate(f.watch_template, &watch_t)) {
     std::fprintf(stderr, "loadgen: --watch-template needed\n");
     return 2;
   }
-  const int watchers = static_cast<int>(f.Num("watchers", 1000));
-  const double rate = f.Num("rate", 20);
-  const double duration_s = f.Num("duration", 10);
-  const double drain_s = f.Num("drain", 5);
-  const double setup_s = f.Num("setup-seconds", 60);
-  const int watcher_threads = std::max(1, static_cast<int>(f.Num("watcher-threads", 2)));
-  const auto coalesce = std::chrono::microseconds(static_cast<int64_t>(f.Num("watcher-coalesce-us", 0)));
+  const int watchers = f.watchers;
+  const double rate = f.rate;
+  const double duration_s = f.duration;
+  const double drain_s = f.drain;
+  const double setup_s = f.setup_seconds;
+  const int watcher_threads = f.watcher_threads;
+  const auto coalesce = std::chrono::microseconds(f.watcher_coalesce_us);
 
   net::io_context ioc(1);
   // The main context's work (connect pacing, writes) comes and goes; it must
@@ -1087,7 +1100,7 @@ int RunFanout(const Flags& f) {
   // --per-write-out: one line per write, in the order sent: when it was sent
   // (ms after the first), its answer's latency and the last watcher's (ms), and
   // how many watchers saw it; for finding what a slow write had in common.
-  if (const std::string path = f.Str("per-write-out"); !path.empty()) {
+  if (const std::string& path = f.per_write_out; !path.empty()) {
     std::vector<const Write*> order;
     for (auto& [rt, w] : state.writes) order.push_back(&w);
     std::sort(order.begin(), order.end(), [](const Write* a, const Write* b) { return a->sent < b->sent; });
@@ -1129,24 +1142,26 @@ int RunFanout(const Flags& f) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string mode = argc > 1 ? argv[1] : "";
-  Flags flags(argc, argv);
-  if (!flags.bad().empty()) {
-    std::fprintf(stderr, "loadgen: unexpected argument %s\n", flags.bad().c_str());
-    return 2;
-  }
+  constexpr char kUsage[] =
+      "poolcoord-loadgen open|closed|fanout --port=N --template=FILE [--keys=FILE]\n"
+      "  open:   --rate=R --duration=S --warmup=S --connections=N [--count-substring=S]\n"
+      "  closed: --connections=N [--max-seconds=S]\n"
+      "  fanout: --watch-template=FILE --watchers=N --rate=R --duration=S";
+  const std::string mode = argc > 1 ? argv[1] : "";
+  Options options;
+  if (mode == "fanout") options.rate = 20;
+  poolcoord::base::FlagSet flags;
+  AddFlags(&options, flags);
+  const bool help = mode == "--help" || mode == "-h";  // no mode: every mode's flags
+  poolcoord::bench::ParseFlags(flags, argc, argv, help ? 1 : 2, kUsage);
   try {
-    if (mode == "open") return RunOpen(flags);
-    if (mode == "closed") return RunClosed(flags);
-    if (mode == "fanout") return RunFanout(flags);
+    if (mode == "open") return RunOpen(options);
+    if (mode == "closed") return RunClosed(options);
+    if (mode == "fanout") return RunFanout(options);
   } catch (const std::exception& e) {  // the edge: Asio reports bad addresses by exception
     std::fprintf(stderr, "loadgen: %s\n", e.what());
     return 1;
   }
-  std::fprintf(stderr,
-               "usage: poolcoord-loadgen open|closed|fanout --port=N --template=FILE [--keys=FILE]\n"
-               "  open:   --rate=R --duration=S --warmup=S --connections=N [--count-substring=S]\n"
-               "  closed: --connections=N [--max-seconds=S]\n"
-               "  fanout: --watch-template=FILE --watchers=N --rate=R --duration=S\n");
+  std::fprintf(stderr, "usage: %s\n", kUsage);
   return 2;
 }

@@ -40,6 +40,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "base/clock.h"
+#include "base/flag_set.h"
 #include "election/delegation_proof.h"
 #include "election/heartbeat.h"
 #include "election/lease_rules.h"
@@ -60,8 +61,13 @@ namespace {
   std::exit(1);
 }
 
-using poolcoord::bench::IntFlag;
 using poolcoord::bench::Must;
+using poolcoord::bench::ParseFlags;
+
+constexpr char kUsage[] =
+    "poolcoord-proof-bench inproc [--members=200] [--rounds=10] [--repeats=3] [--json=FILE]\n"
+    "       poolcoord-proof-bench mint DIR KEYS.TSV [--key=ecdsa|rsa]\n"
+    "       poolcoord-proof-bench sign DIR KEYS.TSV CHALLENGES.TSV ROUNDS FIRST_SEQUENCE";
 
 double ThreadCpuSeconds() {
   timespec ts{};
@@ -262,10 +268,15 @@ double Median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-int RunInproc(const std::map<std::string, std::string>& f) {
-  const int members = IntFlag(f, "members", 200);
-  const int rounds = IntFlag(f, "rounds", 10);
-  const int repeats = IntFlag(f, "repeats", 3);
+int RunInproc(int argc, char** argv) {
+  int members = 200, rounds = 10, repeats = 3;
+  std::string out;
+  poolcoord::base::FlagSet flags;
+  flags.Int("members", &members, 1, 100'000, "Members of the pool, each writing its proof.");
+  flags.Int("rounds", &rounds, 1, 100'000, "Renewals per member.");
+  flags.Int("repeats", &repeats, 1, 1000, "Runs of each series; the median is reported.");
+  flags.String("json", &out, "Also write the results to this file.");
+  ParseFlags(flags, argc, argv, 2, kUsage);
   std::string json = "[";
   std::printf("| member key | Verify, cache warm | Verify, chain each time | writes/s per core, "
               "proofs required | writes/s per core, proofs off | required / off | heartbeat | "
@@ -285,18 +296,21 @@ int RunInproc(const std::map<std::string, std::string>& f) {
         req / off, r.heartbeat_bytes, r.certificate_bytes);
   }
   json += "]";
-  if (auto it = f.find("json"); it != f.end()) Write(it->second, json + "\n");
+  if (!out.empty()) Write(out, json + "\n");
   return 0;
 }
 
 // ---------------------------------------------------------------- fixtures
 
-int RunMint(const std::vector<std::string>& pos, const std::map<std::string, std::string>& f) {
+int RunMint(int argc, char** argv) {
+  std::string key_name = "ecdsa";
+  std::vector<std::string> pos;
+  poolcoord::base::FlagSet flags;
+  flags.String("key", &key_name, "The members' keys: ecdsa or rsa.");
+  ParseFlags(flags, argc, argv, 2, kUsage, &pos);
   if (pos.size() != 2) Die("usage: mint DIR KEYS.TSV [--key=ecdsa|rsa]");
   const std::string& dir = pos[0];
-  auto it = f.find("key");
-  const pe::KeyType key = it != f.end() && it->second == "rsa" ? pe::KeyType::kRsa
-                                                               : pe::KeyType::kEcdsaP256;
+  const pe::KeyType key = key_name == "rsa" ? pe::KeyType::kRsa : pe::KeyType::kEcdsaP256;
   pe::MintOptions ca_options;
   ca_options.key_type = pe::KeyType::kRsa;
   const pe::MintedKeyPair ca = Must(pe::MintCertificateAuthority("bench-ca", ca_options), "CA");
@@ -317,7 +331,10 @@ int RunMint(const std::vector<std::string>& pos, const std::map<std::string, std
   return 0;
 }
 
-int RunSign(const std::vector<std::string>& pos) {
+int RunSign(int argc, char** argv) {
+  std::vector<std::string> pos;
+  poolcoord::base::FlagSet flags;
+  ParseFlags(flags, argc, argv, 2, kUsage, &pos);
   if (pos.size() != 5) Die("usage: sign DIR KEYS.TSV CHALLENGES.TSV ROUNDS FIRST_SEQUENCE");
   const std::string& dir = pos[0];
   const auto keys = Tsv(pos[1]);
@@ -351,16 +368,11 @@ int RunSign(const std::vector<std::string>& pos) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: poolcoord-proof-bench inproc|mint|sign ...\n");
-    return 2;
-  }
-  const std::string mode = argv[1];
-  std::vector<std::string> pos;
-  const auto flags = poolcoord::bench::ParseFlags(argc, argv, 2, &pos);
-  if (mode == "inproc") return RunInproc(flags);
-  if (mode == "mint") return RunMint(pos, flags);
-  if (mode == "sign") return RunSign(pos);
-  std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
-  return 2;
+  const std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "inproc") return RunInproc(argc, argv);
+  if (mode == "mint") return RunMint(argc, argv);
+  if (mode == "sign") return RunSign(argc, argv);
+  const bool help = mode == "--help" || mode == "-h";
+  std::fprintf(help ? stdout : stderr, "usage: %s\n", kUsage);
+  return help ? 0 : 2;
 }

@@ -89,6 +89,21 @@ BOOST_AUTO_TEST_CASE(BadInputIsAnErrorNamingIt) {
   BOOST_TEST(Error({"--period=0s"}).find("must be positive") != std::string::npos);
 }
 
+// With somewhere to put them, arguments that are not flags are kept in order,
+// between flags too, and everything after "--" as it is (pflag's Args()).
+BOOST_AUTO_TEST_CASE(PositionalArgumentsWhereTheCommandTakesThem) {
+  Options o;
+  FlagSet f = Flags(&o);
+  std::vector<std::string> positional;
+  BOOST_REQUIRE(f.Parse({"dir", "--port=8443", "keys.tsv", "-", "--", "--on", "x"}, &positional).ok());
+  BOOST_TEST(positional == (std::vector<std::string>{"dir", "keys.tsv", "-", "--on", "x"}),
+             boost::test_tools::per_element());
+  BOOST_TEST(o.port == 8443);
+  BOOST_TEST(!o.on);  // after "--": an argument, not the flag
+  std::vector<std::string> none;
+  BOOST_TEST(f.Parse({"--nope"}, &none).message() == "unknown flag: --nope");
+}
+
 // -vN was converted with std::stoi, unchecked: "-v99999999999" threw
 // std::out_of_range and aborted poolcoord-apiserver and poolcoord-agent, and
 // "-v99" was taken where "--v=99" is refused. It is --v's value now.
