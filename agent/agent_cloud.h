@@ -36,7 +36,7 @@ struct DelegatedLeaseWrite {
   int32_t lease_duration_seconds = 0;
   std::string resource_version;  // "" = create
   // The member's own signed heartbeat this write rests on. When it carries a
-  // challenge (the server issues them: issue 15), the write sends it as
+  // challenge (the server issues them), the write sends it as
   // spec.proof: the datagram exactly as received (signed bytes, signature) and
   // the certificate it names. Without a challenge no proof is sent (a server
   // without verifiable delegation, or one in --delegation-proof=off).
@@ -74,7 +74,7 @@ class AgentCloud {
   // implementation; lives as long as it does.
   virtual election::LeaseLock* PoolLeaseLock() = 0;
   // The pool's recent delegation challenges as the last PoolLease answer (read
-  // or write) gave them, newest first: status.challenges' values (issue 15);
+  // or write) gave them, newest first: status.challenges' values;
   // the first is the current one, which the leader relays. Empty when the
   // server issues none.
   virtual std::vector<std::string> PoolChallenges() { return {}; }

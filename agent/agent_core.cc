@@ -477,7 +477,7 @@ void AgentCore::Campaign(int64_t now) {
   }
   if (now >= next_elector_us_) {
     next_elector_us_ = elector_->Step();
-    // The answer carries the pool's recent challenges (issue 15).
+    // The answer carries the pool's recent challenges.
     ObserveChallenges(clock_->MonotonicMicros());
   }
 }

@@ -14,7 +14,7 @@
 //   is answered the same way. The first round waits for the first cloud probe
 //   (at most request_timeout), so a restarted agent's first heartbeat already
 //   says the right thing: it rejoins within one interval.
-//   Challenges (issue 15, docs/verifiable-delegation.md "After a failover or
+//   Challenges (docs/verifiable-delegation.md "After a failover or
 //   a restart"): a leader sends a round at once when the challenge it relays
 //   changes (it took the PoolLease, or a renewal's answer brought a new one);
 //   a member cut off from the cloud sends one at once when its leader's
@@ -85,10 +85,10 @@ struct LeaderView {
   FreshnessOptions freshness;
 };
 
-// A lying leader: issue 15's attack, for test builds and the simulator only
-// (agent/testing/forging_leader.h; poolcoord-agent-forging, compiled with
-// POOLCOORD_FORGE_LIVENESS, and poolcoord-sim's lying-leader fault). The
-// shipped poolcoord-agent never sets one: no flag reaches it.
+// A lying leader, the attack verifiable delegation stops: for test builds and
+// the simulator only (agent/testing/forging_leader.h; poolcoord-agent-forging,
+// compiled with POOLCOORD_FORGE_LIVENESS, and poolcoord-sim's lying-leader
+// fault). The shipped poolcoord-agent never sets one: no flag reaches it.
 class DelegationForger {
  public:
   virtual ~DelegationForger() = default;
@@ -112,7 +112,7 @@ struct AgentOptions {
   // lease_duration_seconds 0: the freshness bound rounded up, at most
   // proof_max_age_seconds.
   DelegationOptions delegation{.lease_duration_seconds = 0};
-  // The server's --delegation-proof-max-age (issue 15): a proven write's
+  // The server's --delegation-proof-max-age: a proven write's
   // leaseDurationSeconds may not exceed it (422 otherwise).
   int32_t proof_max_age_seconds = 15;
   int64_t delegation_budget_us = 500'000;
@@ -180,7 +180,7 @@ class AgentCore {
   void SetPool(std::shared_ptr<const PoolView> pool);
   // A rotated certificate and key (same node): pushed to every member again.
   void SetIdentity(std::shared_ptr<const NodeIdentity> identity);
-  // Issue 15: the challenge the server issued (read from the PoolLease by the
+  // The challenge the server issued (read from the PoolLease by the
   // leader); relayed in the leader's heartbeats. The cloud side sets it from
   // AgentCloud::PoolChallenges() (the first) after each elector step while
   // leading, and when it takes the PoolLease, before its heartbeats say "leader".

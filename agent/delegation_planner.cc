@@ -111,7 +111,7 @@ std::vector<DelegationAction> DelegationPlanner::Plan(const PeerTable& peers, co
     if (!hb.cloud_reachable) {
       if (m.written) continue;
       // A proof the server would refuse is not sent: the member's next
-      // heartbeat is (issue 15; see the header).
+      // heartbeat is (see the header).
       if (ev->arrival_mono_us < term_start_us_ ||
           (usable_challenges != nullptr &&
            (!SendsProof(*ev) || usable_challenges->count(hb.challenge) == 0))) {

@@ -17,7 +17,7 @@
 //   DelegatedLease is live about as long as its evidence is fresh.
 // - Stop when the evidence stops: a stale or missing heartbeat writes nothing,
 //   and the last DelegatedLease runs out on its own on the server's clock.
-// - Withhold (issue 15) a heartbeat the server would refuse as a proof, and
+// - Withhold a heartbeat the server would refuse as a proof, and
 //   wait for the member's next one: one that arrived before this term began
 //   (the previous leader may have written it already: a replay; or it carries
 //   the previous leader's challenge, stale by the takeover), or, when the
@@ -88,7 +88,7 @@ struct DelegationAction {
   int32_t lease_duration_seconds = 0;
   // kUpdate/kDelete: the resourceVersion precondition.
   std::string resource_version;
-  // kCreate/kUpdate: the heartbeat this write rests on (issue 15 attaches it as
+  // kCreate/kUpdate: the heartbeat this write rests on (the write attaches it as
   // the proof), and the monotonic time it goes stale.
   std::shared_ptr<const VerifiedHeartbeat> evidence;
   int64_t evidence_deadline_mono_us = 0;

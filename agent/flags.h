@@ -46,7 +46,7 @@ struct AgentFlags {
   absl::Duration leader_elect_renew_deadline = absl::Seconds(10);
   absl::Duration leader_elect_retry_period = absl::Seconds(2);
   // The server's --delegation-proof-max-age: the longest leaseDurationSeconds a
-  // proven DelegatedLease write may ask for (issue 15).
+  // proven DelegatedLease write may ask for.
   absl::Duration delegation_proof_max_age = absl::Seconds(15);
 
   // /healthz, /readyz, /livez, /metrics (plain HTTP).

@@ -83,7 +83,7 @@ inline constexpr size_t kDropReasonCount = static_cast<size_t>(DropReason::kCoun
 // The metric label: "bad_signature", "foreign_pool", ...
 const char* DropReasonName(DropReason reason);
 
-// A heartbeat that passed every check, with what a proof needs (issue 15: the
+// A heartbeat that passed every check, with what a proof needs (the
 // signed bytes, the signature and the certificate) and when it arrived.
 struct VerifiedHeartbeat {
   SignedHeartbeat signed_heartbeat;

@@ -1,4 +1,4 @@
-// poolcoord-agent: the edge process (issue 14, docs/agent.md). One per edge
+// poolcoord-agent: the edge process (docs/agent.md). One per edge
 // node: the agent core (agent/agent_core.h) driven by real sockets, clocks and
 // the cloud cluster, with the node's kubelet client certificate as identity.
 //
@@ -208,7 +208,7 @@ int main(int argc, char** argv) {
   pa::KubeAgentCloud cloud(rest->get(), node, pool);
   pa::AgentOptions core_options = CoreOptions(flags);
 #ifdef POOLCOORD_FORGE_LIVENESS
-  // The test build poolcoord-agent-forging (issue 15's end-to-end test): as
+  // The test build poolcoord-agent-forging (tests/e2e/test_cluster_proof.py): as
   // leader it forges liveness for members it has not heard from.
   pb::LogWarning("TEST BUILD: this agent forges liveness for pool members it has not heard from "
                  "(POOLCOORD_FORGE_LIVENESS); never deploy it");

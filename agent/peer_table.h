@@ -13,7 +13,7 @@
 // Only a sender's newest heartbeat (HeartbeatVerifier::Result::newest) is
 // recorded; a late, older one changes nothing.
 //
-// The challenge (issue 15): the challenge a member puts in its own heartbeat is
+// The challenge: the challenge a member puts in its own heartbeat is
 // the one in the most recently arrived verified heartbeat flagged `leader`
 // (the leader relays the server's current challenge in its heartbeats). The
 // table also keeps who relayed it (node and boot id) and since when (the

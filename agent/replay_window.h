@@ -10,8 +10,9 @@
 // the receiver has seen since it started; what it never saw (a boot older than
 // its own start, or more than kMaxBoots restarts ago) can be replayed once per
 // heartbeat. Replays never silence a live sender: nothing replayed can move its
-// current boot's window, and its next heartbeat is new whatever came before. Issue 15's challenge bounds the rest: a
-// replayed heartbeat carries an old challenge, which the server refuses.
+// current boot's window, and its next heartbeat is new whatever came before.
+// The server's challenge bounds the rest: a replayed heartbeat carries an old
+// challenge, which the server refuses.
 //
 // Thread-safety: none; one owner.
 #pragma once

@@ -71,7 +71,7 @@ struct ServerOptions {
   absl::Duration kubelet_renew_interval = absl::Seconds(10);
   absl::Duration node_monitor_grace_period = absl::Seconds(40);
 
-  // Verifiable delegation (issue 15, docs/verifiable-delegation.md).
+  // Verifiable delegation (docs/verifiable-delegation.md).
   // required | optional | off; "" (the default) is required when the server has a
   // cloud cluster (--kubeconfig or in-cluster), optional standalone.
   std::string delegation_proof;

@@ -457,7 +457,7 @@ void Session::OnStreamHeader(beast::error_code ec) {
   StartBackgroundRead();
   // OpenSSL's write buffer is still released after each chunk: keeping it
   // while streaming cost ~6.5 KiB resident per watch (+6-7 MiB at 1,000) for
-  // ~1% of the server's CPU in perf (issue 13 part 4), so it is not kept.
+  // ~1% of the server's CPU in perf, so it is not kept.
   PumpStream();
 }
 

@@ -46,8 +46,8 @@ class Session;
 // dispatcher wakes every watcher of an event one after the other (1,000 with
 // 1,000 watches): a post per stream was 1,000 operations allocated on the
 // dispatcher's thread and pushed through the scheduler's queue one by one, and a
-// write's answer or the next request queued behind all of them (issue 13 part
-// 4). Here a wake-up only appends the stream to a list; the list's first
+// write's answer or the next request queued behind all of them. Here a
+// wake-up only appends the stream to a list; the list's first
 // wake-up posts a drain. A drain takes a turn of up to kStreamsPerTurn streams,
 // posts the next drain first when more are waiting (so every I/O thread takes
 // turns, and one that is descheduled holds back only its own turn), then runs

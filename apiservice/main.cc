@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
   // to twice that), after which large transient buffers (list results, a GC
   // sweep's snapshot, encoded LIST bodies) stay in the heap as resident free
   // memory. Memory benchmark, four paired runs: RSS with 110,000 objects
-  // 117.1-118.1 MB against 120.7-121.2 MB (issue 6).
+  // 117.1-118.1 MB against 120.7-121.2 MB.
   mallopt(M_MMAP_THRESHOLD, 128 * 1024);
   // Debian's Abseil is built without NDEBUG, so its absl::Mutex checks lock
   // order on every Lock: the thread's held locks and one process-wide graph
@@ -78,7 +78,7 @@ int main(int argc, char** argv) {
     // logged at start. With 100,000 nodes they left ~21 MB of free but resident
     // pages in the main heap: RSS at start 42.5 MiB, 21.6 MiB with this trim. The
     // I/O threads do not always allocate from that heap, so the RSS with 110,000
-    // objects drops too, by 1-4 MB over four paired runs (issue 6).
+    // objects drops too, by 1-4 MB over four paired runs.
     malloc_trim(0);
     const std::string& kubeconfig = (*server)->kubeconfig_path();
     std::printf("poolcoord-apiserver listening on %s; admin kubeconfig: %s\n",

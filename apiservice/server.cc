@@ -518,7 +518,7 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ServerOptions&
     // the memory store). Eight I/O threads hid the wait but cost the fan-out
     // 5x the context switches (439 against 85 per write with two) and a third
     // more CPU per write. So handlers wait on a pool of their own and the I/O
-    // threads stay at the default (issue 13 part 4); neither count grows with
+    // threads stay at the default; neither count grows with
     // watchers or connections.
     transport.handler_threads = 8;
   }
@@ -656,7 +656,7 @@ absl::Status ApiServer::StartReplicaElection(Parts* p) {
   config.renew_deadline = o.leader_elect_renew_deadline;
   config.retry_period = o.leader_elect_retry_period;
   config.release_on_cancel = true;
-  // Issue 7: a killed forwarding replica is replaced within leaseDuration +
+  // A killed forwarding replica is replaced within leaseDuration +
   // 2 × retryPeriod; client-go's acquire loop alone takes up to leaseDuration +
   // 4.4 × retryPeriod (docs/replicas.md "How long a handover takes").
   config.tight_follower_polls = true;

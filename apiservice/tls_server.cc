@@ -122,7 +122,7 @@ absl::StatusOr<std::shared_ptr<SSL_CTX>> BuildContext(const TlsMaterial& m) {
 // last trim), freed memory is handed back to the system. glibc keeps freed
 // small blocks in its heaps, and a few live blocks spread over them pin whole
 // pages: after 2,000 idle TLS connections closed, the resident set stayed at
-// its peak (issue 12).
+// its peak.
 constexpr int kTrimAfterClosedConnections = 64;
 constexpr std::chrono::seconds kTrimCheckPeriod{2};
 

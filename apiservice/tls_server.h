@@ -21,7 +21,7 @@
 // - OpenSSL reads and writes each connection's socket itself and releases its
 //   record buffers between records (SSL_MODE_RELEASE_BUFFERS): an idle
 //   connection costs a few KiB, not the ~70 KiB of Asio's ssl::stream buffers
-//   (issue 12). Receive buffers shrink back after a request that grew them, and
+//   Receive buffers shrink back after a request that grew them, and
 //   after a burst of closed connections the freed heap is returned to the
 //   system (malloc_trim), so memory falls again when clients leave.
 // - The serving certificate and the client CA names can be replaced while

@@ -119,7 +119,7 @@ class TlsStream {
   // OpenSSL would block or failed. The caller then writes the same bytes with
   // async_write_some, as OpenSSL's retry rule asks, and that reports a failure.
   // A watch event costs one SSL_write this way, not a composed operation, a
-  // posted completion and a deadline armed and cancelled (issue 13 part 4).
+  // posted completion and a deadline armed and cancelled.
   bool TryWrite(const void* data, size_t len, size_t* n) {
     if (ssl_ == nullptr || timed_out_ || len == 0 || !socket_.is_open()) return false;
     // No ERR_clear_error first: nothing here reads the error queue, and the

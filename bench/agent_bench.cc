@@ -1,4 +1,4 @@
-// poolcoord-agent-bench: the edge agent's LAN side under load (issue 14).
+// poolcoord-agent-bench: the edge agent's LAN side under load.
 //
 //   poolcoord-agent-bench verify [--peers=500] [--rounds=20] [--ca-key=rsa|ecdsa] [--json=F]
 //     Heartbeats verified per second of one core's CPU time, by the agent's own

@@ -823,7 +823,7 @@ std::string_view RenewTimeOf(std::string_view line) {
 // or parsed: an event is a line starting with '{' (the chunk framing lines are
 // hex digits or empty), and its renewTime is found by substring. Reading 1,000
 // streams on the machine the server runs on competes with the server for the
-// CPU, so the reader should cost as little as a client can (issue 13 part 4).
+// CPU, so the reader should cost as little as a client can.
 class Watcher {
  public:
   Watcher(SSL_CTX* ctx, Target target, std::string request, Tally* tally)

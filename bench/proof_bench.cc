@@ -1,4 +1,4 @@
-// poolcoord-proof-bench: the cost of verifiable delegation (issue 15) on the
+// poolcoord-proof-bench: the cost of verifiable delegation on the
 // server, and the fixtures for measuring it end to end.
 //
 //   poolcoord-proof-bench inproc [--members=200] [--rounds=10] [--repeats=3] [--json=F]

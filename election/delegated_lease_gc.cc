@@ -47,7 +47,7 @@ GcSweepResult DelegatedLeaseGc::SweepOnce() {
   // From the watch cache where there is one (resourceVersion "0", as a
   // controller reads its informer's cache): a quorum read listed and decoded
   // every DelegatedLease from etcd every second (with 1,000 leases ~7% of the
-  // server's CPU and a burst that delayed watch events; issue 13 part 4). A
+  // server's CPU and a burst that delayed watch events). A
   // stale view is harmless: the Update below re-checks the current object, and
   // a lease the view shows unexpired is swept in a later pass.
   store::ListOptions options;

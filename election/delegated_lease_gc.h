@@ -1,6 +1,6 @@
-// The expiry sweep for DelegatedLeases (docs/architecture.md "The rules"; issue 3:
-// "expired DelegatedLeases are marked in status and removed after
-// --delegated-lease-gc-period").
+// The expiry sweep for DelegatedLeases (docs/architecture.md "The rules"):
+// expired DelegatedLeases are marked in status and removed after
+// --delegated-lease-gc-period.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// Verifiable delegation (issue 15; docs/verifiable-delegation.md): the server
+// Verifiable delegation (docs/verifiable-delegation.md): the server
 // accepts a pool leader's DelegatedLease write only with the member's own signed,
 // fresh proof of life. One place, used by the lease rules of every replica.
 //

@@ -63,7 +63,7 @@ inline constexpr size_t kMaxDatagramBytes = 1400;
 inline constexpr size_t kMaxCertificateDatagramBytes = 4096;
 inline constexpr size_t kMaxCertificateDerBytes = kMaxCertificateDatagramBytes - kHeaderBytes - 2;
 // A Node name is a DNS subdomain; a pool name a label value; the challenge is
-// whatever the server issues (issue 15: base64 of 32 random bytes is 44).
+// whatever the server issues (base64 of 32 random bytes is 44).
 inline constexpr size_t kMaxNodeNameBytes = 253;
 inline constexpr size_t kMaxPoolNameBytes = 63;
 inline constexpr size_t kMaxChallengeBytes = 128;
@@ -91,9 +91,9 @@ struct Heartbeat {
   uint64_t sequence = 0;  // 1, 2, ... per boot id; one per heartbeat round
   bool cloud_reachable = false;  // "the cloud sees me" (docs/agent.md)
   // The sender holds its pool's PoolLease; its challenge is then the one the
-  // server issued (issue 15), which members adopt.
+  // server issued, which members adopt.
   bool leader = false;
-  std::string challenge;  // the latest challenge heard; "" until issue 15
+  std::string challenge;  // the latest challenge heard; "" before the first
   // The sender's wall clock when it signed: informational (logs, proofs), never
   // used to judge freshness.
   int64_t sent_wall_us = 0;
@@ -103,7 +103,7 @@ struct Heartbeat {
 };
 
 // A heartbeat as received: the exact signed bytes and signature, kept so the
-// leader can forward them as a proof (issue 15).
+// leader can forward them as a proof.
 struct SignedHeartbeat {
   Heartbeat heartbeat;
   std::string signed_bytes;

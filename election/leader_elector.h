@@ -90,7 +90,7 @@ struct LeaderElectionConfig {
   // latency (client-go: leaseDuration + 4.4 × retry_period), for about twice
   // the GETs per waiting candidate. Expiry is judged exactly as without it, so
   // no candidate takes over earlier. poolcoord's replica election turns it on
-  // (issue 7: handover within leaseDuration + 2 × retryPeriod).
+  // (handover within leaseDuration + 2 × retryPeriod).
   bool tight_follower_polls = false;
 };
 

@@ -43,7 +43,7 @@ class MembershipIndex {
   int64_t Generation() const;
 
  private:
-  // One source's content, compact (issue 6): the node names back to back in one
+  // One source's content, compact: the node names back to back in one
   // buffer and 12 bytes per node, ~20 bytes in all for a node of 8 characters,
   // where a std::map<std::string, std::string> node spent ~140 and the source's
   // PoolMap copy another ~45.

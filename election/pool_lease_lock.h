@@ -39,7 +39,7 @@ class ResourceLeaseLock : public LeaseLock {
   std::string Identity() const override { return identity_; }
   std::string Describe() const override;
 
-  // The current delegation challenge (issue 15): the first of status.challenges
+  // The current delegation challenge: the first of status.challenges
   // of the object last read or written — the leader's own renewal answers carry
   // it. "" when there is none (a server without verifiable delegation, a
   // coordination.k8s.io Lease).

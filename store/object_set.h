@@ -3,7 +3,7 @@
 //
 // A B-tree of the shared pointers themselves, keyed by the name inside the
 // (immutable) object: ~20 bytes per object, where std::map<std::string,
-// ObjectPtr> spent a 96-byte node and a second copy of the name (issue 6).
+// ObjectPtr> spends a 96-byte node and a second copy of the name.
 // Not thread-safe: the owner locks.
 #pragma once
 

@@ -149,7 +149,7 @@ class AgentLock : public election::LeaseLock {
   std::string Identity() const override { return identity_; }
   std::string Describe() const override { return "poolleases/" + pool_; }
   // The pool's recent delegation challenges in the PoolLease last read or
-  // written (issue 15), as election::ResourceLeaseLock::Challenges.
+  // written, as election::ResourceLeaseLock::Challenges.
   std::vector<std::string> Challenges() const {
     std::vector<std::string> out;
     auto lease = cloud::DecodeLease(last_object_json_);
@@ -273,7 +273,7 @@ struct Fleet {
   Latencies tick_lag;  // how late agents are ticked: the simulator's own overload
   std::atomic<int64_t> requests{0}, request_errors{0}, conflicts{0}, forbidden{0};
   std::atomic<int64_t> dl_writes{0}, dl_refused{0}, datagrams{0};
-  std::atomic<int64_t> dl_proof_refused{0};  // 403 on spec.proof (issue 15)
+  std::atomic<int64_t> dl_proof_refused{0};  // 403 on spec.proof
 
   // Monitor state.
   absl::Mutex view_mu;
@@ -1178,7 +1178,7 @@ int RunFleet(const Options& o, cloud::RestClient* client, CloudModel* cloud_mode
   for (auto& p : f.pools) lying_pools += p->lying ? 1 : 0;
   // The honest planners' proofs the server refused, by rule (a forging
   // leader's own writes are counted apart), and the heartbeats they withheld
-  // because the server would refuse them (issue 15: after a failover, ...).
+  // because the server would refuse them (after a failover, ...).
   std::map<std::string, int64_t> honest_refused;
   int64_t honest_refused_total = 0, withheld = 0, challenge_rounds = 0;
   for (auto& a : f.agents) {

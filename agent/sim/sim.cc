@@ -121,7 +121,7 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(const Option
       // The modelled cloud: the forwarder writes the node Leases there.
       "--kubeconfig=" + (fs::path(o.work_dir) / "cloud.kubeconfig").string(),
       // The nodes' certificates chain to it: delegation proofs are checked
-      // against it (issue 15; agents still authenticate with tokens).
+      // against it (agents still authenticate with tokens).
       "--client-ca-file=" + ClusterCaPath(o),
   };
   for (const auto& a : o.server_args) args.push_back(a);

@@ -37,7 +37,7 @@ struct Options {
   double pool_partition_ratio = 0.0;
   double clock_skew_s = 0.0;
   double leader_kill_interval_s = 0.0;  // 0: no kills
-  // Issue 15: each pool with this probability runs lying agents (the forging
+  // Each pool with this probability runs lying agents (the forging
   // leader of agent/testing/forging_leader.h in every member: whoever leads
   // writes DelegatedLeases for members it has not heard from).
   double lying_pool_ratio = 0.0;
@@ -71,7 +71,7 @@ inline constexpr char kAdminUser[] = "poolcoord-sim-admin";
 // The cluster CA that signs every node's kubelet certificate:
 // o.work_dir/cluster-ca.crt and .key (PEM). WriteClusterCa mints it (RSA 2048,
 // as kubeadm's) unless both files exist; the server gets the certificate as
-// --client-ca-file, so it can check the agents' delegation proofs (issue 15).
+// --client-ca-file, so it can check the agents' delegation proofs.
 std::string ClusterCaPath(const Options& o);
 absl::Status WriteClusterCa(const Options& o);
 // The cluster CA's certificate and key, minted first when missing.

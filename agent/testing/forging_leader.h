@@ -1,7 +1,8 @@
-// A pool leader that forges liveness (issue 15's attack), for tests only: the
-// test build poolcoord-agent-forging (agent/main.cc compiled with
-// POOLCOORD_FORGE_LIVENESS) and poolcoord-sim's lying-leader fault. Never part
-// of the shipped agent: this folder is outside the agent library's sources.
+// A pool leader that forges liveness (the attack verifiable delegation stops),
+// for tests only: the test build poolcoord-agent-forging (agent/main.cc
+// compiled with POOLCOORD_FORGE_LIVENESS) and poolcoord-sim's lying-leader
+// fault. Never part of the shipped agent: this folder is outside the agent
+// library's sources.
 //
 // Besides the honest planner's writes, every `period` it writes the
 // DelegatedLease of each pool member it has not heard from within the freshness

@@ -5,7 +5,7 @@
 //   fields     holderIdentity, leaseDurationSeconds, renewTime, poolName,
 //              delegate (the row of store/object.cc), proof (write-only: the
 //              member's signed heartbeat and certificate, checked by the rules
-//              and never stored; issue 15); status.observedTime,
+//              and never stored); status.observedTime,
 //              expired, leaderTerm, proof (what the server
 //              verified last), server-written.
 //   defaults   none. Status is the server's: dropped on create, kept on update

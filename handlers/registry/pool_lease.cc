@@ -4,7 +4,7 @@
 //   fields     holderIdentity, leaseDurationSeconds, acquireTime, renewTime,
 //              leaseTransitions (coordination.k8s.io/v1 LeaseSpec; the row of
 //              store/object.cc); status.observedTime and status.challenges
-//              (the delegation challenges, issue 15), server-written.
+//              (the delegation challenges), server-written.
 //   defaults   none: an unset field stays unset, as in a coordination.k8s.io
 //              Lease. Status is the server's: dropped on create, kept on update
 //              (LeaseStrategy, lease_strategy.h, as for every lease-shaped kind).
@@ -71,9 +71,9 @@ class PoolLeaseStrategy final : public LeaseStrategy {
   std::vector<store::FieldCause> Validate(const WriteContext& ctx,
                                           const Object& object) const override {
     std::vector<store::FieldCause> causes;
-    // Required, as the schema says (a `"spec": null` create made a PoolLease
-    // without one, issue 12): a held lease without a duration could never expire
-    // on the server's clock, and a release carries one too (client-go sends 1).
+    // Required, as the schema says, also of a create with `"spec": null`: a
+    // held lease without a duration could never expire on the server's clock,
+    // and a release carries one too (client-go sends 1).
     ValidateLeaseDuration(object.spec, MaxLeaseDurationSeconds(ctx), /*required=*/true, causes);
     if (object.spec.lease_transitions && *object.spec.lease_transitions < 0) {
       causes.push_back(store::FieldInvalid("spec.leaseTransitions",

@@ -97,7 +97,7 @@ struct Cloud {
   bool forbid_writes = false;
   std::string NewVersion() { return std::to_string(next_version++); }
 
-  // The server's side of issue 15: the real challenges and proof check
+  // The server's side of verifiable delegation: the real challenges and proof check
   // (election::DelegationProofs, as the lease rules call it) over this
   // PoolLease's status.challenges: a challenge issued with the holder's
   // PoolLease writes once the current one is 5 s old, and --delegation-proof

@@ -337,7 +337,7 @@ BOOST_AUTO_TEST_CASE(OutcomeMapping) {
   BOOST_TEST((pa::OutcomeFromStatus(absl::ResourceExhaustedError("")) == Outcome::kUnavailable));
 }
 
-// Issue 15 (verifiable delegation), the failover input: when a successor takes
+// Verifiable delegation, the failover input: when a successor takes
 // the PoolLease, the heartbeats it holds arrived before its term (the previous
 // leader may have sent them already: a replay) and carry the previous leader's
 // challenge (stale by the takeover). They are withheld, never sent to be

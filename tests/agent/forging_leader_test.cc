@@ -1,4 +1,4 @@
-// The lying leader of issue 15's tests (agent/testing/forging_leader.h): it
+// The lying leader of verifiable delegation's tests (agent/testing/forging_leader.h): it
 // keeps a dead member "alive" with replayed or fabricated heartbeats. With the
 // server's proofs off the attack succeeds (the modelled server takes every
 // forged write); with proofs required every forged write is refused, the honest

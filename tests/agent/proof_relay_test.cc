@@ -1,5 +1,5 @@
-// The agent's side of verifiable delegation (issue 15,
-// docs/verifiable-delegation.md): the leader reads the pool's challenge from its
+// The agent's side of verifiable delegation
+// (docs/verifiable-delegation.md): the leader reads the pool's challenge from its
 // PoolLease answers and relays it, members sign it into their heartbeats, the
 // leader's DelegatedLease writes carry the member's heartbeat as received and
 // its certificate as spec.proof, and a refused proof skips that member without
@@ -244,7 +244,7 @@ constexpr int64_t kTakeoverBound = 15 * kS + 2'400'000 + 500'000;
 // challenge), the successor writes it: a few LAN and cloud steps.
 constexpr int64_t kFirstProofAfterTakeover = 1 * kS;
 
-// Issue 15's failover defect, with the input that showed it: when the
+// The failover input that showed a defect: when the
 // successor takes the PoolLease, the cut-off member's heartbeat in its hands
 // (and the member's next one, until it hears the successor) carries the dead
 // leader's last challenge, stale by then (the lease ran out 15 s after the

@@ -399,7 +399,8 @@ BOOST_AUTO_TEST_CASE(AnUnusableCaKeepsThePreviousConfiguration) {
 BOOST_AUTO_TEST_SUITE_END()
 
 // --client-ca-file and --requestheader-client-ca-file replaced while serving
-// (issue 12: a CA appended to --client-ca-file did not admit its clients).
+// (the input that showed a defect: a CA appended to --client-ca-file did not
+// admit its clients).
 BOOST_FIXTURE_TEST_SUITE(FileCaBundles, ConfigMapFixture)
 
 BOOST_AUTO_TEST_CASE(AnAppendedClientCaAdmitsItsClients) {

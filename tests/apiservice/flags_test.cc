@@ -182,8 +182,8 @@ BOOST_AUTO_TEST_CASE(HelpListsEveryFlagWithDefault) {
 }
 
 BOOST_AUTO_TEST_CASE(HelpClaimsNoFlagIsUnused) {
-  // Issue 11, defect 6: --authentication-kubeconfig and --authorization-kubeconfig
-  // were "accepted; not used yet" in --help long after they were used.
+  // --authentication-kubeconfig and --authorization-kubeconfig were once
+  // "accepted; not used yet" in --help long after they were used.
   std::string usage = FlagUsage("poolcoord-apiserver");
   BOOST_TEST(usage.find("not used yet") == std::string::npos, usage);
   for (auto [flag, what] : {std::pair{"--authentication-kubeconfig", "TokenReview"},

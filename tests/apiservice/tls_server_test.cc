@@ -692,7 +692,7 @@ BOOST_AUTO_TEST_CASE(WokenStreamsDeliverWithoutAThreadEach) {
   BOOST_TEST(Lines(conns[0]->Read().body)[2] == "after=pushed");
 }
 
-// Issue 13 part 4: wake-ups are queued per I/O thread and served in turns of a
+// Wake-ups are queued per I/O thread and served in turns of a
 // few streams (StreamWaker). A burst that wakes streams whose clients have gone
 // (closed before or while the burst runs) skips them, and every live stream
 // still gets its event, whichever turn it falls in.
@@ -914,9 +914,9 @@ struct PoolFixture : Fixture {
 
 BOOST_FIXTURE_TEST_SUITE(HandlerPool, PoolFixture)
 
-// Issue 13 part 4: on etcd3 a handler waits for etcd; on the I/O thread that
-// wait held back every stream of the thread. On the pool the only I/O thread
-// goes on streaming and answering while a handler waits.
+// On etcd3 a handler waits for etcd; on the I/O thread that wait would hold
+// back every stream of the thread. On the pool the only I/O thread goes on
+// streaming and answering while a handler waits.
 BOOST_AUTO_TEST_CASE(AWaitingHandlerHoldsBackNoStreamAndNoOtherRequest) {
   Conn stream(server->port());
   BOOST_REQUIRE(stream.Send(Get("/pushed")));
@@ -970,7 +970,8 @@ BOOST_AUTO_TEST_CASE(ShutdownWaitsForARunningHandlerThenStops) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
-// Issue 12: replacing the serving certificate changed nothing until restart.
+// A replaced serving certificate is served without a restart (replacing it
+// once changed nothing until then).
 BOOST_FIXTURE_TEST_SUITE(Rotation, Fixture)
 
 BOOST_AUTO_TEST_CASE(ANewServingCertificateIsServedToNewHandshakesOnly) {
@@ -1050,8 +1051,9 @@ BOOST_AUTO_TEST_CASE(StalledClientDoesNotDelayOthers) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
-// Issue 12: 200 clients that sent half a request header and stalled were held
-// 100-125 s (the idle timeout); kube-apiserver's ReadHeaderTimeout is 32 s.
+// A client that sends half a request header and stalls is closed at the header
+// bound, kube-apiserver's ReadHeaderTimeout (32 s), not the idle timeout (200
+// such clients were once held 100-125 s).
 struct ShortHeaderBound : Fixture {
   ShortHeaderBound() : Fixture(2, std::chrono::seconds(120), std::chrono::milliseconds(500)) {}
 };

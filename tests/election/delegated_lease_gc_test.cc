@@ -89,7 +89,7 @@ class CachedView final : public ps::Store {
 BOOST_FIXTURE_TEST_SUITE(sweep, Fixture)
 
 // With 1,000 DelegatedLeases on etcd3 a quorum list every second was ~7% of the
-// server's CPU and delayed watch events (issue 13 part 4): the sweep reads the
+// server's CPU and delayed watch events: the sweep reads the
 // cache (resourceVersion "0"); the store's atomic step decides.
 BOOST_AUTO_TEST_CASE(lists_from_the_cache_and_a_stale_view_writes_nothing_wrong) {
   CachedView cached(store.get());

@@ -1,4 +1,4 @@
-// Verifiable delegation (issue 15): the proof check of a leader's DelegatedLease
+// Verifiable delegation: the proof check of a leader's DelegatedLease
 // write, every refusal, the challenges and their ages, through the lease rules
 // over a memory store as the API runs them.
 #define BOOST_TEST_MODULE delegation_proof

@@ -619,7 +619,8 @@ BOOST_AUTO_TEST_CASE(run_blocks_until_stop_and_releases) {
 BOOST_AUTO_TEST_SUITE_END()
 
 // tight_follower_polls: poolcoord's opt-in departure from client-go's acquire
-// loop (issue 7). Without it the loop must stay client-go's.
+// loop, for a replica handover within leaseDuration + 2 × retryPeriod. Without
+// it the loop must stay client-go's.
 BOOST_AUTO_TEST_SUITE(tight_follower_polls)
 
 namespace {

@@ -1,4 +1,4 @@
-// Shared by the tests of verifiable delegation (issue 15): a cluster CA, node
+// Shared by the tests of verifiable delegation: a cluster CA, node
 // identities, and proofs as a pool leader forwards them.
 #pragma once
 

@@ -1,5 +1,5 @@
 // The AdmissionReview decoder as it was before the single-pass reader (a full
-// rapidjson DOM of the body; handlers/admission_handler.cc up to issue 6), kept as
+// rapidjson DOM of the body, as handlers/admission_handler.cc had it), kept as
 // the fuzz target's oracle: for every input, the new decoder must give the same
 // status, headers and body byte for byte. Test code only.
 #pragma once

@@ -1,4 +1,4 @@
-// libFuzzer target over the server's delegation proof check (issue 15): what a
+// libFuzzer target over the server's delegation proof check: what a
 // pool leader puts in a DelegatedLease's spec.proof goes through the codec, the
 // base64/PEM and datagram decoders and DelegationProofs::Verify, for node hz-2
 // of pool hangzhou whose PoolLease carries one known challenge.

@@ -106,8 +106,8 @@ BOOST_AUTO_TEST_CASE(duration_bounds_apply_to_everyone) {
   no_duration.spec.lease_duration_seconds.reset();
   ExpectApiError(w.Write(NodeUser("hz-1"), no_duration), 422, "spec.leaseDurationSeconds");
   BOOST_TEST(w.Write(NodeUser("hz-1"), HeldPoolLease("hangzhou", "hz-1", 300, 0)).ok());
-  // Required also while nobody holds it, as the schema says (issue 12: a
-  // `"spec": null` create made a PoolLease without one).
+  // Required also while nobody holds it, as the schema says, of a create with
+  // `"spec": null` too.
   ps::Object unheld = HeldPoolLease("beijing", "", 1, 0);
   unheld.spec.lease_duration_seconds.reset();
   ExpectApiError(w.Write(NodeUser("bj-1"), unheld), 422, "spec.leaseDurationSeconds");
@@ -251,7 +251,7 @@ BOOST_FIXTURE_TEST_CASE(the_rules_stamp_an_accepted_write, Led) {
   BOOST_TEST((*dl)->status.leader_term.has_value());
 }
 
-// Issue 15's fields: status.challenges and status.proof are the server's, like
+// Verifiable delegation's fields: status.challenges and status.proof are the server's, like
 // the rest of status; spec.proof is write-only.
 BOOST_FIXTURE_TEST_CASE(delegation_status_is_the_servers_and_proofs_are_not_stored, Led) {
   // The server's issuer put a challenge on the lease.

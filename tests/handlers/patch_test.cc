@@ -362,7 +362,7 @@ BOOST_AUTO_TEST_CASE(other_patches_take_the_general_path) {
   }
   rapidjson::Document pool_field = Parse(R"({"spec":{"poolName":"q"}})");
   BOOST_TEST(FastMergePatch(*pool, pool_field) == nullptr);
-  // spec.proof (issue 15): only an object of strings, and never on a PoolLease.
+  // spec.proof: only an object of strings, and never on a PoolLease.
   for (const char* p : {R"({"spec":{"proof":null}})", R"({"spec":{"proof":"x"}})",
                         R"({"spec":{"proof":{"heartbeat":7}}})",
                         R"({"spec":{"proof":{"heartbeat":"a","signature":"b"}}})"}) {
@@ -387,7 +387,7 @@ BOOST_AUTO_TEST_CASE(only_a_patch_with_a_proof_is_prechecked) {
   }
 }
 
-// A renewal with its delegation proof (issue 15) takes the fast path too, and
+// A renewal with its delegation proof takes the fast path too, and
 // gives the object (and the write-only proof) the general path gives.
 BOOST_AUTO_TEST_CASE(renewal_with_a_proof_matches_the_general_path) {
   store::ObjectPtr current = Stored(kDelegated, store::Kind::kDelegatedLease);

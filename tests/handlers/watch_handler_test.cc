@@ -1,6 +1,7 @@
 // Watch streams as client-go's reflectors and metadata informers read them, with
 // the requests kube-controller-manager 1.32 sent that showed the defects
-// (issue 11: defects 4 and 5; issue 12 "Watch as client-go sends it").
+// (a watch as client-go's reflector sends it, and as kube-controller-manager 1.32
+// did).
 #define BOOST_TEST_MODULE watch_handler
 #include <boost/test/unit_test.hpp>
 

@@ -527,7 +527,7 @@ BOOST_AUTO_TEST_CASE(RegisteredKindFollowsItsRow) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
-// Verifiable delegation (issue 15): spec.proof is read and never written; the
+// Verifiable delegation: spec.proof is read and never written; the
 // status parts round-trip on the wire and in storage.
 BOOST_AUTO_TEST_SUITE(Delegation)
 
