@@ -8,6 +8,7 @@
 // or armed for a wake-up call (TryNext + NotifyWhenReady).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -94,9 +95,17 @@ class WatchChannel {
   // one kError event (no object), then nullptr.
   EventPtr Next(std::chrono::milliseconds timeout) {
     absl::MutexLock lock(&mu_);
+    waiting_in_next_.fetch_add(1, std::memory_order_relaxed);
     mu_.AwaitWithTimeout(absl::Condition(this, &WatchChannel::Ready), absl::FromChrono(timeout));
+    waiting_in_next_.fetch_sub(1, std::memory_order_relaxed);
     return PopLocked();
   }
+
+  // How many threads of this process are in Next of any channel: counted from
+  // before the wait, under the channel's lock, so a push or close that comes
+  // once a thread is counted finds it waiting (or its channel ready). What a
+  // test waits for before it acts on a blocked Next.
+  static int WaitingInNext() { return waiting_in_next_.load(std::memory_order_relaxed); }
 
   // Next without waiting.
   EventPtr TryNext() {
@@ -136,6 +145,7 @@ class WatchChannel {
     queue_.clear();
   }
 
+  static inline std::atomic<int> waiting_in_next_{0};
   const size_t limit_;
   mutable absl::Mutex mu_;
   std::deque<EventPtr> queue_ ABSL_GUARDED_BY(mu_);

@@ -684,11 +684,13 @@ BOOST_AUTO_TEST_CASE(WatchersJoiningWhileWritersRunMissNothing) {
   std::vector<Joined> joined;
   while (joined.size() < 20) {
     // From "now" (0), and from a revision the cache may not have applied yet.
-    const int64_t from = joined.size() % 2 == 0 ? 0 : cache->CurrentRevision();
+    const int64_t seen = cache->CurrentRevision();
+    const int64_t from = joined.size() % 2 == 0 ? 0 : seen;
     auto w = cache->Watch(Kind::kPoolLease, from);
     BOOST_REQUIRE_MESSAGE(w.ok(), w.status().ToString());
     joined.push_back(Joined{from, *std::move(w)});
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    // Each joins between writes: the next once the writer went on.
+    BOOST_REQUIRE(Eventually([&] { return cache->CurrentRevision() > seen; }));
   }
   stop = true;
   writer.join();

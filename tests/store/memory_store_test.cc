@@ -11,6 +11,7 @@
 #include "base/clock.h"
 #include "store/api_error.h"
 #include "store/memory_store.h"
+#include "tests/store/watch_testing.h"
 #include "tests/store/update_fns.h"
 
 namespace poolcoord::store {
@@ -506,20 +507,23 @@ BOOST_FIXTURE_TEST_CASE(NextTimesOut, Fixture) {
   BOOST_TEST(!(*w)->Closed());
 }
 
+// The write comes once Next waits (testing::UntilWaitingInNext); Next returns
+// it long before its timeout, which only a missed wake-up would wait out.
 BOOST_FIXTURE_TEST_CASE(BlockedNextWakesOnLiveEvent, Fixture) {
   auto w = store->Watch(Kind::kPoolLease, 0);
-  std::atomic<bool> written{false};
+  std::atomic<bool> written{false}, waited{false};
   std::thread writer([&] {  // no Boost.Test assertions off the test's thread
-    std::this_thread::sleep_for(milliseconds(50));
+    waited = testing::UntilWaitingInNext(1);
     written = store->Update(Kind::kPoolLease, "a", Put(Kind::kPoolLease, 1)).ok();
   });
   auto t0 = std::chrono::steady_clock::now();
-  EventPtr e = (*w)->Next(milliseconds(5000));
+  EventPtr e = (*w)->Next(milliseconds(60'000));
   writer.join();
+  BOOST_TEST(waited.load());
   BOOST_TEST(written.load());
   BOOST_REQUIRE(e != nullptr);
   BOOST_TEST(e->object->metadata.name == "a");
-  BOOST_TEST((std::chrono::steady_clock::now() - t0 < milliseconds(2000)));
+  BOOST_TEST((std::chrono::steady_clock::now() - t0 < milliseconds(30'000)));
 }
 
 BOOST_FIXTURE_TEST_CASE(StopAndShutdownWakeBlockedNext, Fixture) {
@@ -527,14 +531,15 @@ BOOST_FIXTURE_TEST_CASE(StopAndShutdownWakeBlockedNext, Fixture) {
   auto w2 = store->Watch(Kind::kDelegatedLease, 0);
   EventPtr r1, r2;
   auto t0 = std::chrono::steady_clock::now();
-  std::thread t1([&] { r1 = (*w1)->Next(milliseconds(10000)); });
-  std::thread t2([&] { r2 = (*w2)->Next(milliseconds(10000)); });
-  std::this_thread::sleep_for(milliseconds(50));
+  std::thread t1([&] { r1 = (*w1)->Next(milliseconds(60'000)); });
+  std::thread t2([&] { r2 = (*w2)->Next(milliseconds(60'000)); });
+  BOOST_TEST(testing::UntilWaitingInNext(2));  // both wait before Stop and Shutdown come
   (*w1)->Stop();
   store->Shutdown();
   t1.join();
   t2.join();
-  BOOST_TEST((std::chrono::steady_clock::now() - t0 < milliseconds(5000)));
+  // Woken, not timed out.
+  BOOST_TEST((std::chrono::steady_clock::now() - t0 < milliseconds(30'000)));
   BOOST_REQUIRE(r1 != nullptr);
   BOOST_REQUIRE(r2 != nullptr);
   BOOST_TEST((r1->type == EventType::kError));
