@@ -6,7 +6,7 @@
 #include "base/string_view.h"
 #include "cloud/codec.h"
 #include "cloud/errors.h"
-#include "election/forwarder.h"
+#include "election/lease_marks.h"
 #include "election/lease_rules.h"
 #include "rapidjson/document.h"
 

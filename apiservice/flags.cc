@@ -104,7 +104,23 @@ void AddFlags(ServerOptions* o, base::FlagSet& t) {
     "Delegation time after which a node gets node.openyurt.io/unschedulable=true:NoSchedule "
     "(OpenYurt: 4 delegated renewals, about 40 s).");
   d("forwarder-resync-period", &o->forwarder_resync_period,
-    "How often the forwarder re-checks every delegated node and marked cloud Lease.");
+    "How often the forwarder re-checks every delegated node and marked cloud Lease (from its "
+    "caches: no request of its own).");
+  t.Double("kube-api-qps", &o->kube_api_qps,
+           "Requests per second the forwarder may send to the cloud's kube-apiserver, as "
+           "kube-controller-manager's flag (0: no limit). The default carries 20,000 delegated "
+           "nodes at one renewal each per --kubelet-renew-interval, with room for taints and "
+           "Events.");
+  i("kube-api-burst", &o->kube_api_burst, 1, 1'000'000,
+    "Requests the forwarder may send at once above --kube-api-qps, as "
+    "kube-controller-manager's flag.");
+  i("concurrent-node-lease-syncs", &o->concurrent_node_lease_syncs, 1, 1024,
+    "Nodes the forwarder syncs at once (its workers, each with one request in flight to the "
+    "cloud's kube-apiserver, over connections of their own).");
+  i("forwarder-shards", &o->forwarder_shards, 1, 4096,
+    "With --leader-elect: the shards forwarding is split into, each owned by one replica "
+    "through a Lease <leader-elect-resource-name>-shard-<i> (docs/forwarding.md). Every "
+    "replica must use the same value.");
   d("kubelet-renew-interval", &o->kubelet_renew_interval,
     "The kubelets' Lease renew interval (theirs is 10s): forwarding starts once a delegated "
     "node's own renewal is this old, and renews its cloud Lease at least this often.");
@@ -129,17 +145,18 @@ void AddFlags(ServerOptions* o, base::FlagSet& t) {
     "2 x the agents' 5s heartbeat interval + the challenge period); also the longest "
     "leaseDurationSeconds of a proven write.");
   b("leader-elect", &o->leader_elect,
-    "Elect one replica (a coordination.k8s.io Lease) to run the forwarder.");
+    "Share forwarding among the replicas (etcd3): each replica forwards the shards whose Lease "
+    "(coordination.k8s.io) it holds (--forwarder-shards).");
   d("leader-elect-lease-duration", &o->leader_elect_lease_duration,
-    "Replica leader election lease duration.");
+    "Lease duration of the forwarding shards and of each replica's presence Lease.");
   d("leader-elect-renew-deadline", &o->leader_elect_renew_deadline,
-    "How long the leader retries renewing before giving up.");
+    "How long a replica retries renewing a shard's Lease before it stops forwarding the shard.");
   d("leader-elect-retry-period", &o->leader_elect_retry_period,
-    "Wait between replica leader election attempts.");
+    "Wait between attempts to acquire or renew a shard's Lease.");
   s("leader-elect-resource-namespace", &o->leader_elect_resource_namespace,
-    "Namespace of the replica leader election Lease.");
+    "Namespace of the shard and presence Leases.");
   s("leader-elect-resource-name", &o->leader_elect_resource_name,
-    "Name of the replica leader election Lease.");
+    "Prefix of the shard and presence Leases' names (<name>-shard-<i>, <name>-replica-<id>).");
   s("write-kubeconfig", &o->write_kubeconfig,
     "Where to write an admin kubeconfig when certificates are generated; a file there that "
     "poolcoord did not write (or `kubectl config` rewrote) is kept as it is; empty: none.");

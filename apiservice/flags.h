@@ -69,6 +69,10 @@ struct ServerOptions {
   absl::Duration delegation_taint_after = absl::Seconds(40);
   absl::Duration forwarder_resync_period = absl::Seconds(5);
   absl::Duration kubelet_renew_interval = absl::Seconds(10);
+  double kube_api_qps = 2500;
+  int kube_api_burst = 5000;
+  int concurrent_node_lease_syncs = 64;
+  int forwarder_shards = 8;
   absl::Duration node_monitor_grace_period = absl::Seconds(40);
 
   // Verifiable delegation (docs/verifiable-delegation.md).

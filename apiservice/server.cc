@@ -24,10 +24,10 @@
 #include "base/microtime.h"
 #include "cloud/clientset.h"
 #include "cloud/rest_client.h"
-#include "election/delegated_lease_gc.h"
+#include "controllers/delegated_lease_gc.h"
 #include "election/delegation_proof.h"
-#include "election/forwarder.h"
-#include "election/leader_elector.h"
+#include "controllers/forwarder.h"
+#include "controllers/forwarder_shards.h"
 #include "election/lease_rules.h"
 #include "election/membership.h"
 #include "election/membership_file_source.h"
@@ -217,15 +217,16 @@ struct ApiServer::Parts {
   std::unique_ptr<election::MembershipFileSource> membership_source;
   std::unique_ptr<election::DelegationProofs> proofs;
   std::unique_ptr<election::LeaseRules> rules;
-  std::unique_ptr<election::DelegatedLeaseGc> gc;
+  std::unique_ptr<controllers::DelegatedLeaseGc> gc;
   // The cloud cluster (--kubeconfig or in-cluster), and what runs against it.
   std::unique_ptr<cloud::RestClient> cloud;
   std::unique_ptr<cloud::Clientset> clientset;
   std::unique_ptr<election::NodeMembershipSource> node_source;
-  std::unique_ptr<election::Forwarder> forwarder;
-  std::unique_ptr<election::LeaseLock> replica_lock;
-  std::unique_ptr<election::LeaderElector> elector;
-  std::thread elector_thread;
+  // The forwarder's own client of the cloud (its rate limit and connections).
+  std::unique_ptr<cloud::RestClient> forwarder_cloud;
+  std::unique_ptr<cloud::Clientset> forwarder_clientset;
+  std::unique_ptr<controllers::Forwarder> forwarder;
+  std::unique_ptr<controllers::ForwarderShards> shards;
   std::atomic<bool> stopping{false};
   std::unique_ptr<handlers::Router> router;
   std::unique_ptr<Metrics> metrics;
@@ -371,7 +372,7 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ServerOptions&
     if (cloud_config.ok()) {
       if (options.leader_elect) {
         // client-go: max(1 s, RenewDeadline / 2), so one hung request cannot
-        // outlast the leader's lease (the forwarder shares this client).
+        // outlast a shard's lease (the shards' electors use this client).
         cloud_config->timeout = std::chrono::milliseconds(std::max<int64_t>(
             1000, absl::ToInt64Milliseconds(options.leader_elect_renew_deadline) / 2));
       }
@@ -380,6 +381,27 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ServerOptions&
       if (!rest.ok()) return rest.status();
       p->cloud = *std::move(rest);
       p->clientset = std::make_unique<cloud::Clientset>(p->cloud.get());
+      // The forwarder's own: --kube-api-qps/-burst, a connection per worker,
+      // and a request timeout under one renew interval (with --leader-elect,
+      // under leaseDuration - renewDeadline too, so that a write in flight when
+      // a shard is lost ends before another replica may take it).
+      cloud::RestConfig fc = *cloud_config;
+      fc.qps = options.kube_api_qps;
+      fc.burst = options.kube_api_burst;
+      fc.max_idle_connections = options.concurrent_node_lease_syncs + 2;
+      int64_t timeout_ms = std::min<int64_t>(
+          absl::ToInt64Milliseconds(options.kubelet_renew_interval) / 2, 5'000);
+      if (options.leader_elect) {
+        timeout_ms = std::min<int64_t>(
+            timeout_ms, absl::ToInt64Milliseconds(options.leader_elect_lease_duration -
+                                                  options.leader_elect_renew_deadline));
+      }
+      fc.timeout = std::chrono::milliseconds(std::max<int64_t>(timeout_ms, 1'000));
+      fc.user_agent = "poolcoord-forwarder";
+      absl::StatusOr<std::unique_ptr<cloud::RestClient>> frest = cloud::RestClient::New(fc);
+      if (!frest.ok()) return frest.status();
+      p->forwarder_cloud = *std::move(frest);
+      p->forwarder_clientset = std::make_unique<cloud::Clientset>(p->forwarder_cloud.get());
       base::LogInfo("cloud cluster: ", p->cloud->config().server);
     } else if (!options.kubeconfig.empty()) {
       return absl::Status(cloud_config.status().code(),
@@ -434,7 +456,7 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ServerOptions&
   rules_options.delegation_proofs = p->proofs.get();
   p->rules = std::make_unique<election::LeaseRules>(base::RealClock::Get(),
                                                     p->membership.get(), rules_options);
-  p->gc = std::make_unique<election::DelegatedLeaseGc>(p->store.get(), p->rules.get(),
+  p->gc = std::make_unique<controllers::DelegatedLeaseGc>(p->store.get(), p->rules.get(),
                                                        options.delegated_lease_gc_period);
   p->gc->Start();
   base::LogInfo("delegation proofs ", election::ProofModeName(proof_options.mode),
@@ -445,23 +467,26 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ServerOptions&
                 ", max age ", absl::FormatDuration(proof_options.max_age), ")");
 
   if (p->cloud) {
-    election::ForwarderOptions fo;
+    controllers::ForwarderOptions fo;
     fo.taint_after = absl::ToChronoMicroseconds(options.delegation_taint_after);
     fo.resync_period = absl::ToChronoMilliseconds(options.forwarder_resync_period);
     fo.kubelet_renew_interval = absl::ToChronoMicroseconds(options.kubelet_renew_interval);
     fo.node_monitor_grace_period = absl::ToChronoMicroseconds(options.node_monitor_grace_period);
-    p->forwarder = std::make_unique<election::Forwarder>(
+    fo.workers = options.concurrent_node_lease_syncs;
+    // One replica (the memory store) forwards every node: one shard, its own.
+    fo.shards = options.leader_elect ? options.forwarder_shards : 1;
+    cloud::Clientset* fcs = p->forwarder_clientset.get();
+    p->forwarder = std::make_unique<controllers::Forwarder>(
         p->store.get(), p->rules.get(),
-        election::ForwarderCloud{p->clientset->Leases(fo.node_lease_namespace), p->clientset->Nodes(),
-                                 p->clientset->Events(fo.events_namespace)},
+        controllers::ForwarderCloud{fcs->Leases(fo.node_lease_namespace), fcs->Nodes(),
+                                    fcs->Events(fo.events_namespace)},
         base::RealClock::Get(), &p->registry, fo);
-    if (!options.leader_elect) {
-      // One replica (the memory store): it is the only forwarder there is.
-      p->forwarder->Start();
-    } else {
-      absl::Status st = StartReplicaElection(p.get());
+    if (options.leader_elect) {
+      absl::Status st = StartForwarderShards(p.get());
       if (!st.ok()) return st;
     }
+    p->forwarder->Start();
+    if (p->shards) p->shards->Start();
   }
 
   p->metrics = std::make_unique<Metrics>(&p->registry);
@@ -476,12 +501,12 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ServerOptions&
   router.forwarder_user = options.forwarder_user;
   router.livez_checks = {{"ping", [] { return true; }}};
   router.readyz_checks = {{"ping", [] { return true; }}};
-  if (p->elector) {
+  if (p->shards) {
     // client-go's HealthzAdaptor with kube-controller-manager's 20 s tolerance:
-    // fails only for a wedged leader; standbys always pass.
-    election::LeaderElector* elector = p->elector.get();
+    // fails only while a held shard's renewals are wedged.
+    controllers::ForwarderShards* shards = p->shards.get();
     router.livez_checks.emplace_back("leaderElection",
-                                     [elector] { return elector->Healthy(absl::Seconds(20)); });
+                                     [shards] { return shards->Healthy(absl::Seconds(20)); });
   }
   if (!options.pool_membership_file.empty() || p->node_source) {
     election::MembershipIndex* index = p->membership.get();
@@ -617,7 +642,10 @@ void ApiServer::Shutdown(std::chrono::milliseconds grace) {
     parts_->shut_down = true;
   }
   parts_->certificates->Stop();
-  // Stop taking work first, then end watches (store Shutdown closes every
+  // Hand the forwarding shards over first (each stops, then its Lease is
+  // released), so another replica takes them at once, not a lease later.
+  if (parts_->shards) parts_->shards->Stop();
+  // Stop taking work, then end watches (store Shutdown closes every
   // watcher, so each stream writes its final chunk), then wait for the rest.
   parts_->transport->BeginShutdown();
   parts_->store->Shutdown();
@@ -626,10 +654,6 @@ void ApiServer::Shutdown(std::chrono::milliseconds grace) {
                std::chrono::duration_cast<std::chrono::seconds>(grace).count(), "s");
   }
   parts_->stopping = true;
-  if (parts_->elector) {
-    parts_->elector->Stop();  // releases the replica Lease; OnStoppedLeading stops forwarding
-    if (parts_->elector_thread.joinable()) parts_->elector_thread.join();
-  }
   if (parts_->forwarder) parts_->forwarder->Stop();
   if (parts_->node_source) parts_->node_source->Stop();
   parts_->gc->Stop();
@@ -637,68 +661,33 @@ void ApiServer::Shutdown(std::chrono::milliseconds grace) {
   if (parts_->delegation) parts_->delegation->Stop();
 }
 
-// Replica leader election on a coordination.k8s.io Lease in the cloud (seed
-// 004's pattern): every replica serves; only the leader forwards, and it stops
-// forwarding when its renewals fail for RenewDeadline, before LeaseDuration lets
-// another replica take over.
-absl::Status ApiServer::StartReplicaElection(Parts* p) {
+// --leader-elect: forwarding shared among the replicas through shard Leases in
+// the cloud (controllers/forwarder_shards.h); every replica serves.
+absl::Status ApiServer::StartForwarderShards(Parts* p) {
   const ServerOptions& o = p->options;
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
-  std::string identity = absl::StrCat(host, "_", RandomHex(8));
-  p->replica_lock = std::make_unique<election::ResourceLeaseLock>(
-      p->clientset->Leases(o.leader_elect_resource_namespace),
-      absl::StrCat("leases/", o.leader_elect_resource_namespace),
-      o.leader_elect_resource_name, identity);
-  election::LeaderElectionConfig config;
-  config.lock = p->replica_lock.get();
-  config.lease_duration = o.leader_elect_lease_duration;
-  config.renew_deadline = o.leader_elect_renew_deadline;
-  config.retry_period = o.leader_elect_retry_period;
-  config.release_on_cancel = true;
-  // A killed forwarding replica is replaced within leaseDuration +
-  // 2 × retryPeriod; client-go's acquire loop alone takes up to leaseDuration +
-  // 4.4 × retryPeriod (docs/replicas.md "How long a handover takes").
-  config.tight_follower_polls = true;
-  config.name = "poolcoord";
-  election::Forwarder* forwarder = p->forwarder.get();
-  // client-go's leaderelection metric: 1 while this replica leads.
-  base::Gauge* master = &p->registry
-                             .AddGauge("leader_election_master_status",
-                                       "1 when this replica leads and runs the forwarder.", {"name"})
-                             .WithLabels({config.name});
-  master->Set(0);
-  config.callbacks.on_started_leading = [forwarder, identity, master] {
-    base::LogInfo("replica ", identity, " leads: forwarding starts");
-    master->Set(1);
-    forwarder->Start();
-  };
-  config.callbacks.on_stopped_leading = [forwarder, identity, master] {
-    master->Set(0);
-    forwarder->Stop();
-    base::LogInfo("replica ", identity, " does not lead: forwarding stopped");
-  };
-  config.callbacks.on_new_leader = [](const std::string& leader) {
-    base::LogInfo("replica leader is ", leader);
-  };
-  absl::StatusOr<std::unique_ptr<election::LeaderElector>> elector =
-      election::LeaderElector::New(config);
-  if (!elector.ok()) {
-    return absl::Status(elector.status().code(),
-                        absl::StrCat("--leader-elect-*: ", elector.status().message()));
+  controllers::ForwarderShardsOptions so;
+  so.shards = o.forwarder_shards;
+  so.name = o.leader_elect_resource_name;
+  so.identity = absl::StrCat(host, "_", RandomHex(8));
+  so.lease_duration = o.leader_elect_lease_duration;
+  so.renew_deadline = o.leader_elect_renew_deadline;
+  so.retry_period = o.leader_elect_retry_period;
+  controllers::Forwarder* forwarder = p->forwarder.get();
+  controllers::ShardTarget target{[forwarder](int s) { forwarder->AcquireShard(s); },
+                                  [forwarder](int s) { forwarder->ReleaseShard(s); }};
+  absl::StatusOr<std::unique_ptr<controllers::ForwarderShards>> shards =
+      controllers::ForwarderShards::New(p->clientset->Leases(o.leader_elect_resource_namespace),
+                                        base::RealClock::Get(), &p->registry, so,
+                                        std::move(target));
+  if (!shards.ok()) {
+    return absl::Status(shards.status().code(),
+                        absl::StrCat("--leader-elect-*: ", shards.status().message()));
   }
-  p->elector = *std::move(elector);
-  election::LeaderElector* e = p->elector.get();
-  std::atomic<bool>* stopping = &p->stopping;
-  p->elector_thread = std::thread([e, stopping] {
-    // A run ends when leadership is lost; the replica then competes again.
-    while (!stopping->load()) {
-      e->Run();
-      if (stopping->load()) break;
-      e->Restart();
-    }
-  });
-  base::LogInfo("replica leader election on ", p->replica_lock->Describe(), " as ", identity);
+  p->shards = *std::move(shards);
+  base::LogInfo("forwarding in ", so.shards, " shards (Leases ", so.name, "-shard-<i> in ",
+                o.leader_elect_resource_namespace, ") as replica ", so.identity);
   return absl::OkStatus();
 }
 

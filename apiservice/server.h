@@ -82,8 +82,8 @@ class ApiServer {
 
  private:
   struct Parts;
-  // --leader-elect: the elector among replicas, which starts and stops the forwarder.
-  static absl::Status StartReplicaElection(Parts* parts);
+  // --leader-elect: the forwarding shards shared among the replicas.
+  static absl::Status StartForwarderShards(Parts* parts);
   explicit ApiServer(std::unique_ptr<Parts> parts);
   std::unique_ptr<Parts> parts_;
 };

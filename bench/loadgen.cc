@@ -88,6 +88,7 @@ struct Options {
   int connections = 32;
   int threads = 1;
   std::string count_substring;
+  std::string client_cert, client_key;
   std::vector<std::string> templates;
   std::string keys;
   double rate = 1000;  // fanout: 20
@@ -111,6 +112,10 @@ void AddFlags(Options* o, poolcoord::base::FlagSet& f) {
   f.StringArray("template", &o->templates, "A request template file; repeat for several.");
   f.String("keys", &o->keys, "Tab-separated fields per key ({{f0}}..{{f9}}).");
   f.String("count-substring", &o->count_substring, "Count the answers that contain it.");
+  f.String("client-cert", &o->client_cert,
+           "open, closed: a client certificate (PEM) to present, for identities only a "
+           "certificate gives (system:node:<name>).");
+  f.String("client-key", &o->client_key, "open, closed: its key (PEM; default: in --client-cert).");
   f.Double("rate", &o->rate, "open, fanout: requests (writes) per second.");
   f.Double("duration", &o->duration, "open, fanout: seconds of load.");
   f.Double("warmup", &o->warmup, "open: seconds before the measured load.");
@@ -507,6 +512,9 @@ struct Common {
   int threads = 1;
   std::string count_substring;
   uint64_t uid_salt = 0;
+  // A client certificate (PEM) to present, for identities that only a
+  // certificate gives (system:node:<name>).
+  std::string client_cert, client_key;
 };
 
 bool LoadCommon(const Options& f, Common* c) {
@@ -515,6 +523,8 @@ bool LoadCommon(const Options& f, Common* c) {
   c->connections = f.connections;
   c->threads = f.threads;
   c->count_substring = f.count_substring;
+  c->client_cert = f.client_cert;
+  c->client_key = f.client_key;
   for (const std::string& path : f.templates) {
     Template t;
     if (!LoadTemplate(path, &t)) {
@@ -563,6 +573,10 @@ struct LoopClients {
   explicit LoopClients(const Common& c)
       : ioc(c.threads), n(c.connections), stats(static_cast<size_t>(c.connections)) {
     ctx.set_verify_mode(ssl::verify_none);
+    if (!c.client_cert.empty()) {
+      ctx.use_certificate_chain_file(c.client_cert);
+      ctx.use_private_key_file(c.client_key.empty() ? c.client_cert : c.client_key, ssl::context::pem);
+    }
   }
   Stats Total() const {
     Stats total;
@@ -1144,6 +1158,7 @@ int RunFanout(const Options& f) {
 int main(int argc, char** argv) {
   constexpr char kUsage[] =
       "poolcoord-loadgen open|closed|fanout --port=N --template=FILE [--keys=FILE]\n"
+      "  [--client-cert=PEM --client-key=PEM] (open, closed)\n"
       "  open:   --rate=R --duration=S --warmup=S --connections=N [--count-substring=S]\n"
       "  closed: --connections=N [--max-seconds=S]\n"
       "  fanout: --watch-template=FILE --watchers=N --rate=R --duration=S";

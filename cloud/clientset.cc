@@ -45,6 +45,11 @@ class LeaseClient : public LeaseInterface {
     return Call(rest_->Get(absl::StrCat(resource_.collection_path, "/", name), options_),
                 DecodeLease);
   }
+  absl::StatusOr<Lease> GetFromCache(const std::string& name) override {
+    return Call(rest_->Get(absl::StrCat(resource_.collection_path, "/", name, "?resourceVersion=0"),
+                           options_),
+                DecodeLease);
+  }
   absl::StatusOr<LeaseList> List(const ListOptions& options) override {
     return Call(
         rest_->Get(absl::StrCat(resource_.collection_path, ListQuery(options, false)), options_),
@@ -59,6 +64,14 @@ class LeaseClient : public LeaseInterface {
     return Call(rest_->Put(absl::StrCat(resource_.collection_path, "/", lease.metadata.name),
                            EncodeLease(lease, resource_.api_version, resource_.kind), options_),
                 DecodeLease);
+  }
+  absl::Status Delete(const std::string& name) override {
+    return rest_->Delete(absl::StrCat(resource_.collection_path, "/", name), options_).status();
+  }
+  absl::Status Watch(const ListOptions& options, const WatchHandler<Lease>& handler,
+                     base::StreamControl* control) override {
+    return WatchLines<Lease>(rest_, absl::StrCat(resource_.collection_path, ListQuery(options, true)),
+                             options_, DecodeLeaseWatchEvent, handler, control);
   }
 
  private:

@@ -41,12 +41,22 @@ class LeaseInterface {
  public:
   virtual ~LeaseInterface() = default;
   virtual absl::StatusOr<Lease> Get(const std::string& name) = 0;
+  // A GET with resourceVersion=0: kube-apiserver answers from its watch cache,
+  // without a read from etcd, maybe a little behind. For a caller whose next
+  // write is conditional on the resourceVersion it read (a stale read costs a
+  // 409). Defaults to Get.
+  virtual absl::StatusOr<Lease> GetFromCache(const std::string& name) { return Get(name); }
   virtual absl::StatusOr<LeaseList> List(const ListOptions& options) = 0;
   // AlreadyExists when the name is taken.
   virtual absl::StatusOr<Lease> Create(const Lease& lease) = 0;
   // A PUT of the whole object; metadata.resource_version is the precondition
   // (Conflict when the object changed since).
   virtual absl::StatusOr<Lease> Update(const Lease& lease) = 0;
+  // NotFound when absent.
+  virtual absl::Status Delete(const std::string& name) = 0;
+  // Streams events as NodeInterface::Watch does (IsResourceExpired: relist).
+  virtual absl::Status Watch(const ListOptions& options, const WatchHandler<Lease>& handler,
+                             base::StreamControl* control) = 0;
 };
 
 // poolcoord's DelegatedLeases (coordination.pool/v1alpha1, cluster-scoped),

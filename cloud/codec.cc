@@ -558,6 +558,10 @@ absl::StatusOr<ConfigMapList> DecodeConfigMapList(std::string_view json) {
   return DecodeList<ConfigMapList>(json, "ConfigMapList", ReadConfigMap);
 }
 
+absl::StatusOr<WatchEvent<Lease>> DecodeLeaseWatchEvent(std::string_view line) {
+  return ReadWatchEvent<Lease>(line, ReadLease);
+}
+
 absl::StatusOr<WatchEvent<Node>> DecodeNodeWatchEvent(std::string_view line) {
   return ReadWatchEvent<Node>(line, ReadNode);
 }

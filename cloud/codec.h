@@ -52,6 +52,7 @@ absl::StatusOr<ConfigMapList> DecodeConfigMapList(std::string_view json);
 
 // One line of a watch stream. `decode` reads the object. An ERROR event is
 // returned as its Kubernetes error (the metav1.Status it carries).
+absl::StatusOr<WatchEvent<Lease>> DecodeLeaseWatchEvent(std::string_view line);
 absl::StatusOr<WatchEvent<Node>> DecodeNodeWatchEvent(std::string_view line);
 absl::StatusOr<WatchEvent<ConfigMap>> DecodeConfigMapWatchEvent(std::string_view line);
 

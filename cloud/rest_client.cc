@@ -33,7 +33,9 @@ absl::StatusOr<std::unique_ptr<RestClient>> RestClient::New(RestConfig config) {
 }
 
 RestClient::RestClient(RestConfig config, std::unique_ptr<base::HttpTransport> transport)
-    : config_(std::move(config)), transport_(std::move(transport)) {}
+    : config_(std::move(config)),
+      transport_(std::move(transport)),
+      limiter_(config_.qps, config_.burst) {}
 
 base::HttpRequest RestClient::MakeRequest(std::string_view method, std::string_view path,
                                           std::string_view body, const RequestOptions& o) const {
@@ -50,6 +52,7 @@ base::HttpRequest RestClient::MakeRequest(std::string_view method, std::string_v
 absl::StatusOr<base::HttpResponse> RestClient::Send(std::string_view method, std::string_view path,
                                                     std::string_view body,
                                                     const RequestOptions& o) {
+  limiter_.Wait();
   absl::StatusOr<base::HttpResponse> r = transport_->Do(MakeRequest(method, path, body, o));
   if (r.ok() && config_.response_observer) config_.response_observer(*r);
   return r;
@@ -73,6 +76,7 @@ absl::Status RestClient::Watch(std::string_view path,
                                const std::function<bool(std::string_view)>& on_line,
                                base::StreamControl* control, const RequestOptions& o) {
   base::HttpResponse response;
+  limiter_.Wait();
   absl::Status s = transport_->Stream(MakeRequest("GET", path, "", o), on_line, control, &response);
   if (!s.ok()) return s;
   if (response.status != 0 && response.status != 200) {

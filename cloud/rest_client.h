@@ -24,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "base/http_transport.h"
+#include "base/token_bucket.h"
 
 namespace poolcoord::cloud {
 
@@ -37,6 +38,11 @@ struct RestConfig {
   std::chrono::milliseconds timeout{10'000};
   std::string user_agent = "poolcoord";
   int max_idle_connections = 64;
+  // Client-side rate limit of every request (watches included, once each), as
+  // client-go's rest.Config QPS and Burst: a token bucket
+  // (base/token_bucket.h). qps <= 0: no limit.
+  double qps = 0;
+  int burst = 0;
   // Idempotent requests (GET, PUT, DELETE) are retried after a failure before
   // any answer or a 429/502/503, within `timeout`.
   base::RetryPolicy retry{/*max_attempts=*/3, std::chrono::milliseconds(100),
@@ -128,6 +134,7 @@ class RestClient {
 
   const RestConfig config_;
   const std::unique_ptr<base::HttpTransport> transport_;
+  base::TokenBucket limiter_;
 };
 
 }  // namespace poolcoord::cloud

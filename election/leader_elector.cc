@@ -172,8 +172,9 @@ bool LeaderElector::TryAcquireOrRenew() {
 
   // 2. Read the record, or create it.
   absl::StatusOr<VersionedRecord> current = config_.lock->Get();
+  const bool may_acquire = !config_.may_acquire || config_.may_acquire();
   if (!current.ok()) {
-    if (!absl::IsNotFound(current.status())) return false;
+    if (!absl::IsNotFound(current.status()) || !may_acquire) return false;
     absl::StatusOr<std::string> v = config_.lock->Create(desired);
     if (!v.ok()) return false;
     version_ = *std::move(v);
@@ -197,6 +198,7 @@ bool LeaderElector::TryAcquireOrRenew() {
   }
   const bool expired = expiry < Now();
   if (!current->record.holder_identity.empty() && !expired && !leader) return false;
+  if (!leader && !may_acquire) return false;  // observed, not taken
 
   // 4. Keep the term when we already hold it; otherwise start a new one.
   if (leader) {
@@ -277,11 +279,19 @@ void LeaderElector::EndRun() {
     phase_ = Phase::kStopped;
   }
   round_active_ = false;
-  if (was_leading && config_.release_on_cancel) Release();
+  // The work guarded by the lease stops before the lease is released, so that
+  // no next holder acts while it still runs (client-go leaves this to the
+  // caller: "ensure all code guarded by this lease has successfully completed
+  // prior to cancelling the context").
   config_.callbacks.on_stopped_leading();
+  if (was_leading && config_.release_on_cancel) Release();
 }
 
 void LeaderElector::Cancel() { EndRun(); }
+
+void LeaderElector::PollNow() {
+  if (phase() == Phase::kAcquiring) next_due_us_ = Now();
+}
 
 void LeaderElector::Restart() {
   absl::MutexLock lock(&mu_);

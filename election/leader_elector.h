@@ -11,7 +11,8 @@
 //   this on purpose: shorter polls and one poll at the observed expiry.
 // - The leader renews every RetryPeriod; a renewal round retries every
 //   RetryPeriod until RenewDeadline has passed without success, then leadership
-//   ends (OnStoppedLeading) and, with release_on_cancel, the lock is released.
+//   ends (OnStoppedLeading) and, with release_on_cancel, the lock is released
+//   after OnStoppedLeading has returned.
 // - Writes carry the version read (optimistic concurrency): of two candidates
 //   racing for one record, one gets Aborted (409) and stays a follower.
 // - There is no fencing: a leader learns it lost only when a renewal fails, so
@@ -92,6 +93,13 @@ struct LeaderElectionConfig {
   // no candidate takes over earlier. poolcoord's replica election turns it on
   // (handover within leaseDuration + 2 × retryPeriod).
   bool tight_follower_polls = false;
+  // Optional. While it returns false, a candidate that does not hold the lock
+  // reads the record on its usual schedule (so expiry keeps counting from its
+  // observations) but never writes it: it waits without competing. A holder
+  // renews regardless. Not in client-go; poolcoord's forwarding shards use it
+  // so that each replica takes only the shards assigned to it, yet takes them
+  // the moment they expire.
+  std::function<bool()> may_acquire;
 };
 
 // What the three timings are called in LeaderElector::ValidateTimings' errors:
@@ -143,12 +151,16 @@ class LeaderElector {
   // RenewDeadline passed. Returns the monotonic time (µs) of the next due step,
   // kNever once the phase is kStopped. Calling early does nothing.
   int64_t Step();
-  // Ends the current run as a cancellation would: releases when leading and
-  // configured, fires OnStoppedLeading, phase becomes kStopped. No-op when
-  // already stopped.
+  // Ends the current run as a cancellation would: fires OnStoppedLeading, then
+  // releases when it was leading and release_on_cancel is set; phase becomes
+  // kStopped. No-op when already stopped.
   void Cancel();
   // After kStopped: start competing again (next Step attempts at once).
   void Restart();
+  // While acquiring: the next Step polls at once (a caller that learnt that the
+  // lock may be free, e.g. its holder is gone, need not wait out the poll
+  // interval). Driving thread only.
+  void PollNow();
 
   // One attempt of client-go's tryAcquireOrRenew: true when we hold the lock
   // afterwards. Exposed for tests; Step() is the normal entry.

@@ -29,9 +29,10 @@ ALLOWED = {
     "store": {"base", "api"},
     "cloud": {"base", "api"},
     "election": {"base", "api", "store", "cloud"},
+    "controllers": {"base", "api", "store", "cloud", "election"},
     "handlers": {"base", "api", "store", "cloud", "election"},
-    "apiservice": {"base", "api", "store", "cloud", "election", "handlers"},
-    "agent": {"base", "api", "store", "cloud", "election"},
+    "apiservice": {"base", "api", "store", "cloud", "election", "controllers", "handlers"},
+    "agent": {"base", "api", "store", "cloud", "election", "controllers"},
     "kubectl-pool": {"base", "api", "cloud"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([A-Za-z0-9_.-]+)/')

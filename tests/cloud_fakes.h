@@ -81,40 +81,67 @@ class FakeLeases : public cloud::LeaseInterface {
   absl::StatusOr<cloud::Lease> Create(const cloud::Lease& lease) override {
     Log("create " + lease.metadata.name);
     if (absl::Status s = errors.Take("create"); !s.ok()) return s;
-    absl::MutexLock l(&mu_);
-    if (leases_.count(lease.metadata.name)) {
-      return cloud::ApiError(409, "AlreadyExists",
-                             absl::StrCat("leases \"", lease.metadata.name, "\" already exists"));
-    }
     cloud::Lease stored = lease;
-    stored.metadata.uid = "uid-" + lease.metadata.name;
-    stored.metadata.resource_version = std::to_string(++rv_);
-    leases_[lease.metadata.name] = stored;
+    {
+      absl::MutexLock l(&mu_);
+      if (leases_.count(lease.metadata.name)) {
+        return cloud::ApiError(409, "AlreadyExists",
+                               absl::StrCat("leases \"", lease.metadata.name, "\" already exists"));
+      }
+      stored.metadata.uid = "uid-" + lease.metadata.name;
+      stored.metadata.resource_version = std::to_string(++rv_);
+      leases_[lease.metadata.name] = stored;
+    }
+    Notify(stored);
     return stored;
   }
   absl::StatusOr<cloud::Lease> Update(const cloud::Lease& lease) override {
     Log("update " + lease.metadata.name);
     if (absl::Status s = errors.Take("update"); !s.ok()) return s;
-    absl::MutexLock l(&mu_);
-    auto it = leases_.find(lease.metadata.name);
-    if (it == leases_.end()) return NotFound(lease.metadata.name);
-    if (!lease.metadata.resource_version.empty() &&
-        lease.metadata.resource_version != it->second.metadata.resource_version) {
-      return cloud::ApiError(409, "Conflict", "the object has been modified");
-    }
     cloud::Lease stored = lease;
-    stored.metadata.uid = it->second.metadata.uid;
-    stored.metadata.resource_version = std::to_string(++rv_);
-    it->second = stored;
+    {
+      absl::MutexLock l(&mu_);
+      auto it = leases_.find(lease.metadata.name);
+      if (it == leases_.end()) return NotFound(lease.metadata.name);
+      if (!lease.metadata.resource_version.empty() &&
+          lease.metadata.resource_version != it->second.metadata.resource_version) {
+        return cloud::ApiError(409, "Conflict", "the object has been modified");
+      }
+      stored.metadata.uid = it->second.metadata.uid;
+      stored.metadata.resource_version = std::to_string(++rv_);
+      it->second = stored;
+    }
+    Notify(stored);
     return stored;
+  }
+  absl::Status Delete(const std::string& name) override {
+    Log("delete " + name);
+    if (absl::Status s = errors.Take("delete"); !s.ok()) return s;
+    absl::MutexLock l(&mu_);
+    if (leases_.erase(name) == 0) return NotFound(name);
+    return absl::OkStatus();
+  }
+  // Watches are delivered through `on_change` instead (synchronously, by the
+  // writer's thread), so a test decides when a component hears of a write.
+  absl::Status Watch(const cloud::ListOptions&, const cloud::WatchHandler<cloud::Lease>&,
+                     poolcoord::base::StreamControl*) override {
+    return absl::UnimplementedError("FakeLeases has no watch: use on_change");
   }
 
   // Test side: what the kubelet (or anyone) writes, bypassing the log.
   void Put(cloud::Lease lease) {
-    absl::MutexLock l(&mu_);
-    lease.metadata.resource_version = std::to_string(++rv_);
-    leases_[lease.metadata.name] = std::move(lease);
+    cloud::Lease stored;
+    {
+      absl::MutexLock l(&mu_);
+      lease.metadata.resource_version = std::to_string(++rv_);
+      stored = leases_[lease.metadata.name] = std::move(lease);
+    }
+    Notify(stored);
   }
+  // Called with every stored change (Create, Update, Put), after the fake's
+  // lock is released: what a watch of the Leases would deliver. Set it before
+  // the component under test runs.
+  std::function<void(const cloud::Lease&)> on_change;
   std::optional<cloud::Lease> Find(const std::string& name) {
     absl::MutexLock l(&mu_);
     auto it = leases_.find(name);
@@ -139,6 +166,9 @@ class FakeLeases : public cloud::LeaseInterface {
   void Log(std::string call) {
     absl::MutexLock l(&mu_);
     calls_.push_back(std::move(call));
+  }
+  void Notify(const cloud::Lease& stored) ABSL_LOCKS_EXCLUDED(mu_) {
+    if (on_change) on_change(stored);
   }
   absl::Mutex mu_;
   std::map<std::string, cloud::Lease> leases_ ABSL_GUARDED_BY(mu_);

@@ -9,7 +9,7 @@
 #include "base/microtime.h"
 #include "cloud/codec.h"
 #include "cloud/errors.h"
-#include "election/forwarder.h"
+#include "election/lease_marks.h"
 #include "election/lease_rules.h"
 #include "rapidjson/document.h"
 #include "store/object_codec.h"

@@ -5,8 +5,9 @@ else runs against a real kube-apiserver (tests/e2e/kube_cluster.py). Around the
 faults it keeps kube-apiserver's semantics for what poolcoord uses:
 
 - coordination.k8s.io/v1 Leases (namespaced): get, list (labelSelector key=value),
-  create (409 AlreadyExists), update (404, 409 Conflict on a stale
-  resourceVersion), delete;
+  watch (a selector's watch reports an object entering it as ADDED and leaving it as
+  DELETED, as kube-apiserver's does), create (409 AlreadyExists), update (404, 409
+  Conflict on a stale resourceVersion), delete;
 - core/v1 Nodes: get, list (labelSelector key or key=value), watch (resourceVersion,
   410 Expired events for a too-old resourceVersion), merge patches with optimistic
   concurrency (a PUT is refused as the chart's RBAC refuses it);
@@ -54,6 +55,7 @@ class CloudState:
         self.events = []
         self.configmaps = {}
         self.node_events = []  # (rv, type, object) for watches
+        self.lease_events = []  # (rv, type, object, previous) of every namespace's Leases
         self.tokens = {}   # token -> user info dict (TokenReview)
         self.sar_allow = lambda spec: False
         self.requests = []  # (method, path, user) log
@@ -87,7 +89,10 @@ class CloudState:
             obj["metadata"].setdefault("uid", str(uuid.uuid4()))
             obj["metadata"]["namespace"] = ns
             obj["metadata"]["resourceVersion"] = self.next_rv()
+            prev = self.leases.get((ns, obj["metadata"]["name"]))
             self.leases[(ns, obj["metadata"]["name"])] = obj
+            self.lease_events.append((int(self.rv), "MODIFIED" if prev else "ADDED", copy.deepcopy(obj), prev))
+            self.lock.notify_all()
 
     def node(self, name):
         with self.lock:
@@ -323,9 +328,21 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     if not pending:
                         st.lock.wait(0.2)
                         continue
-                for rv, typ, obj in pending:
+                for rv, typ, obj, *prev in pending:
                     sent = rv
-                    if match(obj):
+                    if prev:
+                        # A selector's watch, as kube-apiserver's: an object
+                        # entering the selection is ADDED, one leaving it DELETED.
+                        was = prev[0] is not None and match(prev[0])
+                        if typ == "DELETED":
+                            typ = "DELETED" if was else None
+                        elif match(obj):
+                            typ = "MODIFIED" if was else "ADDED"
+                        else:
+                            typ, obj = ("DELETED", obj) if was else (None, obj)
+                        if typ:
+                            chunk({"type": typ, "object": obj})
+                    elif match(obj):
                         chunk({"type": typ, "object": obj})
             self.wfile.write(b"0\r\n\r\n")
         except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
@@ -333,6 +350,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def _leases(self, method, ns, name, q, body):
         st = self.state
+        if name is None and method == "GET" and q.get("watch") in ("true", "1"):
+            sel = q.get("labelSelector")
+            return self._stream(st.lease_events, q,
+                                lambda obj: obj["metadata"].get("namespace") == ns and label_match(obj, sel),
+                                expires=True)
         with st.lock:
             if name is None and method == "GET":
                 items = [copy.deepcopy(o) for (n, _), o in sorted(st.leases.items())
@@ -347,6 +369,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 obj = copy.deepcopy(body)
                 obj["metadata"].update(namespace=ns, uid=str(uuid.uuid4()), resourceVersion=st.next_rv())
                 st.leases[key] = obj
+                st.lease_events.append((int(st.rv), "ADDED", copy.deepcopy(obj), None))
+                st.lock.notify_all()
                 return self._send(201, obj)
             key = (ns, name)
             cur = st.leases.get(key)
@@ -365,9 +389,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 obj = copy.deepcopy(body)
                 obj["metadata"].update(namespace=ns, uid=cur["metadata"]["uid"], resourceVersion=st.next_rv())
                 st.leases[key] = obj
+                st.lease_events.append((int(st.rv), "MODIFIED", copy.deepcopy(obj), copy.deepcopy(cur)))
+                st.lock.notify_all()
                 return self._send(200, obj)
             if method == "DELETE":
                 del st.leases[key]
+                st.next_rv()
+                st.lease_events.append((int(st.rv), "DELETED", copy.deepcopy(cur), copy.deepcopy(cur)))
+                st.lock.notify_all()
                 return self._send(200, cur)
         self._send(405, status(405, "MethodNotAllowed", "method not allowed"))
 

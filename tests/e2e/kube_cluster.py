@@ -146,6 +146,15 @@ def ensure_images(binary):
 
 
 
+def forwarder_shard(node, shards):
+    """The forwarding shard of `node` (controllers::Forwarder::ShardOf): FNV-1a
+    (64 bits) of its name, modulo `shards`."""
+    h = 14695981039346656037
+    for c in node.encode():
+        h = ((h ^ c) * 1099511628211) % (1 << 64)
+    return h % shards
+
+
 def now_micro():
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
@@ -400,6 +409,12 @@ class KubeCluster:
         # The system namespaces controller makes kube-node-lease shortly after.
         wait_for("namespace kube-node-lease",
                  lambda: admin.request("GET", "/api/v1/namespaces/kube-node-lease").status == 200, timeout=30)
+
+    def start_controller_manager(self, grace=None, extra=()):
+        """Starts kube-controller-manager now (for a cluster made with kcm=False):
+        its node lifecycle controller starts every existing node's grace period at
+        its first sight of it."""
+        self._start_kcm(grace, extra)
 
     def _start_kcm(self, grace, extra):
         p = self.pki

@@ -185,7 +185,11 @@ def case_deployment_memory_store(ctx):
     a = args_map(c)
     eq(a["storage-backend"], "memory", "--storage-backend")
     eq(a["leader-elect"], "false", "--leader-elect")
-    assert "etcd-servers" not in a
+    assert "etcd-servers" not in a and "forwarder-shards" not in a
+    # The forwarder's client carries 20,000 delegated nodes by default.
+    eq(a["kube-api-qps"], "2500", "--kube-api-qps")
+    eq(a["kube-api-burst"], "5000", "--kube-api-burst")
+    eq(a["concurrent-node-lease-syncs"], "64", "--concurrent-node-lease-syncs")
     paths = a["authorization-always-allow-paths"].split(",")
     assert {"/healthz", "/readyz", "/livez"} <= set(paths), paths
     # The serving certificate comes from the mounted Secret.
@@ -550,10 +554,13 @@ def case_rbac(ctx):
         assert allows(fwd[0]["rules"], "", "nodes", verb), verb
     assert allows(fwd[0]["rules"], "", "events", "create") and allows(fwd[0]["rules"], "", "events", "patch")
     assert sa in binding_subjects(bound("ClusterRole", fwd[0]["metadata"]["name"])[0])
-    # Replica leader election in our own namespace.
+    # The forwarding shards' and replicas' Leases in our own namespace (a killed
+    # replica's presence Lease is deleted by the others).
     le = [r for r in find(docs, "Role", namespace=NS)
           if allows(r["rules"], "coordination.k8s.io", "leases", "update")]
     eq(len(le), 1, "leader-election Role")
+    for verb in ("get", "list", "create", "update", "delete"):
+        assert allows(le[0]["rules"], "coordination.k8s.io", "leases", verb), verb
     assert sa in binding_subjects(bound("Role", le[0]["metadata"]["name"], NS)[0])
 
     # Nodes and the lease proxy use our resources through kube-apiserver.
@@ -617,6 +624,7 @@ def case_etcd3_replicas(ctx):
     eq(a["etcd-servers"], "https://etcd-0.etcd:2379,https://etcd-1.etcd:2379", "--etcd-servers")
     eq(a["leader-elect-resource-namespace"], NS, "--leader-elect-resource-namespace")
     assert a["leader-elect-resource-name"]
+    eq(a["forwarder-shards"], "8", "--forwarder-shards")
     pdb = one(docs, "PodDisruptionBudget")
     eq(pdb["spec"].get("minAvailable"), 1, "PDB minAvailable")
     assert "maxUnavailable" not in pdb["spec"]
@@ -676,6 +684,9 @@ def case_prometheus_rule(ctx):
     eq(delegated["for"], "45m", "delegated threshold")
     assert "poolcoord_pools_without_leader" in rules["PoolcoordPoolWithoutLeader"]["expr"]
     assert "poolcoord_forward_errors_total" in rules["PoolcoordForwardingErrors"]["expr"]
+    behind = rules["PoolcoordForwarderBehind"]
+    eq(behind["expr"], "max(poolcoord_forwarder_queue_lag_seconds) > 10", "forwarder lag alert")
+    eq(behind["for"], "1m", "forwarder lag threshold")
     for r in rules.values():
         assert r["labels"]["severity"] and r["annotations"]["summary"], r
         # Prometheus' own templating survives Helm's.

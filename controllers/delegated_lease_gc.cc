@@ -1,12 +1,12 @@
-#include "election/delegated_lease_gc.h"
+#include "controllers/delegated_lease_gc.h"
 #include "base/log.h"
 
 #include <memory>
 #include <string>
 
-namespace poolcoord::election {
+namespace poolcoord::controllers {
 
-DelegatedLeaseGc::DelegatedLeaseGc(store::Store* store, const LeaseRules* rules,
+DelegatedLeaseGc::DelegatedLeaseGc(store::Store* store, const election::LeaseRules* rules,
                                    absl::Duration gc_period, absl::Duration sweep_interval)
     : store_(store),
       rules_(rules),
@@ -95,4 +95,4 @@ GcSweepResult DelegatedLeaseGc::SweepOnce() {
   return result;
 }
 
-}  // namespace poolcoord::election
+}  // namespace poolcoord::controllers

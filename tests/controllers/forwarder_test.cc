@@ -1,5 +1,5 @@
 #define BOOST_TEST_MODULE forwarder
-#include "election/forwarder.h"
+#include "controllers/forwarder.h"
 
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
@@ -21,6 +21,7 @@ namespace pe = poolcoord::election;
 namespace ps = poolcoord::store;
 namespace pc = poolcoord::cloud;
 namespace pb = poolcoord::base;
+namespace pcn = poolcoord::controllers;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
@@ -29,20 +30,31 @@ namespace {
 constexpr int64_t kSecond = 1'000'000;
 
 struct Fixture {
-  Fixture() : rules(&clock, &membership, {}) {
+  explicit Fixture(std::vector<std::string> members = {"hz-1", "hz-2", "hz-3"},
+                   pcn::ForwarderOptions o = {})
+      : rules(&clock, &membership, {}), options(o) {
     clock.Advance(seconds(1000));
-    BOOST_REQUIRE(membership.Replace("file", {{"hangzhou", {"hz-1", "hz-2", "hz-3"}}}).ok());
+    BOOST_REQUIRE(membership.Replace("file", {{"hangzhou", members}}).ok());
     store = ps::NewMemoryStore({});
     RenewPool();
-    for (const char* name : {"hz-1", "hz-2", "hz-3"}) {
+    for (const std::string& name : members) {
       pc::Node n;
       n.metadata.name = name;
       n.taints.push_back({"example.com/keep", "yes", "NoSchedule", std::nullopt});
       nodes.Put(n);
     }
-    forwarder = std::make_unique<pe::Forwarder>(store.get(), &rules,
-                                                pe::ForwarderCloud{&leases, &nodes, &events},
-                                                &clock, &registry, options);
+    // What the informer's watch of the marked Leases (a label selector) would
+    // deliver: a Lease that stops carrying the label leaves it.
+    leases.on_change = [this](const pc::Lease& l) {
+      if (!forwarder || !deliver_watch) return;
+      auto it = l.metadata.labels.find(pe::kDelegatedLabel);
+      const bool selected = it != l.metadata.labels.end() && it->second == "true";
+      forwarder->ObserveCloudLease({selected ? "MODIFIED" : "DELETED", l});
+    };
+    forwarder = std::make_unique<pcn::Forwarder>(store.get(), &rules,
+                                                 pcn::ForwarderCloud{&leases, &nodes, &events},
+                                                 &clock, &registry, options);
+    BOOST_REQUIRE(forwarder->Prime().ok());
   }
 
   absl::Status Write(const ps::Object& proposed) {
@@ -67,7 +79,7 @@ struct Fixture {
     BOOST_REQUIRE_MESSAGE(s.ok(), s.ToString());
   }
 
-  // The leader renews, and the forwarder hears of it (its watch enqueues the node).
+  // The leader renews, and the forwarder syncs the node at once.
   void LeaderRenews(const std::string& node) {
     Delegate(node);
     forwarder->SyncNode(node).IgnoreError();
@@ -83,8 +95,8 @@ struct Fixture {
   }
 
   // The kubelet renews its own Lease (GET, change renewTime, PUT: annotations
-  // it read are kept, as the real kubelet's update does), on a clock `skew`
-  // away from the server's.
+  // and labels it read are kept, as the real kubelet's update does), on a
+  // clock `skew` away from the server's.
   void KubeletRenews(const std::string& node, int64_t skew_us = 0) {
     pc::Lease l = leases.Find(node).value_or(pc::Lease{});
     l.metadata.name = node;
@@ -110,23 +122,34 @@ struct Fixture {
                             [](const pc::Taint& t) { return t.key == pe::kUnschedulableTaint; });
   }
   int Count(const std::string& node, const std::string& reason) {
+    forwarder->FlushEvents();
     auto r = events.Reasons(node);
     return static_cast<int>(std::count(r.begin(), r.end(), reason));
   }
   uint64_t Errors() { return forwarder->metrics().forward_errors.Value(); }
+  int Calls(const std::vector<std::string>& calls, const std::string& call) {
+    return static_cast<int>(std::count(calls.begin(), calls.end(), call));
+  }
 
-  // Runs the forwarder's loop on the fake clock for `d`, in 100 ms steps: the
-  // rechecks it asked for, and a resync every 5 s. `each` runs before each step.
+  // One step of what the forwarder's threads do: store events, due syncs,
+  // a resync every 5 s, Events.
+  void Step() {
+    forwarder->Pump();
+    if (clock.MonotonicMicros() >= next_resync_) {
+      forwarder->Resync();
+      next_resync_ = clock.MonotonicMicros() + 5 * kSecond;
+    }
+    forwarder->ProcessReady();
+    forwarder->FlushEvents();
+  }
+  // Runs the forwarder on the fake clock for `d`, in 100 ms steps. `each`
+  // runs before each step.
   template <typename Fn>
   void Run(std::chrono::microseconds d, Fn each) {
     const int64_t end = clock.MonotonicMicros() + d.count();
     while (clock.MonotonicMicros() < end) {
       each();
-      if (clock.MonotonicMicros() >= next_resync_) {
-        forwarder->SyncAll().IgnoreError();
-        next_resync_ = clock.MonotonicMicros() + 5 * kSecond;
-      }
-      forwarder->SyncDue().IgnoreError();
+      Step();
       clock.Advance(milliseconds(100));
     }
   }
@@ -142,8 +165,9 @@ struct Fixture {
   poolcoord::testing::FakeNodes nodes;
   poolcoord::testing::FakeEvents events;
   pb::MetricsRegistry registry;
-  pe::ForwarderOptions options;
-  std::unique_ptr<pe::Forwarder> forwarder;
+  pcn::ForwarderOptions options;
+  bool deliver_watch = true;
+  std::unique_ptr<pcn::Forwarder> forwarder;
   int64_t next_resync_ = 0;
 };
 
@@ -187,10 +211,9 @@ BOOST_AUTO_TEST_CASE(conflict_is_retried) {
   BOOST_TEST(Errors() == 0u);  // a conflict is not a failure
 }
 
-// Issue 11, defect 1: the taint was a PUT of the Node (verb update), which the
-// chart's RBAC (nodes: get/list/watch/patch) refuses, and the refusal was
-// dropped. It is now a merge patch conditional on the Node's resourceVersion,
-// and a refusal is counted and returned.
+// The taint is a merge patch conditional on the Node's resourceVersion (the
+// chart's RBAC grants nodes get/list/watch/patch, no update), and someone
+// else's taint added since our read is never dropped.
 BOOST_AUTO_TEST_CASE(taint_is_a_conditional_merge_patch) {
   Delegate("hz-2");
   BOOST_REQUIRE(forwarder->SyncNode("hz-2").ok());
@@ -257,16 +280,17 @@ BOOST_AUTO_TEST_CASE(refused_taint_is_counted_and_returned) {
   BOOST_REQUIRE(forwarder->SyncNode("hz-2").ok());
   clock.Advance(seconds(40));
   Delegate("hz-2");
+  BOOST_REQUIRE(forwarder->SyncNode("hz-2").ok());
   nodes.errors.Inject(
       "patch", pc::ApiError(403, "Forbidden",
                             "nodes \"hz-2\" is forbidden: User \"system:serviceaccount:kube-system:"
                             "poolcoord\" cannot update resource \"nodes\""));
-  absl::Status s = forwarder->SyncNode("hz-2");
+  absl::Status s = forwarder->SyncTaint("hz-2");
   BOOST_TEST(pc::IsForbidden(s));
   BOOST_TEST(Errors() == 1u);
   BOOST_TEST(!Tainted("hz-2"));
   // The next pass tries again and succeeds.
-  BOOST_REQUIRE(forwarder->SyncNode("hz-2").ok());
+  BOOST_REQUIRE(forwarder->SyncTaint("hz-2").ok());
   BOOST_TEST(Tainted("hz-2"));
 }
 
@@ -280,12 +304,17 @@ BOOST_AUTO_TEST_CASE(every_failed_cloud_call_is_counted) {
   BOOST_TEST(Errors() == 2u);
   events.errors.Inject("create", pc::ApiError(500, "InternalError", "events down"));
   BOOST_TEST(forwarder->SyncNode("hz-2").ok());  // a lost Event does not stop forwarding
+  forwarder->FlushEvents();
   BOOST_TEST(Errors() == 3u);
   BOOST_TEST(Annotation("hz-2", pe::kDelegateAnnotation) == "true");
+  BOOST_TEST(registry.Render().find("poolcoord_forward_errors_total 3\n") != std::string::npos);
+  // The informer's list of marked Leases, at a (re)start.
+  pb::MetricsRegistry other;
+  pcn::Forwarder restarted(store.get(), &rules, pcn::ForwarderCloud{&leases, &nodes, &events},
+                           &clock, &other, options);
   leases.errors.Inject("list", pc::ApiError(500, "InternalError", "list down"));
-  BOOST_TEST(!forwarder->SyncAll().ok());
-  BOOST_TEST(Errors() == 4u);
-  BOOST_TEST(registry.Render().find("poolcoord_forward_errors_total 4\n") != std::string::npos);
+  BOOST_TEST(!restarted.Prime().ok());
+  BOOST_TEST(restarted.metrics().forward_errors.Value() == 1u);
 }
 
 BOOST_AUTO_TEST_CASE(kubelet_back_clears_marks_and_taint) {
@@ -296,6 +325,7 @@ BOOST_AUTO_TEST_CASE(kubelet_back_clears_marks_and_taint) {
   BOOST_REQUIRE(Tainted("hz-2"));
   KubeletRenews("hz-2");
   BOOST_REQUIRE(forwarder->SyncNode("hz-2").ok());
+  Step();  // the taint's removal, queued by the sync
   BOOST_TEST(Annotation("hz-2", pe::kDelegateAnnotation).empty());
   BOOST_TEST(Annotation("hz-2", pe::kDelegatedSinceAnnotation).empty());
   BOOST_TEST(!Tainted("hz-2"));
@@ -320,13 +350,12 @@ BOOST_AUTO_TEST_CASE(returning_kubelet_is_not_fought) {
   BOOST_TEST(Count("hz-2", "DelegationStarted") == 1);
 }
 
-// Issue 11, defect 2: after a flapping link (delegated before, the kubelet back
-// in between), the first forward of the next delegation came 40-47 s after the
-// kubelet's last own renewal: the forwarder waited for the cloud Lease's 40 s
-// duration. For every phase of the DelegatedLease's first write after the
-// kubelet's last renewal, the first forward must now come within one kubelet
-// renew interval of that renewal (plus the 100 ms step of the loop), and the
-// cloud Lease must never go longer than half the 40 s grace period unrenewed.
+// After a flapping link (delegated before, the kubelet back in between), for
+// every phase of the DelegatedLease's first write after the kubelet's last
+// renewal, the first forward comes within one kubelet renew interval of that
+// renewal (plus the 100 ms step of the loop), never after the cloud Lease's
+// 40 s duration, and the cloud Lease never goes longer than half the 40 s
+// grace period unrenewed.
 BOOST_AUTO_TEST_CASE(flapping_link_is_forwarded_within_one_renew_interval) {
   // The first delegation, and the kubelet coming back: the flap.
   Delegate("hz-2");
@@ -375,10 +404,10 @@ BOOST_AUTO_TEST_CASE(flapping_link_is_forwarded_within_one_renew_interval) {
   BOOST_TEST(Errors() == 0u);
 }
 
-// Issue 11, defect 3: a delegation that lapsed (no forward for longer than the
-// grace period: the node went Unknown) kept its delegated-since when
-// forwarding resumed, so the taint went on at once, with no DelegationStarted
-// and a wrong age in TaintAdded. Resuming now starts a new delegation.
+// A delegation that lapsed (no forward for longer than the grace period: the
+// node went Unknown) starts anew when forwarding resumes: a new
+// delegated-since, DelegationStarted again, the old taint removed until the
+// new delegation is old enough, and TaintAdded giving the new age.
 BOOST_AUTO_TEST_CASE(resumed_delegation_after_a_gap_starts_anew) {
   Delegate("hz-2");
   Run(seconds(45), [&] {
@@ -395,6 +424,7 @@ BOOST_AUTO_TEST_CASE(resumed_delegation_after_a_gap_starts_anew) {
              pb::FormatMicroTime(clock.NowMicros()));
   BOOST_TEST(Annotation("hz-2", pe::kDelegatedSinceAnnotation) != first_since);
   BOOST_TEST(Count("hz-2", "DelegationStarted") == 2);
+  Step();
   BOOST_TEST(!Tainted("hz-2"));  // the lapsed delegation's taint goes
   Run(seconds(41), [&] {
     if (clock.MonotonicMicros() % (10 * kSecond) == 0) LeaderRenews("hz-2");
@@ -483,7 +513,9 @@ BOOST_AUTO_TEST_CASE(nothing_is_carried_without_a_kubelet_write) {
 
 BOOST_AUTO_TEST_CASE(metrics_keep_their_names) {
   Delegate("hz-2");
-  BOOST_REQUIRE(forwarder->SyncAll().ok());
+  forwarder->Resync();  // queues hz-2
+  BOOST_TEST(forwarder->ProcessReady() == 1);  // its Lease (its taint is due in 40 s)
+  forwarder->Resync();  // counts it
   const std::string text = registry.Render();
   for (const char* line :
        {"poolcoord_forwards_total 1\n", "poolcoord_forward_errors_total 0\n",
@@ -494,9 +526,179 @@ BOOST_AUTO_TEST_CASE(metrics_keep_their_names) {
         "# TYPE poolcoord_taints_added_total counter\n",
         "# TYPE poolcoord_taints_removed_total counter\n",
         "# TYPE poolcoord_delegations_stopped_total counter\n",
-        "# TYPE poolcoord_kubelet_renewals_carried_total counter\n"}) {
+        "# TYPE poolcoord_kubelet_renewals_carried_total counter\n",
+        "poolcoord_forwarder_queue_lag_seconds 0\n", "# TYPE poolcoord_forwarder_queue_depth gauge\n",
+        "# TYPE poolcoord_forward_conflicts_total counter\n",
+        "# TYPE poolcoord_events_dropped_total counter\n",
+        "poolcoord_forwarder_owned_shards 1\n"}) {
     BOOST_TEST_CONTEXT(line) { BOOST_TEST(text.find(line) != std::string::npos); }
   }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// The forwarder at scale: reads from its informer, one write per renewal.
+BOOST_FIXTURE_TEST_SUITE(scale, Fixture)
+
+// A delegation's first forward reads the Lease once (a GET: it is not marked
+// yet, so not in the informer); every renewal after it is one PUT with the
+// resourceVersion the informer holds, one per renew interval, however often
+// the leader renews the DelegatedLease.
+BOOST_AUTO_TEST_CASE(renewals_are_one_put_each_from_the_informer) {
+  KubeletRenews("hz-2");
+  clock.Advance(seconds(11));
+  Delegate("hz-2");
+  Run(seconds(35), [&] {
+    if (clock.MonotonicMicros() % (2 * kSecond) == 0) Delegate("hz-2");  // the leader, every 2 s
+  });
+  const auto calls = leases.Calls();
+  BOOST_TEST(Calls(calls, "get hz-2") == 1);
+  BOOST_TEST(Calls(calls, "update hz-2") == 4);  // at 0, 10, 20 and 30 s
+  BOOST_TEST(forwarder->metrics().forwards.Value() == 4u);
+  BOOST_TEST(forwarder->metrics().conflicts.Value() == 0u);
+  BOOST_TEST(Errors() == 0u);
+}
+
+// In a storm every cut-off node's first forward waits for its kubelet's last
+// renewal to age one renew interval: that wait costs no second read (the
+// write, conditional on the resourceVersion read, would fail if the kubelet had
+// written meanwhile).
+BOOST_AUTO_TEST_CASE(a_first_forward_reads_the_lease_once) {
+  KubeletRenews("hz-2");
+  clock.Advance(seconds(3));
+  Delegate("hz-2");
+  leases.ClearCalls();
+  std::optional<int64_t> forwarded_at;
+  const std::optional<int64_t> own = RenewTime("hz-2");
+  Run(seconds(9), [&] {
+    if (!forwarded_at && RenewTime("hz-2") != own) forwarded_at = clock.NowMicros();
+  });
+  BOOST_REQUIRE(forwarded_at.has_value());
+  BOOST_TEST(*forwarded_at - *own >= 10 * kSecond);
+  BOOST_TEST(*forwarded_at - *own <= 10 * kSecond + 200'000);
+  BOOST_TEST((leases.Calls() == std::vector<std::string>{"get hz-2", "update hz-2"}));
+}
+
+// A write the informer has not brought yet (the kubelet's, here) makes our
+// PUT conflict: the Lease is read once, and what it says is acted on (the
+// kubelet is back: the marks go).
+BOOST_AUTO_TEST_CASE(a_stale_informer_costs_one_conflict_and_one_read) {
+  Delegate("hz-2");
+  Run(seconds(3));
+  leases.ClearCalls();
+  deliver_watch = false;
+  clock.Advance(seconds(3));
+  KubeletRenews("hz-2");
+  deliver_watch = true;
+  Run(seconds(5));  // the next renewal falls due at 10 s
+  const auto calls = leases.Calls();
+  BOOST_TEST(calls == (std::vector<std::string>{"update hz-2", "get hz-2", "update hz-2"}),
+             "calls: " << calls.size());
+  BOOST_TEST(forwarder->metrics().conflicts.Value() == 1u);
+  BOOST_TEST(Annotation("hz-2", pe::kDelegateAnnotation).empty());
+  BOOST_TEST(Count("hz-2", "DelegationStopped") == 1);
+}
+
+// A restarted forwarder knows each delegated Lease's next renewal from the
+// marks alone: none is written early, none late.
+BOOST_AUTO_TEST_CASE(a_restart_keeps_each_renewal_on_time) {
+  Delegate("hz-2");
+  Run(seconds(4), [&] {
+    if (clock.MonotonicMicros() % (2 * kSecond) == 0) Delegate("hz-2");
+  });
+  const std::optional<int64_t> first = RenewTime("hz-2");
+  forwarder.reset();
+  pb::MetricsRegistry other;
+  forwarder = std::make_unique<pcn::Forwarder>(store.get(), &rules,
+                                               pcn::ForwarderCloud{&leases, &nodes, &events},
+                                               &clock, &other, options);
+  BOOST_REQUIRE(forwarder->Prime().ok());
+  std::optional<int64_t> renewed_at;
+  Run(seconds(8), [&] {
+    if (clock.MonotonicMicros() % (2 * kSecond) == 0) Delegate("hz-2");
+    if (!renewed_at && RenewTime("hz-2") != first) renewed_at = clock.NowMicros();
+  });
+  BOOST_REQUIRE(renewed_at.has_value());
+  BOOST_TEST(*renewed_at - *first >= 10 * kSecond);
+  BOOST_TEST(*renewed_at - *first <= 10 * kSecond + 200'000);
+  BOOST_TEST(forwarder->metrics().forwards.Value() == 1u);
+  BOOST_TEST(forwarder->metrics().delegations_started.Value() == 0u);  // the same delegation
+}
+
+// A kubelet whose clock ran an hour ahead left a renewTime an hour away: every
+// forward after it writes that value + 1 µs (the node lifecycle controller
+// counts only growing renewTimes), yet each is due one renew interval after
+// the last write, on our clock, not an hour later; and a restart, which
+// cannot know when a future value was written, waits one interval at most.
+BOOST_AUTO_TEST_CASE(a_renew_time_ahead_of_our_clock_delays_no_renewal) {
+  pc::Lease l;
+  l.metadata.name = "hz-2";
+  l.spec.renew_time_us = clock.NowMicros() + 3600 * kSecond;
+  leases.Put(l);
+  Delegate("hz-2");
+  Run(seconds(35), [&] {
+    if (clock.MonotonicMicros() % (5 * kSecond) == 0) Delegate("hz-2");
+  });
+  BOOST_TEST(forwarder->metrics().forwards.Value() == 4u);  // at 0, 10, 20, 30 s
+  BOOST_TEST(*RenewTime("hz-2") == *l.spec.renew_time_us + 4);
+  forwarder.reset();
+  pb::MetricsRegistry other;
+  forwarder = std::make_unique<pcn::Forwarder>(store.get(), &rules,
+                                               pcn::ForwarderCloud{&leases, &nodes, &events},
+                                               &clock, &other, options);
+  BOOST_REQUIRE(forwarder->Prime().ok());
+  Run(seconds(11), [&] {
+    if (clock.MonotonicMicros() % (5 * kSecond) == 0) Delegate("hz-2");
+  });
+  BOOST_TEST(forwarder->metrics().forwards.Value() == 1u);
+  BOOST_TEST(forwarder->metrics().delegations_started.Value() == 0u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+namespace {
+
+std::vector<std::string> Many(int n) {
+  std::vector<std::string> out{"hz-1"};
+  for (int i = 0; i < n; ++i) out.push_back("m-" + std::to_string(100 + i));
+  return out;
+}
+
+struct ManyNodes : Fixture {
+  ManyNodes() : Fixture(Many(40)) {}
+};
+
+}  // namespace
+
+// Behind (the workers stalled for 30 s), the forwarder renews the most
+// overdue Lease first, and says how far behind it is.
+BOOST_FIXTURE_TEST_CASE(the_oldest_renewal_goes_first_when_behind, ManyNodes) {
+  for (int i = 0; i < 40; ++i) {
+    Delegate("m-" + std::to_string(100 + (i * 7) % 40));
+    forwarder->Pump();
+    forwarder->ProcessReady();
+    clock.Advance(milliseconds(100));
+  }
+  std::vector<std::string> first_order;
+  for (const auto& call : leases.Calls()) {
+    if (call.rfind("create ", 0) == 0) first_order.push_back(call.substr(7));
+  }
+  BOOST_REQUIRE(first_order.size() == 40u);
+  clock.Advance(seconds(30));  // nothing processed: every renewal is overdue
+  for (int i = 0; i < 40; ++i) {
+    if (i % 5 == 0) Delegate("m-" + std::to_string(100 + i));  // keep them live
+  }
+  RenewPool();
+  forwarder->Pump();
+  forwarder->ProcessReady(0);
+  const double lag = forwarder->queue().Lag(0) / 1e6;
+  BOOST_TEST(lag >= 23.9);  // the first was due 24 s ago (at +10 s of 4 s of writes)
+  BOOST_TEST(lag <= 24.1);
+  leases.ClearCalls();
+  for (int i = 0; i < 40; ++i) BOOST_REQUIRE(forwarder->ProcessReady(1) == 1);
+  std::vector<std::string> renewal_order;
+  for (const auto& call : leases.Calls()) {
+    if (call.rfind("update ", 0) == 0) renewal_order.push_back(call.substr(7));
+  }
+  BOOST_TEST(renewal_order == first_order);
+}

@@ -1,6 +1,6 @@
-// The expiry sweep for DelegatedLeases (docs/architecture.md "The rules"):
-// expired DelegatedLeases are marked in status and removed after
-// --delegated-lease-gc-period.
+// The expiry sweep for DelegatedLeases (docs/architecture.md "The rules"): an
+// expired DelegatedLease is marked in status, and removed once it has stayed
+// expired for --delegated-lease-gc-period.
 #pragma once
 
 #include <cstdint>
@@ -11,7 +11,7 @@
 #include "election/lease_rules.h"
 #include "store/store.h"
 
-namespace poolcoord::election {
+namespace poolcoord::controllers {
 
 struct GcSweepResult {
   int marked_expired = 0;  // status.expired set to true in this sweep
@@ -29,7 +29,7 @@ struct GcSweepResult {
 class DelegatedLeaseGc {
  public:
   // `store` and `rules` are not owned and must outlive this object.
-  DelegatedLeaseGc(store::Store* store, const LeaseRules* rules,
+  DelegatedLeaseGc(store::Store* store, const election::LeaseRules* rules,
                    absl::Duration gc_period = absl::Minutes(5),
                    absl::Duration sweep_interval = absl::Seconds(1));
   ~DelegatedLeaseGc();
@@ -49,7 +49,7 @@ class DelegatedLeaseGc {
   void Run();
 
   store::Store* const store_;
-  const LeaseRules* const rules_;
+  const election::LeaseRules* const rules_;
   const int64_t gc_period_us_;
   const absl::Duration sweep_interval_;
   absl::Mutex mu_;
@@ -57,4 +57,4 @@ class DelegatedLeaseGc {
   std::thread thread_;
 };
 
-}  // namespace poolcoord::election
+}  // namespace poolcoord::controllers

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "base/clock.h"
-#include "election/delegated_lease_gc.h"
+#include "controllers/delegated_lease_gc.h"
 #include "election/lease_rules.h"
 #include "election/membership.h"
 #include "store/memory_store.h"
@@ -17,6 +17,7 @@
 
 namespace pe = poolcoord::election;
 namespace ps = poolcoord::store;
+namespace pcn = poolcoord::controllers;
 using std::chrono::microseconds;
 using std::chrono::seconds;
 
@@ -93,7 +94,7 @@ BOOST_FIXTURE_TEST_SUITE(sweep, Fixture)
 // cache (resourceVersion "0"); the store's atomic step decides.
 BOOST_AUTO_TEST_CASE(lists_from_the_cache_and_a_stale_view_writes_nothing_wrong) {
   CachedView cached(store.get());
-  pe::DelegatedLeaseGc gc(&cached, &rules, absl::Seconds(60));
+  pcn::DelegatedLeaseGc gc(&cached, &rules, absl::Seconds(60));
   BOOST_REQUIRE(Delegate("hz-2", 40).ok());
   auto stale = store->List(ps::Kind::kDelegatedLease, {});
   BOOST_REQUIRE(stale.ok());
@@ -127,7 +128,7 @@ BOOST_AUTO_TEST_CASE(lists_from_the_cache_and_a_stale_view_writes_nothing_wrong)
 }
 
 BOOST_AUTO_TEST_CASE(marks_expired_at_the_duration_then_deletes_after_the_period) {
-  pe::DelegatedLeaseGc gc(store.get(), &rules, absl::Seconds(60));
+  pcn::DelegatedLeaseGc gc(store.get(), &rules, absl::Seconds(60));
   BOOST_REQUIRE(Delegate("hz-2", 40).ok());
   BOOST_REQUIRE(Delegate("hz-3", 100).ok());
 
@@ -162,7 +163,7 @@ BOOST_AUTO_TEST_CASE(marks_expired_at_the_duration_then_deletes_after_the_period
 }
 
 BOOST_AUTO_TEST_CASE(renewal_clears_the_mark) {
-  pe::DelegatedLeaseGc gc(store.get(), &rules, absl::Minutes(5));
+  pcn::DelegatedLeaseGc gc(store.get(), &rules, absl::Minutes(5));
   BOOST_REQUIRE(Delegate("hz-2", 10).ok());
   clock.Advance(seconds(11));
   BOOST_TEST(gc.SweepOnce().marked_expired == 1);
@@ -172,7 +173,7 @@ BOOST_AUTO_TEST_CASE(renewal_clears_the_mark) {
 }
 
 BOOST_AUTO_TEST_CASE(background_thread_sweeps_and_stops) {
-  pe::DelegatedLeaseGc gc(store.get(), &rules, absl::Seconds(1), absl::Milliseconds(20));
+  pcn::DelegatedLeaseGc gc(store.get(), &rules, absl::Seconds(1), absl::Milliseconds(20));
   BOOST_REQUIRE(Delegate("hz-2", 1).ok());
   clock.Advance(seconds(5));
   gc.Start();
