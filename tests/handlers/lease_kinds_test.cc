@@ -54,13 +54,13 @@ struct World {
 
   // Creates, or updates the stored object to `o` (a PUT).
   absl::Status Write(const UserInfo& user, const ps::Object& o, bool with_rules = true) {
-    reg::GenericStore kind(reg::ForKind(o.kind), store.get(), &clock,
+    reg::GenericStore storage(reg::ForKind(o.kind), store.get(), &clock,
                            with_rules ? &rules : nullptr);
     std::vector<std::string> warnings;
     if (!store->Get(o.kind, o.metadata.name).ok()) {
-      return kind.Create(user, std::make_shared<ps::Object>(o), false, &warnings).status();
+      return storage.Create(user, std::make_shared<ps::Object>(o), false, &warnings).status();
     }
-    return kind
+    return storage
         .Update(
             user, o.metadata.name, reg::Subresource::kMain,
             [&o](const ps::ObjectPtr& cur) -> absl::StatusOr<ps::MutableObjectPtr> {
@@ -124,9 +124,9 @@ BOOST_AUTO_TEST_CASE(validation_comes_before_the_rules) {
 BOOST_AUTO_TEST_CASE(max_duration_follows_the_flag) {
   World w;
   pe::LeaseRules strict(&w.clock, &w.membership, pe::LeaseRulesOptions{60, "", {}});
-  reg::GenericStore kind(reg::ForKind(ps::Kind::kPoolLease), w.store.get(), &w.clock, &strict);
+  reg::GenericStore storage(reg::ForKind(ps::Kind::kPoolLease), w.store.get(), &w.clock, &strict);
   std::vector<std::string> warnings;
-  auto r = kind.Create(NodeUser("hz-1"), std::make_shared<ps::Object>(HeldPoolLease("hangzhou", "hz-1", 61, 0)),
+  auto r = storage.Create(NodeUser("hz-1"), std::make_shared<ps::Object>(HeldPoolLease("hangzhou", "hz-1", 61, 0)),
                        false, &warnings);
   ExpectApiError(r.status(), 422, "spec.leaseDurationSeconds", "between 1 and 60 seconds");
 }
@@ -344,20 +344,20 @@ BOOST_AUTO_TEST_CASE(a_pool_lease_name_is_a_pool_name) {
 
 BOOST_AUTO_TEST_CASE(generated_pool_lease_names_obey_the_pool_name_rule) {
   World w;
-  reg::GenericStore kind(reg::ForKind(ps::Kind::kPoolLease), w.store.get(), &w.clock, &w.rules);
+  reg::GenericStore storage(reg::ForKind(ps::Kind::kPoolLease), w.store.get(), &w.clock, &w.rules);
   std::vector<std::string> warnings;
   // generateName "bj-" made bj-px5g5, as kube-apiserver would (a pool of that name may
   // get members later).
   ps::Object gen = HeldPoolLease("", "", 15, 0);
   gen.metadata.generate_name = "bj-";
-  auto r = kind.Create(AdminUser(), std::make_shared<ps::Object>(gen), false, &warnings);
+  auto r = storage.Create(AdminUser(), std::make_shared<ps::Object>(gen), false, &warnings);
   BOOST_REQUIRE(r.ok());
   BOOST_TEST(r->object->metadata.name.size() == 8u);
   BOOST_TEST(r->object->metadata.name.rfind("bj-", 0) == 0u);
   // A long prefix is cut to 58 characters, as apiserver's name generator does, so
   // the name stays a pool name.
   gen.metadata.generate_name = std::string(70, 'g');
-  r = kind.Create(AdminUser(), std::make_shared<ps::Object>(gen), false, &warnings);
+  r = storage.Create(AdminUser(), std::make_shared<ps::Object>(gen), false, &warnings);
   BOOST_REQUIRE(r.ok());
   BOOST_TEST(r->object->metadata.name.size() == 63u);
 }
