@@ -133,10 +133,11 @@ class CachedWatcher final : public Watcher {
 // and the dispatcher thread that feeds all three from the upstream watch.
 class KindCache : public std::enable_shared_from_this<KindCache> {
  public:
-  KindCache(Store* below, Kind kind, const CacherOptions& options)
+  KindCache(Store* below, Kind kind, const CacherOptions& options, bool driven)
       : below_(below),
         kind_(kind),
         options_(options),
+        driven_(driven),
         signal_(std::make_shared<Signal>(this)),
         ring_(static_cast<size_t>(options.capacity)) {}
   ~KindCache() { Stop(); }
@@ -150,9 +151,16 @@ class KindCache : public std::enable_shared_from_this<KindCache> {
     auto upstream = below_->Watch(kind_, listed->revision);
     if (!upstream.ok()) return upstream.status();
     Replace(*std::move(listed), *std::move(upstream));
+    if (driven_) return absl::OkStatus();
     absl::MutexLock lock(&thread_mu_);
     thread_ = std::thread([this] { Run(); });
     return absl::OkStatus();
+  }
+
+  // Driven: everything the upstream holds, on the caller's thread.
+  int Dispatch() {
+    absl::MutexLock lock(&drain_mu_);
+    return Drain();
   }
 
   // Idempotent.
@@ -276,7 +284,7 @@ class KindCache : public std::enable_shared_from_this<KindCache> {
   // Events leave the upstream in its order and under drain_mu_ only, wherever
   // they are applied, so every watcher sees them in revision order as before.
   bool DrainInline() {
-    if (!drain_mu_.TryLock()) return false;
+    if (driven_ || !drain_mu_.TryLock()) return false;
     const bool done = DrainInlineLocked();
     drain_mu_.Unlock();
     return done;
@@ -312,6 +320,7 @@ class KindCache : public std::enable_shared_from_this<KindCache> {
     // The cache may be current already, with the revision moved by other
     // kinds: a progress bookmark tells. Without one the store answers.
     if (!upstream || !upstream->RequestProgress()) return false;
+    if (driven_) Dispatch();  // no dispatcher would bring the bookmark
     absl::MutexLock lock(&mu_);
     auto fresh_or_gone = [this, min] {
       mu_.AssertReaderHeld();  // Await runs it under mu_
@@ -362,19 +371,25 @@ class KindCache : public std::enable_shared_from_this<KindCache> {
     }
   }
 
-  // Until the upstream is armed (its next event rings) or the cache stops.
-  void Drain() ABSL_EXCLUSIVE_LOCKS_REQUIRED(drain_mu_) {
+  // Until the upstream is armed (its next event rings) or the cache stops;
+  // driven, also when a lost upstream could not be resumed (pending_ holds
+  // its error for the next Dispatch). Returns the events applied.
+  int Drain() ABSL_EXCLUSIVE_LOCKS_REQUIRED(drain_mu_) {
+    int applied = 0;
     if (pending_) Handle(std::exchange(pending_, nullptr));
-    while (!signal_->stopped()) {
+    while (!signal_->stopped() && !pending_) {
       std::shared_ptr<Watcher> upstream = Upstream();
       if (EventPtr event = upstream->TryNext()) {
+        applied += event->type == EventType::kAdded || event->type == EventType::kModified ||
+                   event->type == EventType::kDeleted;
         Handle(event);
         continue;
       }
       Progress(0, /*from_upstream=*/false);
       // Armed: the upstream's next event rings. Not armed: one is there.
-      if (upstream->NotifyWhenReady(WakeUp())) return;
+      if (upstream->NotifyWhenReady(WakeUp())) break;
     }
+    return applied;
   }
 
   std::function<void()> WakeUp() const {
@@ -384,7 +399,7 @@ class KindCache : public std::enable_shared_from_this<KindCache> {
   void Handle(const EventPtr& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(drain_mu_) {
     switch (event->type) {
       case EventType::kError:
-        Recover();
+        Recover(event);
         break;
       case EventType::kBookmark:
         Progress(event->revision, /*from_upstream=*/true);
@@ -461,9 +476,11 @@ class KindCache : public std::enable_shared_from_this<KindCache> {
     }
   }
 
-  // The upstream watch ended: resume it from the cache's revision, or, when
-  // the store below no longer reaches back that far, list again.
-  void Recover() {
+  // The upstream watch ended (`error`): resume it from the cache's revision,
+  // or, when the store below no longer reaches back that far, list again.
+  // Driven: one attempt; a failed one leaves `error` pending for the next
+  // Dispatch.
+  void Recover(const EventPtr& error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(drain_mu_) {
     absl::Duration retry = kRetryFirst;
     while (!signal_->stopped()) {
       int64_t from = 0;
@@ -477,6 +494,10 @@ class KindCache : public std::enable_shared_from_this<KindCache> {
         return;
       }
       if (absl::IsOutOfRange(upstream.status()) && Relist()) return;
+      if (driven_) {
+        pending_ = error;
+        return;
+      }
       if (!signal_->Sleep(retry)) return;
       retry = std::min(retry * 2, kRetryMax);
     }
@@ -595,6 +616,7 @@ class KindCache : public std::enable_shared_from_this<KindCache> {
   Store* const below_;
   const Kind kind_;
   const CacherOptions options_;
+  const bool driven_;
   const std::shared_ptr<Signal> signal_;
 
   absl::Mutex thread_mu_;
@@ -656,17 +678,17 @@ bool CachedWatcher::RequestProgress() {
   return cache && cache->RequestProgress(subscriber_);
 }
 
-class Cacher final : public Store {
+class Cacher final : public DrivenCacher {
  public:
-  Cacher(std::unique_ptr<Store> below, const CacherOptions& options)
-      : below_(std::move(below)), options_(options) {}
+  Cacher(std::unique_ptr<Store> below, const CacherOptions& options, bool driven)
+      : below_(std::move(below)), options_(options), driven_(driven) {}
   ~Cacher() override { Shutdown(); }
   Cacher(const Cacher&) = delete;
   Cacher& operator=(const Cacher&) = delete;
 
   absl::Status Start() {
     for (Kind kind : KnownKinds()) {
-      auto cache = std::make_shared<KindCache>(below_.get(), kind, options_);
+      auto cache = std::make_shared<KindCache>(below_.get(), kind, options_, driven_);
       if (absl::Status s = cache->Start(); !s.ok()) return s;
       caches_[Index(kind)] = std::move(cache);
     }
@@ -705,6 +727,14 @@ class Cacher final : public Store {
   int64_t CurrentRevision() override { return below_->CurrentRevision(); }
   int64_t OldestWatchableRevision() override { return below_->OldestWatchableRevision(); }
 
+  int Dispatch() override {
+    int applied = 0;
+    for (auto& cache : caches_) {
+      if (cache) applied += cache->Dispatch();
+    }
+    return applied;
+  }
+
   void Shutdown() override {
     for (auto& cache : caches_) {
       if (cache) cache->Stop();
@@ -719,21 +749,42 @@ class Cacher final : public Store {
 
   const std::unique_ptr<Store> below_;
   const CacherOptions options_;
+  const bool driven_;
   // Set by Start, before the cacher is shared; never changed after.
   std::shared_ptr<KindCache> caches_[kMaxKinds];
 };
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Store>> NewCacher(std::unique_ptr<Store> below,
-                                                 const CacherOptions& options) {
+namespace {
+
+absl::StatusOr<std::unique_ptr<Cacher>> StartCacher(std::unique_ptr<Store> below,
+                                                    const CacherOptions& options, bool driven) {
   if (options.capacity < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("the watch cache capacity must be at least 1, got ", options.capacity));
   }
-  auto cacher = std::make_unique<Cacher>(std::move(below), options);
+  auto cacher = std::make_unique<Cacher>(std::move(below), options, driven);
   if (absl::Status s = cacher->Start(); !s.ok()) return s;
-  return std::unique_ptr<Store>(std::move(cacher));
+  return cacher;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Store>> NewCacher(std::unique_ptr<Store> below,
+                                                 const CacherOptions& options) {
+  absl::StatusOr<std::unique_ptr<Cacher>> cacher =
+      StartCacher(std::move(below), options, /*driven=*/false);
+  if (!cacher.ok()) return cacher.status();
+  return std::unique_ptr<Store>(*std::move(cacher));
+}
+
+absl::StatusOr<std::unique_ptr<DrivenCacher>> NewDrivenCacher(std::unique_ptr<Store> below,
+                                                             const CacherOptions& options) {
+  absl::StatusOr<std::unique_ptr<Cacher>> cacher =
+      StartCacher(std::move(below), options, /*driven=*/true);
+  if (!cacher.ok()) return cacher.status();
+  return std::unique_ptr<DrivenCacher>(*std::move(cacher));
 }
 
 }  // namespace poolcoord::store

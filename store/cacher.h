@@ -48,6 +48,16 @@
 // until the list is back reads go to the store below and Watch answers 429
 // ("storage is (re)initializing", as ResilientWatchCacheInitialization does).
 //
+// Driven (NewDrivenCacher, for tests and a simulator on a simulated clock):
+// no dispatcher threads and nothing applied by the writers; the events the
+// store below has delivered reach the cache's objects, its ring and its
+// watchers only inside DrivenCacher::Dispatch(), on the caller's thread, so
+// the cache lags its store for exactly as long as the caller leaves it, as a
+// busy dispatcher would. A read that would wait for the cache (kNotOlderThan
+// N past what it has seen) dispatches its kind first instead of waiting; a
+// lost upstream watch is resumed (or the kind relisted) by the next Dispatch
+// instead of after a sleep.
+//
 // Thread-safety: every method may be called from any thread. The cacher owns
 // the store below; Shutdown (also run by the destructor) stops the
 // dispatchers, closes every watcher and shuts the store below down.
@@ -78,5 +88,18 @@ struct CacherOptions {
 // capacity below 1). A kind registered later is served by `below` alone.
 absl::StatusOr<std::unique_ptr<Store>> NewCacher(std::unique_ptr<Store> below,
                                                  const CacherOptions& options);
+
+// The watch cache driven by its caller (see the file comment).
+class DrivenCacher : public Store {
+ public:
+  // Applies every event the store below has delivered so far to the cache and
+  // hands it to the cache's watchers; answers waiting progress requests.
+  // Returns the number of events applied.
+  virtual int Dispatch() = 0;
+};
+
+// As NewCacher, driven. Errors as NewCacher's.
+absl::StatusOr<std::unique_ptr<DrivenCacher>> NewDrivenCacher(std::unique_ptr<Store> below,
+                                                             const CacherOptions& options);
 
 }  // namespace poolcoord::store

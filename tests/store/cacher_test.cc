@@ -828,5 +828,99 @@ BOOST_AUTO_TEST_CASE(ZeroCapacityIsRefused) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
+// The driven cacher: nothing moves between the caller's Dispatch calls, so a
+// simulator on one simulated clock decides when the cache catches up.
+BOOST_AUTO_TEST_SUITE(Driven)
+
+struct DrivenFixture {
+  DrivenFixture() {
+    auto owned = std::make_unique<Below>(MemoryStoreOptions{});
+    below = owned.get();
+    auto made = NewDrivenCacher(std::move(owned), {});
+    BOOST_REQUIRE(made.ok());
+    cache = *std::move(made);
+  }
+  int64_t Write(Kind kind, const std::string& name, int32_t duration) {
+    auto r = cache->Update(kind, name, Put(kind, duration));
+    BOOST_REQUIRE(r.ok());
+    return r->object->metadata.resource_version;
+  }
+  std::unique_ptr<Watcher> MustWatch(Kind kind, int64_t from) {
+    auto w = cache->Watch(kind, from);
+    BOOST_REQUIRE_MESSAGE(w.ok(), w.status().ToString());
+    return *std::move(w);
+  }
+  std::optional<int32_t> CachedDuration(Kind kind, const std::string& name) {
+    Freshness any;
+    any.rule = Freshness::Rule::kAny;
+    auto got = cache->GetWithFreshness(kind, name, any);
+    if (!got.ok()) return std::nullopt;
+    return (*got)->spec.lease_duration_seconds;
+  }
+  std::vector<EventPtr> Ready(Watcher& w) {
+    std::vector<EventPtr> out;
+    while (EventPtr e = w.TryNext()) out.push_back(e);
+    return out;
+  }
+  Below* below = nullptr;
+  std::unique_ptr<DrivenCacher> cache;
+};
+
+BOOST_FIXTURE_TEST_CASE(EventsArriveOnlyInDispatchInOrder, DrivenFixture) {
+  auto w = MustWatch(Kind::kPoolLease, 0);
+  const int64_t r1 = Write(Kind::kPoolLease, "a", 1);
+  const int64_t r2 = Write(Kind::kPoolLease, "a", 2);
+  Write(Kind::kDelegatedLease, "x", 3);
+  // Written, not dispatched: the cache still answers with what it had, its
+  // watcher has nothing, and a quorum read goes to the store below.
+  BOOST_TEST(!CachedDuration(Kind::kPoolLease, "a").has_value());
+  BOOST_TEST(Ready(*w).empty());
+  BOOST_TEST(*(*cache->Get(Kind::kPoolLease, "a"))->spec.lease_duration_seconds == 2);
+
+  BOOST_TEST(cache->Dispatch() == 3);
+  BOOST_TEST(Revisions(Ready(*w)) == (std::vector<int64_t>{r1, r2}));
+  BOOST_TEST(*CachedDuration(Kind::kPoolLease, "a") == 2);
+  BOOST_TEST(cache->Dispatch() == 0);
+  BOOST_TEST(Ready(*w).empty());
+}
+
+// A read that needs a revision the cache has not applied yet dispatches
+// rather than waiting for a dispatcher that does not exist: the answer comes
+// from the cache.
+BOOST_FIXTURE_TEST_CASE(NotOlderThanDispatchesInsteadOfWaiting, DrivenFixture) {
+  const int64_t r1 = Write(Kind::kPoolLease, "a", 7);
+  ListOptions o;
+  o.freshness.rule = Freshness::Rule::kNotOlderThan;
+  o.freshness.min_revision = r1;
+  const int lists_below = below->lists.load();
+  auto list = cache->List(Kind::kPoolLease, o);
+  BOOST_REQUIRE(list.ok());
+  BOOST_TEST(list->revision >= r1);
+  BOOST_REQUIRE(list->items.size() == 1);
+  BOOST_TEST(*list->items[0]->spec.lease_duration_seconds == 7);
+  BOOST_TEST(below->lists.load() == lists_below);  // the cache answered
+}
+
+// A lost upstream watch is resumed by the next Dispatch; the watchers miss
+// nothing.
+BOOST_FIXTURE_TEST_CASE(LostUpstreamIsResumedByTheNextDispatch, DrivenFixture) {
+  auto w = MustWatch(Kind::kPoolLease, 0);
+  const int64_t r1 = Write(Kind::kPoolLease, "a", 1);
+  BOOST_TEST(cache->Dispatch() == 1);
+  const int watches = below->watches.load();
+  below->BreakWatches();
+  const int64_t r2 = Write(Kind::kPoolLease, "a", 2);
+  below->FailNextWatch(Kind::kPoolLease, absl::UnavailableError("etcd away"));
+  cache->Dispatch();  // the failed resume is kept for the next one
+  const int64_t r3 = Write(Kind::kPoolLease, "b", 3);
+  cache->Dispatch();
+  BOOST_TEST(below->watches.load() > watches);
+  cache->Dispatch();
+  BOOST_TEST(Revisions(Ready(*w)) == (std::vector<int64_t>{r1, r2, r3}));
+  BOOST_TEST(*CachedDuration(Kind::kPoolLease, "b") == 3);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
 }  // namespace
 }  // namespace poolcoord::store
