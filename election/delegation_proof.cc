@@ -154,11 +154,15 @@ absl::Status DelegationProofs::SetClientCaPem(absl::string_view pem) {
     if (!parsed.ok()) return parsed.status();
     ca = *std::move(parsed);
   }
+  SetClientCa(std::move(ca));
+  return absl::OkStatus();
+}
+
+void DelegationProofs::SetClientCa(std::shared_ptr<const CertificateAuthority> ca) {
   absl::MutexLock lock(&ca_mu_);
   ca_ = std::move(ca);
   ++ca_generation_;
   certificates_.clear();
-  return absl::OkStatus();
 }
 
 // ---------------------------------------------------------------- challenges
@@ -219,7 +223,15 @@ bool DelegationProofs::MaybeIssueChallenge(store::Object& pool_lease) {
                            absl::ToInt64Microseconds(options_.challenge_period)) {
     return false;
   }
-  store::DelegationChallenge fresh{NewChallengeValue(), clock_->NowMicros()};
+  std::string value;
+  if (options_.random_bytes) {
+    unsigned char bytes[kChallengeBytes];
+    options_.random_bytes(bytes, sizeof(bytes));
+    value = absl::Base64Escape(absl::string_view(reinterpret_cast<char*>(bytes), sizeof(bytes)));
+  } else {
+    value = NewChallengeValue();
+  }
+  store::DelegationChallenge fresh{std::move(value), clock_->NowMicros()};
   {
     absl::MutexLock lock(&mu_);
     FirstSight(pool_lease.metadata.name, fresh.value);

@@ -82,6 +82,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -124,6 +125,11 @@ struct DelegationProofOptions {
   // the leader relays a challenge in its next heartbeat, the member signs it
   // into its next one.
   absl::Duration max_age = absl::Seconds(15);
+  // Where a challenge's random bytes come from; unset: OpenSSL's DRBG
+  // (RAND_bytes). A simulator on one seeded scheduler sets a seeded source,
+  // so that a run repeats; no flag reaches it (a predictable challenge would
+  // defeat the protocol).
+  std::function<void(unsigned char* bytes, size_t n)> random_bytes;
 
   // Challenges kept in a PoolLease's status: every one younger than max_age,
   // and one more (ceil(max_age / period) + 1, from 2 to 64).
@@ -160,10 +166,14 @@ class DelegationProofs {
   // removes it (every proof is then refused: no_client_ca). InvalidArgument
   // (changing nothing) for PEM without a certificate.
   absl::Status SetClientCaPem(absl::string_view pem);
+  // The same with the bundle already parsed (nullptr removes it): a simulator
+  // gives one made with CertificateAuthorityOptions::modelled_signatures.
+  void SetClientCa(std::shared_ptr<const CertificateAuthority> ca);
 
   // --- challenges
 
-  // A fresh challenge value: base64 of 32 random bytes (44 characters).
+  // A fresh challenge value: base64 of 32 random bytes (44 characters), from
+  // OpenSSL's DRBG.
   static std::string NewChallengeValue();
   // Records this process's first sight of each challenge of a PoolLease.
   void Observe(const store::Object& pool_lease);

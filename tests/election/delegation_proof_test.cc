@@ -302,6 +302,29 @@ BOOST_AUTO_TEST_CASE(BadSignature) {
                 "bad_signature");
 }
 
+// A modelled signature (a simulator's node) is a proof only for a server
+// whose client CA was made to take them; the shipped path refuses it.
+BOOST_AUTO_TEST_CASE(ModelledSignatureOnlyWithAModellingAuthority) {
+  World w;
+  pe::MintOptions o;
+  o.common_name = "system:node:hz-2";
+  o.organizations = {pe::kNodesGroup, pe::kModelledSignatureOrganization};
+  const pe::MintedKeyPair pair = pe::testing::MustMint(pe::MintCertificate(Pki().ca(), o));
+  auto id = pe::NodeIdentity::FromPem(pair.cert_pem, pair.key_pem);
+  BOOST_REQUIRE(id.ok());
+  ExpectRefused(w.Write(ProofFor(**id, MemberHeartbeat(**id, "hangzhou", w.Challenge(), 1))),
+                403, "bad_signature");
+  auto modelling = pe::CertificateAuthority::FromPem(Pki().ca().cert_pem,
+                                                      {.modelled_signatures = true});
+  BOOST_REQUIRE(modelling.ok());
+  w.a.proofs.SetClientCa(*modelling);
+  BOOST_TEST(w.Write(ProofFor(**id, MemberHeartbeat(**id, "hangzhou", w.Challenge(), 2))).ok());
+  // The model binds the data: a changed byte fails as a real signature would.
+  std::string datagram = SignedDatagram(**id, MemberHeartbeat(**id, "hangzhou", w.Challenge(), 3));
+  datagram[6 + 4 + 7] ^= 0x04;
+  ExpectRefused(w.Write(ProofOf(datagram, **id)), 403, "bad_signature");
+}
+
 // Precheck (before the store's step, off its lock) verifies the signature once;
 // the rules' Verify then finds it remembered and makes every other check.
 BOOST_AUTO_TEST_CASE(PrecheckedSignatureIsVerifiedOnce) {
@@ -618,6 +641,32 @@ BOOST_AUTO_TEST_CASE(ModeNamesAndOptions) {
   BOOST_TEST(!o.Validate().ok());
   BOOST_TEST(pe::DelegationProofs::NewChallengeValue().size() == 44u);
   BOOST_TEST(pe::DelegationProofs::NewChallengeValue() != pe::DelegationProofs::NewChallengeValue());
+}
+
+// A seeded source of challenge bytes (a simulator's) gives the same
+// challenges in the same order.
+BOOST_AUTO_TEST_CASE(SeededChallengesRepeat) {
+  auto issue = [](uint64_t seed) {
+    poolcoord::base::FakeClock clock;
+    pe::DelegationProofOptions o;
+    o.random_bytes = [state = seed](unsigned char* bytes, size_t n) mutable {
+      for (size_t i = 0; i < n; ++i) bytes[i] = static_cast<unsigned char>((state = state * 6364136223846793005ULL + 1442695040888963407ULL) >> 56);
+    };
+    pe::DelegationProofs proofs(&clock, o, nullptr);
+    ps::Object pool_lease = pt::PoolLeaseFor("hangzhou", "hz-1");
+    std::vector<std::string> values;
+    for (int i = 0; i < 3; ++i) {
+      BOOST_REQUIRE(proofs.MaybeIssueChallenge(pool_lease));
+      values.push_back(ps::DelegationOf(pool_lease).challenges.front().value);
+      clock.Advance(seconds(5));
+    }
+    return values;
+  };
+  const std::vector<std::string> first = issue(7);
+  BOOST_TEST(first == issue(7));
+  BOOST_TEST(first != issue(8));
+  BOOST_TEST(first[0] != first[1]);
+  BOOST_TEST(first[0].size() == 44u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
