@@ -8,10 +8,12 @@
 
 namespace poolcoord::agent {
 
+using election::kModelledSignatureOrganization;
 using election::kNodesGroup;
 using election::kNodeUserPrefix;
 
 using election::CertificateAuthority;
+using election::CertificateAuthorityOptions;
 using election::CertificateError;
 using election::CertificateErrorName;
 using election::CertificateFingerprint;

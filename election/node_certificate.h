@@ -21,6 +21,18 @@
 //   too, but it is not the identity the agent uses);
 // - its subject has CN "system:node:<node>" and an O "system:nodes".
 //
+// Modelled signatures, for a simulator that runs thousands of nodes on one
+// simulated clock (agent/sim/README.md), where computing every ECDSA signature
+// would cost more than the nodes' logic: an identity whose certificate's
+// subject carries the organization kModelledSignatureOrganization signs by
+// model, SHA-256 of a label, its certificate's fingerprint and the data —
+// bytes anyone holding the certificate could compute, so they prove nothing —
+// and only a CertificateAuthority made with modelled_signatures takes them: it
+// checks such a leaf's signatures against the model (a different signer, or
+// different data, fails as a real signature would). Every other authority
+// checks the key's real signature, which a model's bytes never are. No flag
+// or configuration of the shipped binaries makes such an authority.
+//
 // Thread-safety: CertificateAuthority, NodeCertificate and NodeIdentity are
 // immutable after creation and safe to share between threads.
 #pragma once
@@ -43,6 +55,9 @@ namespace poolcoord::election {
 
 inline constexpr char kNodeUserPrefix[] = "system:node:";
 inline constexpr char kNodesGroup[] = "system:nodes";
+// The subject organization of a certificate whose key signs by model (see the
+// file comment).
+inline constexpr char kModelledSignatureOrganization[] = "poolcoord-sim:modelled-signatures";
 
 enum class KeyType { kEcdsaP256, kRsa };
 
@@ -57,22 +72,32 @@ enum class CertificateError {
 };
 const char* CertificateErrorName(CertificateError error);
 
+struct CertificateAuthorityOptions {
+  // Takes modelled signatures from leaves that carry
+  // kModelledSignatureOrganization (simulators only; see the file comment).
+  bool modelled_signatures = false;
+};
+
 // The cluster CA bundle (PEM, one or more certificates).
 class CertificateAuthority {
  public:
   // InvalidArgument when the PEM holds no certificate or cannot be parsed;
   // NotFound when the file cannot be read.
-  static absl::StatusOr<std::shared_ptr<const CertificateAuthority>> FromPem(absl::string_view pem);
+  static absl::StatusOr<std::shared_ptr<const CertificateAuthority>> FromPem(
+      absl::string_view pem, CertificateAuthorityOptions options = {});
   static absl::StatusOr<std::shared_ptr<const CertificateAuthority>> FromFile(const std::string& path);
   ~CertificateAuthority();
   CertificateAuthority(const CertificateAuthority&) = delete;
   CertificateAuthority& operator=(const CertificateAuthority&) = delete;
 
   X509_STORE* store() const { return store_; }
+  bool modelled_signatures() const { return options_.modelled_signatures; }
 
  private:
-  explicit CertificateAuthority(X509_STORE* store) : store_(store) {}
+  CertificateAuthority(X509_STORE* store, CertificateAuthorityOptions options)
+      : store_(store), options_(options) {}
   X509_STORE* store_;
+  const CertificateAuthorityOptions options_;
 };
 
 // A node certificate that passed every check at some time; holds its public key
@@ -100,11 +125,17 @@ class NodeCertificate {
   bool ValidAt(int64_t wall_us) const {
     return wall_us >= not_before_us_ && wall_us <= not_after_us_;
   }
-  // True when `signature` is this certificate's key's signature of `data`.
+  // True when `signature` is this certificate's key's signature of `data`
+  // (or its model's, when modelled()).
   bool VerifySignature(absl::string_view data, absl::string_view signature) const;
+  // Signatures are checked against the model: the leaf carries
+  // kModelledSignatureOrganization and the authority that verified it takes
+  // modelled signatures.
+  bool modelled() const { return modelled_; }
 
  private:
   NodeCertificate() = default;
+  bool modelled_ = false;
   std::string node_;
   std::string der_;
   Fingerprint fingerprint_{};
@@ -138,9 +169,11 @@ class NodeIdentity {
   const std::string& certificate_der() const { return der_; }
   const Fingerprint& fingerprint() const { return fingerprint_; }
   KeyType key_type() const { return key_type_; }
-  // The signature of `data` (see the file comment for the algorithm).
+  // The signature of `data` (see the file comment for the algorithm; the
+  // model's when the certificate carries kModelledSignatureOrganization).
   // Internal when OpenSSL fails.
   absl::StatusOr<std::string> Sign(absl::string_view data) const;
+  bool modelled() const { return modelled_; }
   // The receivers' check of this certificate, at `wall_us`.
   NodeCertificate::Result VerifyAgainst(const CertificateAuthority& ca, int64_t wall_us) const;
 
@@ -151,6 +184,7 @@ class NodeIdentity {
   Fingerprint fingerprint_{};
   KeyType key_type_ = KeyType::kEcdsaP256;
   EVP_PKEY* key_ = nullptr;
+  bool modelled_ = false;
 };
 
 // SHA-256 of `der`.

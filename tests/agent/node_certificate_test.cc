@@ -242,3 +242,52 @@ BOOST_AUTO_TEST_CASE(Files) {
   BOOST_TEST(pa::CertificateAuthority::FromPem("not pem").status().code() ==
              absl::StatusCode::kInvalidArgument);
 }
+
+// A leaf carrying kModelledSignatureOrganization signs by model; only an
+// authority made to take modelled signatures accepts them, and then only the
+// signer's own over the very data (as a real signature).
+BOOST_AUTO_TEST_CASE(ModelledSignaturesOnlyWhereTheAuthorityTakesThem) {
+  pa::MintOptions o = NodeOptions("hz-1");
+  o.organizations.push_back(pa::kModelledSignatureOrganization);
+  const pa::MintedKeyPair pair = MustMint(pa::MintCertificate(TestPki::Get().ca_pair(), o));
+  auto id = pa::NodeIdentity::FromPem(pair.cert_pem, pair.key_pem);
+  BOOST_REQUIRE(id.ok());
+  BOOST_TEST((*id)->modelled());
+  auto sig = (*id)->Sign("signed bytes");
+  BOOST_REQUIRE(sig.ok());
+  BOOST_TEST(sig->size() == 32u);  // a SHA-256, not an ECDSA signature
+  BOOST_TEST(*(*id)->Sign("signed bytes") == *sig);  // the model is deterministic
+
+  auto modelling = pa::CertificateAuthority::FromPem(TestPki::Get().ca_pair().cert_pem,
+                                                      {.modelled_signatures = true});
+  BOOST_REQUIRE(modelling.ok());
+  auto taken = (*id)->VerifyAgainst(**modelling, NowUs());
+  BOOST_REQUIRE_MESSAGE(taken.error == pa::CertificateError::kNone, taken.detail);
+  BOOST_TEST(taken.certificate->modelled());
+  BOOST_TEST(taken.certificate->VerifySignature("signed bytes", *sig));
+  BOOST_TEST(!taken.certificate->VerifySignature("other bytes", *sig));
+
+  // Another node's model over the same bytes is not this node's signature.
+  pa::MintOptions other = NodeOptions("hz-2");
+  other.organizations.push_back(pa::kModelledSignatureOrganization);
+  const pa::MintedKeyPair other_pair = MustMint(pa::MintCertificate(TestPki::Get().ca_pair(), other));
+  auto other_id = pa::NodeIdentity::FromPem(other_pair.cert_pem, other_pair.key_pem);
+  BOOST_REQUIRE(other_id.ok());
+  BOOST_TEST(!taken.certificate->VerifySignature("signed bytes", *(*other_id)->Sign("signed bytes")));
+
+  // An ordinary authority checks the key's real signature: the model fails.
+  auto real = (*id)->VerifyAgainst(*TestPki::Get().ca(), NowUs());
+  BOOST_REQUIRE(real.error == pa::CertificateError::kNone);
+  BOOST_TEST(!real.certificate->modelled());
+  BOOST_TEST(!real.certificate->VerifySignature("signed bytes", *sig));
+
+  // A leaf without the organization signs for real, whatever the authority.
+  const pa::NodeIdentity& plain = TestPki::Get().Identity("hz-3", pa::KeyType::kEcdsaP256);
+  BOOST_TEST(!plain.modelled());
+  auto plain_sig = plain.Sign("signed bytes");
+  BOOST_REQUIRE(plain_sig.ok());
+  auto plain_cert = plain.VerifyAgainst(**modelling, NowUs());
+  BOOST_REQUIRE(plain_cert.error == pa::CertificateError::kNone);
+  BOOST_TEST(!plain_cert.certificate->modelled());
+  BOOST_TEST(plain_cert.certificate->VerifySignature("signed bytes", *plain_sig));
+}
