@@ -46,7 +46,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
 from etcd_fixture import EtcdFixture  # noqa: E402
 from harness import BASE, GV  # noqa: E402
 from kube_cluster import DELEGATE, POOL_LABEL, ChartInstall, KubeCluster, Skip  # noqa: E402
-from storm import Leader, ReadyWatch, StormNodes, cpu_seconds, metric  # noqa: E402
+from storm import Leader, LeaseWatch, ReadyWatch, StormNodes, cpu_seconds, metric, thread_cpu_seconds  # noqa: E402
 
 NODE_LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
 
@@ -75,7 +75,8 @@ def finish(p, what):
 
 
 class Cpu:
-    """CPU seconds of named processes between two marks."""
+    """CPU seconds of named processes (and of the forwarder's own threads, fwd-*,
+    in each poolcoord process) between two marks."""
 
     def __init__(self, pids):
         self.pids = pids
@@ -85,6 +86,8 @@ class Cpu:
         for name, pid in self.pids.items():
             try:
                 out[name] = cpu_seconds(pid)
+                if name.startswith("poolcoord-"):
+                    out[name + " forwarder"] = thread_cpu_seconds(pid, "fwd-")
             except OSError:
                 out[name] = None
         return out
@@ -134,6 +137,9 @@ def run_one(a, n, out_dir):
         # 2. The storm: the node lifecycle controller sees everyone at once.
         cluster.start_controller_manager(grace="40s")
         watch = ReadyWatch(cluster, storm.pool).start()
+        # What kube-apiserver holds: every delegated Lease's renewals, to tell a
+        # renewal that came late from a node lifecycle controller that saw it late.
+        leases = LeaseWatch(cluster).start() if a.watch_leases else None
         t_storm = time.monotonic()
         dl_t = template(os.path.join(work, "dl.tmpl"), "POST", BASE + "/delegatedleases", json.dumps(
             {"apiVersion": GV, "kind": "DelegatedLease",
@@ -177,6 +183,9 @@ def run_one(a, n, out_dir):
             text = cluster.admin().request("GET", "/metrics", accept=None).body
             s["apiserver_webhook_s"] = metric(text, "apiserver_admission_webhook_admission_duration_seconds_sum")
             s["apiserver_webhook_n"] = metric(text, "apiserver_admission_webhook_admission_duration_seconds_count")
+            # API Priority and Fairness: time requests waited in its queues.
+            s["apf_wait_s"] = metric(text, "apiserver_flowcontrol_request_wait_duration_seconds_sum")
+            s["apf_wait_n"] = metric(text, "apiserver_flowcontrol_request_wait_duration_seconds_count")
             s["apiserver_429"] = sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
                                      if line.startswith("apiserver_request_total{") and 'code="429"' in line)
             samples.append(s)
@@ -195,6 +204,15 @@ def run_one(a, n, out_dir):
                 webhook_deleted_at = s["t"]
             time.sleep(5)
         scrape()
+        if leases:
+            with leases.lock:
+                gaps = sorted(leases.longest.values())
+                result["lease_gap_max_s"] = round(leases.worst(), 1)
+                result["lease_gap_p99_s"] = round(gaps[int(0.99 * (len(gaps) - 1))], 1) if gaps else None
+                result["leases_first_forwarded"] = len(leases.first)
+                result["all_first_forwarded_s"] = (round(max(leases.first.values()) - t_storm, 1)
+                                                   if len(leases.first) == n else None)
+            leases.stop()
         result["not_ready"] = len(watch.not_ready)
         result["first_not_ready_s"] = (round(min(t for t, _ in watch.not_ready.values()) - t_storm, 1)
                                        if watch.not_ready else None)
@@ -214,9 +232,13 @@ def run_one(a, n, out_dir):
             out = {"seconds": round(secs, 1), "forwards": forwards,
                    "forwards_per_s": round(forwards / secs, 1) if secs else None,
                    "webhook_reviews": s1["apiserver_webhook_n"] - s0["apiserver_webhook_n"],
+                   "webhook_ms_mean": round(1000 * (s1["apiserver_webhook_s"] - s0["apiserver_webhook_s"]) /
+                                            max(1, s1["apiserver_webhook_n"] - s0["apiserver_webhook_n"]), 2),
+                   "apf_wait_ms_mean": round(1000 * (s1["apf_wait_s"] - s0["apf_wait_s"]) /
+                                             max(1, s1["apf_wait_n"] - s0["apf_wait_n"]), 2),
                    "apiserver_429": s1["apiserver_429"] - s0["apiserver_429"], "cpu_ms_per_forward": {},
                    "cores": {}}
-            for name in pids:
+            for name in s1["cpu"]:
                 c0, c1 = s0["cpu"].get(name), s1["cpu"].get(name)
                 if c0 is None or c1 is None:
                     continue
@@ -256,6 +278,9 @@ def main():
     ap.add_argument("--ab-seconds", type=int, default=90)
     ap.add_argument("--out", default=os.environ.get("BENCH_OUT") or tempfile.mkdtemp(prefix="forwarder-scale-"))
     ap.add_argument("--stop-at-failure", type=int, default=1, help="skip larger Ns after a failed one")
+    ap.add_argument("--watch-leases", type=int, default=1,
+                    help="watch the delegated Leases: the longest any went unrenewed (costs this process "
+                         "a JSON decode per renewal)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     print(f"results in {a.out}", flush=True)

@@ -21,12 +21,16 @@
 // simulator may call them itself instead of Start, to feed the informer
 // without a server.
 //
-// Thread-safety: Get/List/HasSynced from any thread; the handler runs on the
+// The cache holds each object once, shared: Get and Items hand out pointers to
+// immutable objects, so reading the whole cache copies no object.
+//
+// Thread-safety: Get/Items/HasSynced from any thread; the handler runs on the
 // reflector's thread (or the caller of Replace/Apply), never under the cache's
 // lock, one call at a time.
 #pragma once
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -60,15 +64,16 @@ class Informer {
     absl::MutexLock l(&mu_);
     return synced_;
   }
-  std::optional<T> Get(const std::string& name) const {
+  // nullptr when the cache has no object of that name.
+  std::shared_ptr<const T> Get(const std::string& name) const {
     absl::MutexLock l(&mu_);
     auto it = items_.find(name);
-    if (it == items_.end()) return std::nullopt;
+    if (it == items_.end()) return nullptr;
     return it->second;
   }
-  std::vector<T> Items() const {
+  std::vector<std::shared_ptr<const T>> Items() const {
     absl::MutexLock l(&mu_);
-    std::vector<T> out;
+    std::vector<std::shared_ptr<const T>> out;
     out.reserve(items_.size());
     for (const auto& [name, item] : items_) out.push_back(item);
     return out;
@@ -76,11 +81,11 @@ class Informer {
 
   // A whole list: the cache becomes `items`; the handler hears the differences.
   void Replace(const std::vector<T>& items) {
-    std::vector<std::pair<std::string, T>> changes;
+    std::vector<std::pair<std::string, Ptr>> changes;
     {
       absl::MutexLock l(&mu_);
-      std::map<std::string, T> next;
-      for (const T& item : items) next.emplace(item.metadata.name, item);
+      std::map<std::string, Ptr> next;
+      for (const T& item : items) next.emplace(item.metadata.name, std::make_shared<const T>(item));
       for (auto& [name, old] : items_) {
         if (!next.count(name)) changes.emplace_back("DELETED", std::move(old));
       }
@@ -88,7 +93,7 @@ class Informer {
         auto it = items_.find(name);
         if (it == items_.end()) {
           changes.emplace_back("ADDED", item);
-        } else if (it->second.metadata.resource_version != item.metadata.resource_version) {
+        } else if (it->second->metadata.resource_version != item->metadata.resource_version) {
           changes.emplace_back("MODIFIED", item);
         }
       }
@@ -99,7 +104,7 @@ class Informer {
   }
   // One watch event.
   void Apply(const WatchEvent<T>& ev) {
-    std::vector<std::pair<std::string, T>> changes;
+    std::vector<std::pair<std::string, Ptr>> changes;
     {
       absl::MutexLock l(&mu_);
       const std::string& name = ev.object.metadata.name;
@@ -109,7 +114,7 @@ class Informer {
         changes.emplace_back("DELETED", std::move(it->second));
         items_.erase(it);
       } else if (ev.type == "ADDED" || ev.type == "MODIFIED") {
-        auto [it, inserted] = items_.insert_or_assign(name, ev.object);
+        auto [it, inserted] = items_.insert_or_assign(name, std::make_shared<const T>(ev.object));
         changes.emplace_back(inserted ? "ADDED" : "MODIFIED", it->second);
       } else {
         return;
@@ -119,15 +124,16 @@ class Informer {
   }
 
  private:
-  void Notify(const std::vector<std::pair<std::string, T>>& changes) {
+  using Ptr = std::shared_ptr<const T>;
+  void Notify(const std::vector<std::pair<std::string, Ptr>>& changes) {
     if (!handler_) return;
     absl::MutexLock l(&handler_mu_);
-    for (const auto& [type, item] : changes) handler_(type, item);
+    for (const auto& [type, item] : changes) handler_(type, *item);
   }
 
   const Handler handler_;
   mutable absl::Mutex mu_;
-  std::map<std::string, T> items_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, Ptr> items_ ABSL_GUARDED_BY(mu_);
   bool synced_ ABSL_GUARDED_BY(mu_) = false;
   absl::Mutex handler_mu_;  // one handler call at a time
   Reflector<Client, ListType, T> reflector_;

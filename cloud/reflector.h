@@ -20,6 +20,8 @@
 // started (ListOnce runs them on the caller's). Start/Stop from one thread.
 #pragma once
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -44,6 +46,9 @@ struct ReflectorOptions {
   std::chrono::milliseconds initial_backoff{500};
   std::chrono::milliseconds max_backoff{30'000};
   int watch_timeout_seconds = 300;  // asked of the server per watch request
+  // The reflector thread's name (at most 15 characters, as Linux keeps them):
+  // top -H and /proc/PID/task/*/comm tell whose CPU it is.
+  std::string thread_name = "reflector";
 };
 
 // The object type of a list type (NodeList -> Node).
@@ -80,7 +85,10 @@ class Reflector {
   void Start(std::string resource_version) {
     if (thread_.joinable()) return;
     stopping_ = false;
-    thread_ = std::thread([this, rv = std::move(resource_version)] { Run(rv); });
+    thread_ = std::thread([this, rv = std::move(resource_version)] {
+      pthread_setname_np(pthread_self(), options_.thread_name.substr(0, 15).c_str());
+      Run(rv);
+    });
   }
   // Stops and joins (a running watch ends at once); idempotent. A stopped
   // reflector does not start again.

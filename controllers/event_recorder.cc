@@ -1,5 +1,7 @@
 #include "controllers/event_recorder.h"
 
+#include <pthread.h>
+
 #include "absl/strings/str_cat.h"
 
 namespace poolcoord::controllers {
@@ -72,7 +74,10 @@ void EventRecorder::Start() {
     stopping_ = false;
   }
   threaded_ = true;
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), options_.thread_name.substr(0, 15).c_str());
+    Run();
+  });
 }
 
 void EventRecorder::Stop() {

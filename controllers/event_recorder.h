@@ -37,6 +37,7 @@ struct EventRecorderOptions {
   // that competes with the renewals they describe. 0: no limit.
   double qps = 10;
   int burst = 100;
+  std::string thread_name = "events";  // the sending thread's (at most 15 characters)
 };
 
 class EventRecorder {

@@ -304,6 +304,23 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / tick
 
 
+def thread_cpu_seconds(pid, prefix):
+    """User + system CPU seconds of the threads of `pid` whose name starts with
+    `prefix` (poolcoord names its forwarder's threads fwd-*)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                head, _, rest = f.read().rpartition(")")
+            if head.split("(", 1)[1].startswith(prefix):
+                fields = rest.split()
+                total += int(fields[11]) + int(fields[12])
+        except OSError:  # the thread ended
+            pass
+    return total / tick
+
+
 def metric(text, name):
     """The sum of the samples of `name` in a Prometheus text exposition."""
     total = 0.0
@@ -320,5 +337,5 @@ def dump(path, data):
         json.dump(data, f, indent=1, sort_keys=True)
 
 
-__all__ = ["StormNodes", "Leader", "ReadyWatch", "LeaseWatch", "cpu_seconds", "metric", "dump",
+__all__ = ["StormNodes", "Leader", "ReadyWatch", "LeaseWatch", "cpu_seconds", "thread_cpu_seconds", "metric", "dump",
            "parse_micro"]
