@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "base/microtime.h"
 #include "cloud/codec.h"
+#include "cloud/errors.h"
 #include "rapidjson/document.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
@@ -27,13 +28,6 @@ namespace {
 constexpr char kLeases[] = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases";
 constexpr char kNodes[] = "/api/v1/nodes";
 constexpr int kWatchHoldSeconds = 10;
-
-// The simulator's monotonic clock (sim.h's MonoMicros: the same steady clock).
-int64_t SteadyMicros() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 std::string StatusBody(int code, const std::string& reason, const std::string& message) {
   rapidjson::StringBuffer buf;
@@ -106,6 +100,81 @@ bool WriteAll(int fd, const std::string& data) {
   return true;
 }
 
+// An HTTP answer for a typed call's outcome: the object's JSON, or the
+// error's metav1.Status.
+template <typename T, typename Encode>
+std::pair<int, std::string> Answer(const absl::StatusOr<T>& r, int ok_status, Encode encode) {
+  if (r.ok()) return {ok_status, encode(*r)};
+  const int code = cloud::CodeOf(r.status());
+  return {code != 0 ? code : 500,
+          StatusBody(code != 0 ? code : 500, cloud::ReasonOf(r.status()), cloud::MessageOf(r.status()))};
+}
+
+std::string EncodeNodeJson(const cloud::Node& n) {
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+  w.StartObject();
+  w.Key("apiVersion");
+  w.String("v1");
+  w.Key("kind");
+  w.String("Node");
+  w.Key("metadata");
+  w.StartObject();
+  w.Key("name");
+  w.String(n.metadata.name.c_str());
+  w.Key("uid");
+  w.String(n.metadata.uid.c_str());
+  w.Key("resourceVersion");
+  w.String(n.metadata.resource_version.c_str());
+  w.Key("labels");
+  w.StartObject();
+  for (const auto& [k, v] : n.metadata.labels) {
+    w.Key(k.c_str());
+    w.String(v.c_str());
+  }
+  w.EndObject();
+  w.EndObject();
+  w.Key("spec");
+  w.StartObject();
+  w.Key("taints");
+  w.StartArray();
+  for (const cloud::Taint& t : n.taints) {
+    w.StartObject();
+    w.Key("key");
+    w.String(t.key.c_str());
+    if (!t.value.empty()) {
+      w.Key("value");
+      w.String(t.value.c_str());
+    }
+    w.Key("effect");
+    w.String(t.effect.c_str());
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  w.Key("status");
+  w.StartObject();
+  w.Key("addresses");
+  w.StartArray();
+  for (const cloud::NodeAddress& a : n.addresses) {
+    w.StartObject();
+    w.Key("type");
+    w.String(a.type.c_str());
+    w.Key("address");
+    w.String(a.address.c_str());
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  w.EndObject();
+  return buf.GetString();
+}
+
+absl::Status LeaseNotFound(const std::string& name) {
+  return cloud::ApiError(404, "NotFound",
+                         absl::StrCat("leases.coordination.k8s.io \"", name, "\" not found"));
+}
+
 const char* Reason(int status) {
   switch (status) {
     case 200: return "OK";
@@ -120,7 +189,85 @@ const char* Reason(int status) {
 
 }  // namespace
 
-CloudModel::CloudModel(std::vector<NodeSpec> nodes) {
+// The typed clients: the same answers as over HTTP, without the wire.
+class CloudModel::LeaseClient final : public cloud::LeaseInterface {
+ public:
+  explicit LeaseClient(CloudModel* m) : m_(m) {}
+  absl::StatusOr<cloud::Lease> Get(const std::string& name) override {
+    m_->server_requests_++;
+    return m_->LeaseGet(name);
+  }
+  absl::StatusOr<cloud::LeaseList> List(const cloud::ListOptions& options) override {
+    m_->server_requests_++;
+    return m_->LeaseList(options.label_selector);
+  }
+  absl::StatusOr<cloud::Lease> Create(const cloud::Lease& lease) override {
+    m_->server_requests_++;
+    return m_->LeaseCreate(lease);
+  }
+  absl::StatusOr<cloud::Lease> Update(const cloud::Lease& lease) override {
+    m_->server_requests_++;
+    return m_->LeaseUpdate(lease);
+  }
+  absl::Status Delete(const std::string& name) override {
+    return cloud::ApiError(405, "MethodNotAllowed", "the modelled cloud deletes no Lease");
+  }
+  absl::Status Watch(const cloud::ListOptions&, const cloud::WatchHandler<cloud::Lease>&,
+                     base::StreamControl*) override {
+    return absl::UnimplementedError("the modelled cloud's Lease watch is its lease observer");
+  }
+
+ private:
+  CloudModel* const m_;
+};
+
+class CloudModel::NodeClient final : public cloud::NodeInterface {
+ public:
+  explicit NodeClient(CloudModel* m) : m_(m) {}
+  absl::StatusOr<cloud::Node> Get(const std::string& name) override {
+    m_->server_requests_++;
+    return m_->NodeGet(name);
+  }
+  absl::StatusOr<cloud::NodeList> List(const cloud::ListOptions& options) override {
+    m_->server_requests_++;
+    return m_->NodeList(options.label_selector);
+  }
+  // The Nodes do not change during a run: a watch has nothing to say.
+  absl::Status Watch(const cloud::ListOptions&, const cloud::WatchHandler<cloud::Node>&,
+                     base::StreamControl*) override {
+    return absl::OkStatus();
+  }
+  absl::StatusOr<cloud::Node> Patch(const std::string& name, std::string_view patch_type,
+                                    const std::string& patch) override {
+    m_->server_requests_++;
+    if (patch_type != cloud::kMergePatch) {
+      return cloud::ApiError(415, "UnsupportedMediaType", "the modelled cloud takes merge patches");
+    }
+    return m_->NodePatch(name, patch);
+  }
+
+ private:
+  CloudModel* const m_;
+};
+
+class CloudModel::EventClient final : public cloud::EventInterface {
+ public:
+  explicit EventClient(CloudModel* m) : m_(m) {}
+  absl::StatusOr<cloud::Event> Create(const cloud::Event& event) override {
+    m_->server_requests_++;
+    m_->events_created_++;
+    return event;
+  }
+
+ private:
+  CloudModel* const m_;
+};
+
+CloudModel::CloudModel(std::vector<NodeSpec> nodes, const base::Clock* clock)
+    : clock_(clock != nullptr ? clock : base::RealClock::Get()),
+      leases_client_(std::make_unique<LeaseClient>(this)),
+      nodes_client_(std::make_unique<NodeClient>(this)),
+      events_client_(std::make_unique<EventClient>(this)) {
   absl::MutexLock l(&mu_);
   for (NodeSpec& n : nodes) {
     NodeState s;
@@ -129,7 +276,6 @@ CloudModel::CloudModel(std::vector<NodeSpec> nodes) {
     nodes_[s.spec.name] = std::move(s);
   }
 }
-
 CloudModel::~CloudModel() { Stop(); }
 
 absl::Status CloudModel::Serve(int port) {
@@ -258,6 +404,7 @@ CloudModel::Response CloudModel::Handle(const std::string& method, const std::st
   if (path.rfind("/api/v1/namespaces/", 0) == 0 && path.size() > 7 &&
       path.substr(path.size() - 7) == "/events") {
     if (method != "POST") return {405, StatusBody(405, "MethodNotAllowed", "events: POST only")};
+    events_created_++;
     return {201, body};
   }
   return {404, StatusBody(404, "NotFound", absl::StrCat("the modelled cloud serves no ", path))};
@@ -273,7 +420,7 @@ void CloudModel::RecordRenewLocked(const std::string& node, const std::optional<
     }
     it->second = *renew_time;
   }
-  changes_[node].push_back(SteadyMicros());
+  changes_[node].push_back(clock_->MonotonicMicros());
 }
 
 int64_t CloudModel::renewals_not_counted() {
@@ -281,198 +428,201 @@ int64_t CloudModel::renewals_not_counted() {
   return renewals_not_counted_;
 }
 
+void CloudModel::Observe(const cloud::Lease& lease) {
+  if (lease_observer_) lease_observer_(lease);
+}
+
+absl::StatusOr<cloud::Lease> CloudModel::LeaseGet(const std::string& name) {
+  absl::MutexLock l(&mu_);
+  auto it = leases_.find(name);
+  if (it == leases_.end()) return LeaseNotFound(name);
+  return it->second;
+}
+
+absl::StatusOr<cloud::LeaseList> CloudModel::LeaseList(const std::string& label_selector) {
+  absl::MutexLock l(&mu_);
+  cloud::LeaseList out;
+  out.resource_version = std::to_string(rv_);
+  for (const auto& [n, lease] : leases_) {
+    if (Selects(label_selector, lease.metadata.labels)) out.items.push_back(lease);
+  }
+  return out;
+}
+
+absl::StatusOr<cloud::Lease> CloudModel::LeaseCreate(cloud::Lease lease) {
+  {
+    absl::MutexLock l(&mu_);
+    const std::string n = lease.metadata.name;
+    if (leases_.count(n)) {
+      return cloud::ApiError(409, "AlreadyExists", absl::StrCat("leases \"", n, "\" already exists"));
+    }
+    lease.metadata.namespace_ = "kube-node-lease";
+    lease.metadata.resource_version = std::to_string(++rv_);
+    lease.metadata.uid = absl::StrCat("uid-lease-", n);
+    RecordRenewLocked(n, lease.spec.renew_time_us);
+    leases_[n] = lease;
+    server_lease_writes_++;
+  }
+  Observe(lease);
+  return lease;
+}
+
+absl::StatusOr<cloud::Lease> CloudModel::LeaseUpdate(cloud::Lease lease) {
+  {
+    absl::MutexLock l(&mu_);
+    const std::string& name = lease.metadata.name;
+    auto it = leases_.find(name);
+    if (it == leases_.end()) return LeaseNotFound(name);
+    if (lease.metadata.resource_version != it->second.metadata.resource_version) {
+      return cloud::ApiError(
+          409, "Conflict",
+          absl::StrCat("Operation cannot be fulfilled on leases.coordination.k8s.io \"", name,
+                       "\": the object has been modified; please apply your changes to the latest "
+                       "version and try again"));
+    }
+    lease.metadata.namespace_ = "kube-node-lease";
+    lease.metadata.uid = it->second.metadata.uid;
+    lease.metadata.resource_version = std::to_string(++rv_);
+    RecordRenewLocked(name, lease.spec.renew_time_us);
+    it->second = lease;
+    server_lease_writes_++;
+  }
+  Observe(lease);
+  return lease;
+}
+
 CloudModel::Response CloudModel::HandleLeases(const std::string& method, const std::string& name,
                                               const std::string& query, const std::string& body) {
-  absl::MutexLock l(&mu_);
   auto encode = [](const cloud::Lease& lease) {
     return cloud::EncodeLease(lease, "coordination.k8s.io/v1", "Lease");
   };
+  std::pair<int, std::string> answer;
   if (name.empty() && method == "GET") {
-    const std::string selector = QueryParam(query, "labelSelector");
+    auto list = LeaseList(QueryParam(query, "labelSelector"));
     std::string items;
-    for (const auto& [n, lease] : leases_) {
-      if (!Selects(selector, lease.metadata.labels)) continue;
-      absl::StrAppend(&items, items.empty() ? "" : ",", encode(lease));
-    }
+    for (const auto& lease : list->items) absl::StrAppend(&items, items.empty() ? "" : ",", encode(lease));
     return {200, absl::StrCat(R"({"apiVersion":"coordination.k8s.io/v1","kind":"LeaseList",)",
-                              R"("metadata":{"resourceVersion":")", rv_, R"("},"items":[)", items, "]}")};
+                              R"("metadata":{"resourceVersion":")", list->resource_version,
+                              R"("},"items":[)", items, "]}")};
   }
-  if (name.empty() && method == "POST") {
-    auto lease = cloud::DecodeLease(body);
-    if (!lease.ok()) return {400, StatusBody(400, "BadRequest", "not a Lease")};
-    const std::string n = lease->metadata.name;
-    if (leases_.count(n)) {
-      return {409, StatusBody(409, "AlreadyExists", absl::StrCat("leases \"", n, "\" already exists"))};
-    }
-    lease->metadata.namespace_ = "kube-node-lease";
-    lease->metadata.resource_version = std::to_string(++rv_);
-    lease->metadata.uid = absl::StrCat("uid-lease-", n);
-    RecordRenewLocked(n, lease->spec.renew_time_us);
-    leases_[n] = *lease;
-    server_lease_writes_++;
-    return {201, encode(*lease)};
-  }
-  auto it = leases_.find(name);
   if (method == "GET") {
-    if (it == leases_.end()) {
-      return {404, StatusBody(404, "NotFound", absl::StrCat("leases.coordination.k8s.io \"", name,
-                                                            "\" not found"))};
-    }
-    return {200, encode(it->second)};
-  }
-  if (method == "PUT") {
+    answer = Answer(LeaseGet(name), 200, encode);
+  } else if (method == "POST" || method == "PUT") {
     auto lease = cloud::DecodeLease(body);
     if (!lease.ok()) return {400, StatusBody(400, "BadRequest", "not a Lease")};
-    if (it == leases_.end()) {
-      return {404, StatusBody(404, "NotFound", absl::StrCat("leases.coordination.k8s.io \"", name,
-                                                            "\" not found"))};
-    }
-    if (lease->metadata.resource_version != it->second.metadata.resource_version) {
-      return {409, StatusBody(409, "Conflict",
-                              absl::StrCat("Operation cannot be fulfilled on leases.coordination.k8s.io \"",
-                                           name, "\": the object has been modified; please apply your "
-                                           "changes to the latest version and try again"))};
-    }
-    lease->metadata.namespace_ = "kube-node-lease";
-    lease->metadata.uid = it->second.metadata.uid;
-    lease->metadata.resource_version = std::to_string(++rv_);
-    RecordRenewLocked(name, lease->spec.renew_time_us);
-    it->second = *lease;
-    server_lease_writes_++;
-    return {200, encode(*lease)};
+    if (method == "PUT") lease->metadata.name = name;
+    answer = method == "POST" ? Answer(LeaseCreate(*lease), 201, encode)
+                              : Answer(LeaseUpdate(*lease), 200, encode);
+  } else {
+    return {405, StatusBody(405, "MethodNotAllowed", method)};
   }
-  return {405, StatusBody(405, "MethodNotAllowed", method)};
+  return {answer.first, std::move(answer.second)};
 }
 
-std::string CloudModel::NodeJsonLocked(const std::string& name) {
-  const NodeState& n = nodes_.at(name);
-  rapidjson::StringBuffer buf;
-  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
-  w.StartObject();
-  w.Key("apiVersion");
-  w.String("v1");
-  w.Key("kind");
-  w.String("Node");
-  w.Key("metadata");
-  w.StartObject();
-  w.Key("name");
-  w.String(name.c_str());
-  w.Key("uid");
-  w.String(("uid-node-" + name).c_str());
-  w.Key("resourceVersion");
-  w.String(n.resource_version.c_str());
-  w.Key("labels");
-  w.StartObject();
-  for (const auto& [k, v] : n.spec.labels) {
-    w.Key(k.c_str());
-    w.String(v.c_str());
+cloud::Node CloudModel::NodeLocked(const NodeState& n) const {
+  cloud::Node node;
+  node.metadata.name = n.spec.name;
+  node.metadata.uid = "uid-node-" + n.spec.name;
+  node.metadata.resource_version = n.resource_version;
+  node.metadata.labels = n.spec.labels;
+  node.taints = n.taints;
+  node.addresses.push_back({"InternalIP", n.spec.internal_ip});
+  return node;
+}
+
+absl::StatusOr<cloud::Node> CloudModel::NodeGet(const std::string& name) {
+  absl::MutexLock l(&mu_);
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) {
+    return cloud::ApiError(404, "NotFound", absl::StrCat("nodes \"", name, "\" not found"));
   }
-  w.EndObject();
-  w.EndObject();
-  w.Key("spec");
-  w.StartObject();
-  w.Key("taints");
-  w.StartArray();
-  for (const cloud::Taint& t : n.taints) {
-    w.StartObject();
-    w.Key("key");
-    w.String(t.key.c_str());
-    if (!t.value.empty()) {
-      w.Key("value");
-      w.String(t.value.c_str());
+  return NodeLocked(it->second);
+}
+
+absl::StatusOr<cloud::NodeList> CloudModel::NodeList(const std::string& label_selector) {
+  absl::MutexLock l(&mu_);
+  cloud::NodeList out;
+  out.resource_version = std::to_string(rv_);
+  for (const auto& [n, state] : nodes_) {
+    if (Selects(label_selector, state.spec.labels)) out.items.push_back(NodeLocked(state));
+  }
+  return out;
+}
+
+absl::StatusOr<cloud::Node> CloudModel::NodePatch(const std::string& name, const std::string& patch) {
+  absl::MutexLock l(&mu_);
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) {
+    return cloud::ApiError(404, "NotFound", absl::StrCat("nodes \"", name, "\" not found"));
+  }
+  rapidjson::Document d;
+  d.Parse(patch.data(), patch.size());
+  if (d.HasParseError() || !d.IsObject()) return cloud::ApiError(400, "BadRequest", "bad patch");
+  if (auto md = d.FindMember("metadata"); md != d.MemberEnd() && md->value.IsObject()) {
+    auto rv = md->value.FindMember("resourceVersion");
+    if (rv != md->value.MemberEnd() && rv->value.IsString() &&
+        it->second.resource_version != rv->value.GetString()) {
+      return cloud::ApiError(409, "Conflict", "the object has been modified");
     }
-    w.Key("effect");
-    w.String(t.effect.c_str());
-    w.EndObject();
   }
-  w.EndArray();
-  w.EndObject();
-  w.Key("status");
-  w.StartObject();
-  w.Key("addresses");
-  w.StartArray();
-  w.StartObject();
-  w.Key("type");
-  w.String("InternalIP");
-  w.Key("address");
-  w.String(n.spec.internal_ip.c_str());
-  w.EndObject();
-  w.EndArray();
-  w.EndObject();
-  w.EndObject();
-  return buf.GetString();
+  if (auto spec = d.FindMember("spec"); spec != d.MemberEnd() && spec->value.IsObject()) {
+    if (auto t = spec->value.FindMember("taints"); t != spec->value.MemberEnd() && t->value.IsArray()) {
+      it->second.taints.clear();
+      for (const auto& v : t->value.GetArray()) {
+        if (!v.IsObject() || !v.HasMember("key") || !v["key"].IsString()) continue;
+        cloud::Taint taint;
+        taint.key = v["key"].GetString();
+        if (v.HasMember("value") && v["value"].IsString()) taint.value = v["value"].GetString();
+        if (v.HasMember("effect") && v["effect"].IsString()) taint.effect = v["effect"].GetString();
+        it->second.taints.push_back(taint);
+      }
+      taint_patches_++;
+    }
+  }
+  it->second.resource_version = std::to_string(++rv_);
+  return NodeLocked(it->second);
 }
 
 CloudModel::Response CloudModel::HandleNodes(const std::string& method, const std::string& name,
                                              const std::string& query, const std::string& body) {
-  absl::MutexLock l(&mu_);
   if (name.empty() && method == "GET") {
-    const std::string selector = QueryParam(query, "labelSelector");
+    auto list = NodeList(QueryParam(query, "labelSelector"));
     std::string items;
-    for (const auto& [n, state] : nodes_) {
-      if (!Selects(selector, state.spec.labels)) continue;
-      absl::StrAppend(&items, items.empty() ? "" : ",", NodeJsonLocked(n));
-    }
+    for (const auto& n : list->items) absl::StrAppend(&items, items.empty() ? "" : ",", EncodeNodeJson(n));
     return {200, absl::StrCat(R"({"apiVersion":"v1","kind":"NodeList","metadata":{"resourceVersion":")",
-                              rv_, R"("},"items":[)", items, "]}")};
+                              list->resource_version, R"("},"items":[)", items, "]}")};
   }
-  auto it = nodes_.find(name);
-  if (it == nodes_.end()) {
-    return {404, StatusBody(404, "NotFound", absl::StrCat("nodes \"", name, "\" not found"))};
+  std::pair<int, std::string> answer;
+  if (method == "GET") {
+    answer = Answer(NodeGet(name), 200, EncodeNodeJson);
+  } else if (method == "PATCH") {
+    answer = Answer(NodePatch(name, body), 200, EncodeNodeJson);
+  } else {
+    return {405, StatusBody(405, "MethodNotAllowed", method)};
   }
-  if (method == "GET") return {200, NodeJsonLocked(name)};
-  if (method == "PATCH") {
-    rapidjson::Document d;
-    d.Parse(body.data(), body.size());
-    if (d.HasParseError() || !d.IsObject()) return {400, StatusBody(400, "BadRequest", "bad patch")};
-    if (auto md = d.FindMember("metadata"); md != d.MemberEnd() && md->value.IsObject()) {
-      auto rv = md->value.FindMember("resourceVersion");
-      if (rv != md->value.MemberEnd() && rv->value.IsString() &&
-          it->second.resource_version != rv->value.GetString()) {
-        return {409, StatusBody(409, "Conflict", "the object has been modified")};
-      }
-    }
-    if (auto spec = d.FindMember("spec"); spec != d.MemberEnd() && spec->value.IsObject()) {
-      if (auto t = spec->value.FindMember("taints"); t != spec->value.MemberEnd() && t->value.IsArray()) {
-        it->second.taints.clear();
-        for (const auto& v : t->value.GetArray()) {
-          if (!v.IsObject() || !v.HasMember("key") || !v["key"].IsString()) continue;
-          cloud::Taint taint;
-          taint.key = v["key"].GetString();
-          if (v.HasMember("value") && v["value"].IsString()) taint.value = v["value"].GetString();
-          if (v.HasMember("effect") && v["effect"].IsString()) taint.effect = v["effect"].GetString();
-          it->second.taints.push_back(taint);
-        }
-        taint_patches_++;
-      }
-    }
-    it->second.resource_version = std::to_string(++rv_);
-    return {200, NodeJsonLocked(name)};
-  }
-  return {405, StatusBody(405, "MethodNotAllowed", method)};
+  return {answer.first, std::move(answer.second)};
 }
 
 void CloudModel::KubeletRenew(const std::string& node, int64_t renew_wall_us) {
-  absl::MutexLock l(&mu_);
-  auto it = leases_.find(node);
-  if (it == leases_.end()) {
-    cloud::Lease lease;
-    lease.metadata.name = node;
-    lease.metadata.namespace_ = "kube-node-lease";
-    lease.metadata.uid = absl::StrCat("uid-lease-", node);
-    lease.metadata.resource_version = std::to_string(++rv_);
-    lease.spec.holder_identity = node;
-    lease.spec.lease_duration_seconds = 40;
-    lease.spec.renew_time_us = renew_wall_us;
-    RecordRenewLocked(node, lease.spec.renew_time_us);
-    leases_[node] = lease;
-    return;
+  cloud::Lease stored;
+  {
+    absl::MutexLock l(&mu_);
+    auto it = leases_.find(node);
+    if (it == leases_.end()) {
+      cloud::Lease lease;
+      lease.metadata.name = node;
+      lease.metadata.namespace_ = "kube-node-lease";
+      lease.metadata.uid = absl::StrCat("uid-lease-", node);
+      it = leases_.emplace(node, std::move(lease)).first;
+    }
+    it->second.spec.holder_identity = node;
+    it->second.spec.lease_duration_seconds = 40;
+    it->second.spec.renew_time_us = renew_wall_us;
+    it->second.metadata.resource_version = std::to_string(++rv_);
+    RecordRenewLocked(node, it->second.spec.renew_time_us);
+    stored = it->second;
   }
-  it->second.spec.holder_identity = node;
-  it->second.spec.lease_duration_seconds = 40;
-  it->second.spec.renew_time_us = renew_wall_us;
-  it->second.metadata.resource_version = std::to_string(++rv_);
-  RecordRenewLocked(node, it->second.spec.renew_time_us);
+  Observe(stored);
 }
 
 absl::StatusOr<cloud::Lease> CloudModel::GetLease(const std::string& node) {
