@@ -24,6 +24,7 @@
 #include "absl/synchronization/mutex.h"
 #include "agent/sim/cloud_model.h"
 #include "agent/sim/sim.h"
+#include "agent/sim/world.h"
 #include "base/flag_set.h"
 #include "base/subprocess.h"
 
@@ -108,6 +109,40 @@ void AddFlags(SimFlags* o, poolcoord::base::FlagSet& t) {
   t.Double("pl-watch-delay-ms", &o->pl_watch_delay_ms,
            "Accepted for old scripts; no effect (the watch timelines gave way to the modelled "
            "cloud's Leases).");
+  t.Bool("deterministic", &o->deterministic,
+         "Run the whole system in this process on one simulated clock, driven by one seeded "
+         "scheduler: the agents, the server's rules, store, watch cache and forwarder, and the "
+         "modelled kube-apiserver (no --server or --server-binary). The same flags and seed "
+         "replay the same history; each run prints its digest.");
+  t.Int("seeds", &o->seeds, 1, 10'000'000,
+        "With --deterministic: runs this many seeds, from --seed on, and prints the command "
+        "that replays each failing one.");
+  t.Double("lan-delay-min-ms", &o->lan_delay_min_ms,
+           "With --deterministic: the least delay of a LAN datagram, in milliseconds.");
+  t.Double("lan-delay-max-ms", &o->lan_delay_max_ms,
+           "With --deterministic: the most delay of a LAN datagram, in milliseconds (datagrams "
+           "drawn longer delays are overtaken).");
+  t.Double("lan-loss", &o->lan_loss,
+           "With --deterministic: each LAN datagram is lost with this probability (0 to 1).");
+  t.Double("lan-duplicate", &o->lan_duplicate,
+           "With --deterministic: each LAN datagram arrives twice with this probability (0 to 1).");
+  t.Double("clock-jump-ratio", &o->clock_jump_ratio,
+           "With --deterministic: each node with this probability (0 to 1) steps its clock once, "
+           "by up to max(--clock-skew, 10) seconds either way.");
+  t.Double("server-restart-interval", &o->server_restart_interval_s,
+           "With --deterministic: the server restarts every this many seconds (0: never), on "
+           "its memory store (its objects are lost).");
+  t.Double("server-down", &o->server_down_s,
+           "With --deterministic: seconds a restarting server is down (503 through the "
+           "aggregator).");
+  t.Int("real-signature-every", &o->real_signature_every, 0, 1'000'000,
+        "With --deterministic: one node in this many signs its heartbeats with its real key "
+        "and is checked by the real verifier; the others sign by model (0: none real).");
+  t.String("history-file", &o->history_file,
+           "With --deterministic: also write the run's history here, one event a line (the "
+           "digest is its SHA-256).");
+  t.Bool("agent-logs", &o->agent_logs,
+         "With --deterministic: keep the agents' and the server's log lines on stderr.");
   t.Bool("help", &o->help, "Print this help and exit.");
 }
 
@@ -165,7 +200,13 @@ std::string CheckRanges(const Options& o) {
            positive("heartbeat-interval", o.heartbeat_interval_s),
            positive("kubelet-interval", o.kubelet_interval_s),
            at_least("clock-skew", o.clock_skew_s, 0),
-           at_least("leader-kill-interval", o.leader_kill_interval_s, 0)}) {
+           at_least("leader-kill-interval", o.leader_kill_interval_s, 0),
+           ratio("lan-loss", o.lan_loss), ratio("lan-duplicate", o.lan_duplicate),
+           ratio("clock-jump-ratio", o.clock_jump_ratio),
+           at_least("lan-delay-min-ms", o.lan_delay_min_ms, 0),
+           at_least("lan-delay-max-ms", o.lan_delay_max_ms, o.lan_delay_min_ms),
+           at_least("server-restart-interval", o.server_restart_interval_s, 0),
+           positive("server-down", o.server_down_s)}) {
     if (!problem.empty()) return problem;
   }
   if (o.server.empty() && !o.server_binary.empty() && access(o.server_binary.c_str(), X_OK) != 0) {
@@ -224,6 +265,23 @@ int main(int argc, char** argv) {
     o.graces_s.push_back(seconds);
   }
   if (o.scenario == "term-selftest") return sim::RunTermSelfTest(o);
+  if (o.deterministic) {
+    // The command that replays a seed: these flags without the seeds'.
+    o.replay_command = argv[0];
+    for (int i = 1; i < argc; ++i) {
+      const std::string_view a = argv[i];
+      if (a == "--seed" || a == "--seeds" || a == "--history-file") {
+        ++i;
+        continue;
+      }
+      if (a.rfind("--seed=", 0) == 0 || a.rfind("--seeds=", 0) == 0 ||
+          a.rfind("--history-file=", 0) == 0) {
+        continue;
+      }
+      absl::StrAppend(&o.replay_command, " ", std::string(a));
+    }
+    return sim::RunDeterministic(o);
+  }
   if (o.work_dir.empty()) {
     char tmpl[] = "/tmp/poolcoord-sim-XXXXXX";
     if (mkdtemp(tmpl) == nullptr) return 2;

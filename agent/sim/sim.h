@@ -60,6 +60,32 @@ struct Options {
   bool allow_belief_overlap = false;  // no effect: see --allow-belief-overlap
   std::string summary_json;
   double pl_watch_delay_ms = 0;  // no effect any more (the watch timelines went)
+
+  // --- the deterministic mode (world.h)
+  bool deterministic = false;
+  int seeds = 1;  // runs, from `seed` on
+  // The LAN: each datagram arrives after a delay drawn from
+  // [lan_delay_min_ms, lan_delay_max_ms] (so datagrams overtake each other),
+  // is lost with probability lan_loss and arrives twice with probability
+  // lan_duplicate.
+  double lan_delay_min_ms = 0.2;
+  double lan_delay_max_ms = 5.0;
+  double lan_loss = 0.0;
+  double lan_duplicate = 0.0;
+  // Each node with this probability steps its clock once, by up to
+  // ±max(clock_skew, 10) seconds, at a random time.
+  double clock_jump_ratio = 0.0;
+  // Every this many seconds the server restarts (0: never): down for
+  // server_down_s (requests through the aggregator get 503), then back with
+  // an empty memory store, as poolcoord-apiserver on its memory store.
+  double server_restart_interval_s = 0.0;
+  double server_down_s = 5.0;
+  // One node in this many signs and is checked for real (ECDSA P-256); the
+  // others sign by model.
+  int real_signature_every = 20;
+  std::string history_file;    // also write the history, one event a line
+  std::string replay_command;  // the command line without --seed/--seeds
+  bool agent_logs = false;     // keep the agents' and the server's log lines
 };
 
 // Node and pool names, tokens: deterministic from the options.
