@@ -287,7 +287,42 @@ EvictionVerdict::EvictionVerdict(const Roster* roster, std::vector<double> grace
       counted_(roster->nodes.size(), std::vector<int64_t>(graces_s_.size(), -1)),
       false_evictions_(graces_s_.size(), 0),
       wholepool_(graces_s_.size(), 0),
-      uncovered_(graces_s_.size(), 0) {}
+      uncovered_(graces_s_.size(), 0),
+      last_uncovered_(roster->pools.size(), 0) {}
+
+std::vector<std::pair<int, size_t>> EvictionVerdict::Look(
+    int64_t now, const std::function<NodeLook(int)>& node,
+    const std::function<std::pair<int64_t, int64_t>(int)>& pool_cut) {
+  std::vector<NodeLook> looks(roster_->nodes.size());
+  for (size_t i = 0; i < looks.size(); ++i) looks[i] = node(static_cast<int>(i));
+  std::vector<int64_t> last_uncovered;
+  {
+    absl::MutexLock l(&mu_);
+    for (size_t p = 0; p < roster_->members.size(); ++p) {
+      bool covered = false;
+      for (int id : roster_->members[p]) covered = covered || (looks[id].alive && looks[id].connected);
+      if (!covered) last_uncovered_[p] = now;
+    }
+    last_uncovered = last_uncovered_;
+  }
+  std::vector<std::pair<int, size_t>> unknown;
+  for (size_t i = 0; i < looks.size(); ++i) {
+    const NodeLook& n = looks[i];
+    if (!n.alive) continue;
+    const int pool = roster_->pool_of[i];
+    const int64_t last = std::max(roster_->start, n.last_change);
+    const int64_t age = now - last;
+    const auto [cut_from, cut_until] = pool_cut(pool);
+    const Apart apart = Classify(now, last, cut_from, cut_until, last_uncovered[pool]);
+    if (apart == Apart::kNone) ObserveAge(age);
+    for (size_t g = 0; g < graces_s_.size(); ++g) {
+      if (age < static_cast<int64_t>(graces_s_[g] * 1e6) || Judged(static_cast<int>(i), g, last)) continue;
+      Unknown(static_cast<int>(i), g, now, last, apart, n.connected);
+      unknown.emplace_back(static_cast<int>(i), g);
+    }
+  }
+  return unknown;
+}
 
 bool EvictionVerdict::Judged(int node, size_t grace, int64_t last) const {
   absl::MutexLock l(&mu_);

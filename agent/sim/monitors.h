@@ -26,6 +26,7 @@
 
 #include <climits>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -198,6 +199,22 @@ class EvictionVerdict {
   // Whether the verdict for (node, grace) at `last` is still to come.
   bool Judged(int node, size_t grace, int64_t last) const;
 
+  // What a look at one node finds: whether it is alive, whether it reaches the
+  // cloud, and its cloud Lease's last sign of life (0: none yet).
+  struct NodeLook {
+    bool alive = false;
+    bool connected = false;
+    int64_t last_change = 0;
+  };
+  // Once a second in both modes: notes the pools no alive member reaches the
+  // cloud from, then judges each alive node's last sign of life (the run's
+  // start at the earliest) against every grace period, with Unknown() and
+  // ObserveAge(). `pool_cut(p)`: pool p's whole-pool cut [from, until) (kNever
+  // when none). Returns the (node, grace index) pairs newly judged Unknown.
+  std::vector<std::pair<int, size_t>> Look(
+      int64_t now, const std::function<NodeLook(int)>& node,
+      const std::function<std::pair<int64_t, int64_t>(int)>& pool_cut);
+
   const std::vector<double>& graces_s() const { return graces_s_; }
   std::vector<int64_t> false_evictions() const;
   std::vector<int64_t> wholepool_gaps() const;
@@ -214,6 +231,7 @@ class EvictionVerdict {
       uncovered_ ABSL_GUARDED_BY(mu_);
   int64_t max_alive_age_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::string> incidents_ ABSL_GUARDED_BY(mu_);
+  std::vector<int64_t> last_uncovered_ ABSL_GUARDED_BY(mu_);  // by pool
 };
 
 // False liveness, twice: (1) an accepted DelegatedLease write that left more

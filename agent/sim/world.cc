@@ -28,6 +28,7 @@
 #include "agent/kube_agent_cloud.h"
 #include "agent/minted_pki.h"
 #include "agent/sim/cloud_model.h"
+#include "agent/sim/faults.h"
 #include "agent/sim/monitors.h"
 #include "agent/sim/scheduler.h"
 #include "agent/sim/server_model.h"
@@ -182,8 +183,7 @@ struct Node {
   std::unique_ptr<agent::AgentCore> core;
   std::shared_ptr<agent::ForgingLeader> forger;
   bool alive = true;
-  int64_t death = kNever;
-  int64_t cut_from = kNever, cut_until = kNever;
+  int64_t death = kNever;  // when it died (kNever: alive)
   int64_t lan_due = 0, cloud_due = 0;
   int64_t wake_at = kNever;
   uint64_t wake_gen = 0;
@@ -191,23 +191,16 @@ struct Node {
   int64_t lead_since = 0;  // when it last began leading
 };
 
-struct PoolState {
-  int64_t cut_from = kNever, cut_until = kNever;
-  int64_t last_uncovered = 0;
-  bool lying = false;
-};
-
 struct World {
   const Options& o;
   Scheduler sched;
-  Rng faults;  // the fault schedule, drawn up front
+  FaultPlan plan;
   Rng lan_rng;
   Rng server_rng;
   History history;
   Roster roster;
   std::unordered_map<std::string, int> node_by_name;
   std::vector<std::unique_ptr<Node>> nodes;
-  std::vector<PoolState> pools;
   std::shared_ptr<const Pki> pki;
   agent::VerificationMemo memo;
   std::unique_ptr<CloudModel> cloud;
@@ -228,7 +221,6 @@ struct World {
   World(const Options& opts, uint64_t seed)
       : o(opts),
         sched(seed, kStartWallUs),
-        faults(sched.rng().Split(2)),
         lan_rng(sched.rng().Split(3)),
         server_rng(sched.rng().Split(4)),
         history(opts.history_file) {}
@@ -237,14 +229,7 @@ struct World {
   void Log(std::string_view line) { history.Add(now() - start, line); }
   int64_t Fresh() const { return Us(o.heartbeat_interval_s + 2); }
 
-  bool CloudOk(const Node& n, int64_t t) const {
-    const PoolState& p = pools[n.pool];
-    if (t >= p.cut_from && t < p.cut_until) return false;
-    return !(t >= n.cut_from && t < n.cut_until);
-  }
-  bool PoolCut(int pool, int64_t t) const {
-    return t >= pools[pool].cut_from && t < pools[pool].cut_until;
-  }
+  bool CloudOk(const Node& n, int64_t t) const { return plan.CloudOk(n.id, n.pool, t); }
 
   // --- the server
   absl::Status StartServer() {
@@ -363,98 +348,65 @@ struct World {
   }
 
   // --- monitors
-  // Once a second: coverage per pool, and each alive node's cloud Lease as the
-  // node lifecycle controller sees it.
+  // Once a second: what the node lifecycle controller would make of the cloud.
   void CheckLeases() {
     const int64_t t = now();
-    for (size_t p = 0; p < pools.size(); ++p) {
-      bool covered = false;
-      for (int id : roster.members[p]) covered = covered || (nodes[id]->alive && CloudOk(*nodes[id], t));
-      if (!covered) pools[p].last_uncovered = t;
-    }
-    for (auto& np : nodes) {
-      const Node& n = *np;
-      if (!n.alive) continue;
-      const int64_t last = std::max(start, cloud->LastChange(n.name));
-      const int64_t age = t - last;
-      const PoolState& p = pools[n.pool];
-      const Apart apart = Classify(t, last, p.cut_from, p.cut_until, p.last_uncovered);
-      if (apart == Apart::kNone) verdict->ObserveAge(age);
-      for (size_t g = 0; g < o.graces_s.size(); ++g) {
-        if (age < Us(o.graces_s[g]) || verdict->Judged(n.id, g, last)) continue;
-        verdict->Unknown(n.id, g, t, last, apart, CloudOk(n, t));
-        Log(absl::StrFormat("unknown %s grace %.0f", n.name, o.graces_s[g]));
-      }
+    auto unknown = verdict->Look(
+        t,
+        [&](int id) {
+          const Node& n = *nodes[id];
+          return EvictionVerdict::NodeLook{n.alive, CloudOk(n, t), cloud->LastChange(n.name)};
+        },
+        [&](int pool) { return std::make_pair(plan.pools[pool].cut_from, plan.pools[pool].cut_until); });
+    for (const auto& [id, g] : unknown) {
+      Log(absl::StrFormat("unknown %s grace %.0f", nodes[id]->name, o.graces_s[g]));
     }
   }
 
-  // --- the faults, drawn up front from their own stream (and the kills'
-  // victims from the run's).
+  // --- the faults, from the plan (the kills' victims from the run's stream)
   void ScheduleFaults() {
-    const double dur = o.duration_s;
-    const double warm = (warmup - start) / 1e6;
-    const double max_grace = *std::max_element(o.graces_s.begin(), o.graces_s.end());
-    auto at = [&](double from, double to) { return start + Us(faults.Uniform(from, std::max(from, to))); };
-    for (size_t p = 0; p < pools.size(); ++p) {
-      if (faults.Chance(o.pool_partition_ratio)) {
-        pools[p].cut_from = at(warm, dur * 0.6);
-        pools[p].cut_until = pools[p].cut_from + Us(faults.Uniform(30, 90));
-        Log(absl::StrFormat("fault pool-cut %s %.3f+%.3f", roster.pools[p],
-                            (pools[p].cut_from - start) / 1e6,
-                            (pools[p].cut_until - pools[p].cut_from) / 1e6));
+    for (size_t p = 0; p < plan.pools.size(); ++p) {
+      const PoolFaults& f = plan.pools[p];
+      if (f.cut_from != kNever) {
+        Log(absl::StrFormat("fault pool-cut %s %d+%d", roster.pools[p], f.cut_from - start,
+                            f.cut_until - f.cut_from));
       }
     }
     for (auto& np : nodes) {
       Node& n = *np;
-      if (faults.Chance(o.dead_ratio)) {
-        n.death = at(warm, dur - 1.2 * max_grace);
-        sched.At(n.death, [this, &n] { Die(n, "dead"); });
-        Log(absl::StrFormat("fault death %s %.3f", n.name, (n.death - start) / 1e6));
+      const NodeFaults& f = plan.nodes[n.id];
+      if (f.death != kNever) {
+        sched.At(f.death, [this, &n] { Die(n, "dead"); });
+        Log(absl::StrFormat("fault death %s %d", n.name, f.death - start));
       }
-      if (faults.Chance(o.partition_ratio)) {
-        n.cut_from = at(warm, dur * 0.7);
-        n.cut_until = n.cut_from + Us(faults.Uniform(30, 120));
-        Log(absl::StrFormat("fault cut %s %.3f+%.3f", n.name, (n.cut_from - start) / 1e6,
-                            (n.cut_until - n.cut_from) / 1e6));
+      if (f.cut_from != kNever) {
+        Log(absl::StrFormat("fault cut %s %d+%d", n.name, f.cut_from - start, f.cut_until - f.cut_from));
       }
-      if (faults.Chance(o.clock_jump_ratio)) {
-        const double span = std::max(o.clock_skew_s, 10.0);
-        const int64_t step = Us(faults.Uniform(-span, span));
-        const int64_t when = at(warm, dur * 0.8);
-        sched.At(when, [this, &n, step] {
+      if (f.step_at != kNever) {
+        sched.At(f.step_at, [this, &n, step = f.step_us] {
           n.clock->Step(step);
           ++jumps;
-          Log(absl::StrFormat("clock %s steps %lld", n.name, static_cast<long long>(step)));
+          Log(absl::StrFormat("clock %s steps %d", n.name, step));
         });
       }
     }
-    if (o.leader_kill_interval_s > 0) {
-      const int64_t kill_until = end - Us(o.lease_duration_s + 2 * 2.2 * o.retry_period_s + 5);
-      for (int64_t t = warmup; t < kill_until; t += Us(o.leader_kill_interval_s)) {
-        sched.At(t, [this] { KillALeader(); });
-      }
-    }
+    for (int64_t t : plan.KillTimes(o)) sched.At(t, [this] { KillALeader(); });
     if (o.server_restart_interval_s > 0) {
+      const double max_grace = *std::max_element(o.graces_s.begin(), o.graces_s.end());
       for (int64_t t = warmup; t + Us(o.server_down_s) < end - Us(max_grace);
            t += Us(o.server_restart_interval_s)) {
         sched.At(t, [this] { RestartServer(); });
       }
     }
   }
-  // One current leader, of a pool not cut off, that has led for the longest
-  // grace period + a lease duration at least: two failovers (each a lease
-  // duration and retries; the first may be a leader cut off) within one
-  // grace period leave a cut-off member undelegated longer than any
-  // lease-based election can avoid.
   void KillALeader() {
     const int64_t t = now();
-    const double max_grace = *std::max_element(o.graces_s.begin(), o.graces_s.end());
-    const int64_t spacing = Us(max_grace + o.lease_duration_s);
     std::vector<int> leaders;
     for (auto& np : nodes) {
       const Node& n = *np;
-      if (t - n.lead_since < spacing) continue;
-      if (n.alive && beliefs().Believes(n.id) && !PoolCut(n.pool, t) && beliefs().Believers(n.pool) == 1) {
+      if (n.alive && beliefs().Believes(n.id) &&
+          MayKill(t, n.lead_since, plan.PoolCut(n.pool, t), beliefs().Believers(n.pool),
+                  KillTenure(o))) {
         leaders.push_back(n.id);
       }
     }
@@ -675,12 +627,11 @@ WorldResult RunWorld(const Options& o, uint64_t seed) {
   w.pki = *pki;
   w.start = roster.start = w.sched.now();
   w.end = w.start + Us(o.duration_s);
-  w.warmup = w.start + Us(std::min(std::max(1.5 * o.lease_duration_s, 20.0), o.duration_s / 3));
   w.verdict = std::make_unique<EvictionVerdict>(&roster, o.graces_s);
   w.beliefs_ = std::make_unique<LeaderBeliefs>(&roster);
-  w.pools.resize(o.pools);
   Rng setup = w.sched.rng().Split(1);
-  for (auto& p : w.pools) p.lying = setup.Chance(o.lying_pool_ratio);
+  w.plan = DrawFaults(o, roster, w.start, w.sched.rng().Split(2), w.sched.rng().Split(5));
+  w.warmup = w.plan.warmup;
 
   std::vector<CloudModel::NodeSpec> specs;
   for (size_t i = 0; i < roster.nodes.size(); ++i) {
@@ -708,13 +659,13 @@ WorldResult RunWorld(const Options& o, uint64_t seed) {
       n->id = id;
       n->pool = p;
       n->name = roster.nodes[id];
-      n->clock = std::make_unique<NodeClock>(w.sched.clock(), Us(setup.Uniform(-1, 1) * o.clock_skew_s));
+      n->clock = std::make_unique<NodeClock>(w.sched.clock(), w.plan.nodes[id].skew_us);
       n->lan = std::make_unique<Lan>(&w, id);
       n->api = std::make_unique<AgentApi>(&w, id, n->name, roster.pools[p]);
       agent::AgentOptions mine = options;
       mine.jitter_seed = setup.Next() | 1;
       setup.Fill(mine.boot_id.data(), mine.boot_id.size());
-      if (w.pools[p].lying) {
+      if (w.plan.pools[p].lying) {
         n->forger = std::make_shared<agent::ForgingLeader>(w.pki->authority, Us(o.heartbeat_interval_s));
         mine.forger = n->forger;
       }
@@ -778,7 +729,7 @@ WorldResult RunWorld(const Options& o, uint64_t seed) {
   const std::vector<int64_t> uncovered = w.verdict->uncovered_gaps();
   int never_led = 0;
   for (int p = 0; p < o.pools; ++p) {
-    if (!w.beliefs().EverLed(p) && w.pools[p].cut_from == kNever) ++never_led;
+    if (!w.beliefs().EverLed(p) && w.plan.pools[p].cut_from == kNever) ++never_led;
   }
   for (size_t g = 0; g < fe.size(); ++g) {
     if (fe[g] > 0) {
@@ -817,9 +768,9 @@ WorldResult RunWorld(const Options& o, uint64_t seed) {
   int dead = 0, cut = 0, pools_cut = 0, lying = 0;
   for (auto& n : w.nodes) {
     dead += n->death != kNever ? 1 : 0;
-    cut += n->cut_from != kNever ? 1 : 0;
+    cut += w.plan.nodes[n->id].cut_from != kNever ? 1 : 0;
   }
-  for (auto& p : w.pools) {
+  for (const PoolFaults& p : w.plan.pools) {
     pools_cut += p.cut_from != kNever ? 1 : 0;
     lying += p.lying ? 1 : 0;
   }
