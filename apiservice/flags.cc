@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <limits>
@@ -160,6 +161,14 @@ void AddFlags(ServerOptions* o, base::FlagSet& t) {
   s("write-kubeconfig", &o->write_kubeconfig,
     "Where to write an admin kubeconfig when certificates are generated; a file there that "
     "poolcoord did not write (or `kubectl config` rewrote) is kept as it is; empty: none.");
+  b("cleanup", &o->cleanup,
+    "Remove every mark poolcoord left in the cloud (--kubeconfig or in-cluster) and exit, as "
+    "kube-proxy's --cleanup: the annotations and label of delegated node Leases and the "
+    "node.openyurt.io/unschedulable taint of their Nodes. Passes repeat until one finds nothing, "
+    "one --kubelet-renew-interval plus the forwarder's request timeout apart (a server still "
+    "stopping may mark a node again). The chart's post-delete hook runs it. Exit status 0 when "
+    "clean, 1 when --cleanup-timeout passed first.");
+  d("cleanup-timeout", &o->cleanup_timeout, "How long --cleanup tries.");
   i("v", &o->verbosity, 0, 10, "Log verbosity; 2 and above logs every request.");
   b("help", &o->help, "Print this help and exit.");
 }
@@ -216,6 +225,9 @@ absl::Status Validate(const ServerOptions& o) {
          "--leader-elect-retry-period"});
     if (!timings.ok()) return timings;
   }
+  if (o.cleanup && o.cleanup_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--cleanup-timeout must be positive");
+  }
   if (o.etcd_certfile.empty() != o.etcd_keyfile.empty()) {
     return absl::InvalidArgumentError(
         "--etcd-certfile and --etcd-keyfile must be given together (the client certificate "
@@ -237,5 +249,13 @@ absl::StatusOr<ServerOptions> ParseFlags(const std::vector<std::string>& args) {
 }
 
 std::string FlagUsage(const std::string& program) { return kCommandLine.Usage(program); }
+
+absl::Duration ForwarderRequestTimeout(const ServerOptions& o) {
+  absl::Duration timeout = std::min(o.kubelet_renew_interval / 2, absl::Seconds(5));
+  if (o.leader_elect) {
+    timeout = std::min(timeout, o.leader_elect_lease_duration - o.leader_elect_renew_deadline);
+  }
+  return std::max(timeout, absl::Seconds(1));
+}
 
 }  // namespace poolcoord::apiservice

@@ -93,6 +93,11 @@ struct ServerOptions {
   // Standalone convenience: the admin kubeconfig written next to the generated PKI.
   std::string write_kubeconfig = ".poolcoord/admin.kubeconfig";
 
+  // One-shot: remove every mark of ours from the cloud and exit (as kube-proxy's
+  // --cleanup removes its rules); the chart's post-delete hook runs it.
+  bool cleanup = false;
+  absl::Duration cleanup_timeout = absl::Minutes(2);
+
   int verbosity = 0;  // -v
   bool help = false;  // -h / --help was given; the rest may be partial
 };
@@ -104,5 +109,11 @@ absl::StatusOr<ServerOptions> ParseFlags(const std::vector<std::string>& args);
 
 // The usage text: every flag with its type, a one-line description and its default.
 std::string FlagUsage(const std::string& program);
+
+// The timeout of each request of the forwarder's client: under half a renew
+// interval and at most 5 s, at least 1 s; with --leader-elect also at most
+// lease duration - renew deadline, so that a write in flight when a shard is
+// lost ends before another replica may take the shard.
+absl::Duration ForwarderRequestTimeout(const ServerOptions& options);
 
 }  // namespace poolcoord::apiservice

@@ -1,7 +1,7 @@
 // poolcoord-apiserver: the aggregated API server for coordination.pool.
 // Exit status: 0 after a clean SIGTERM/SIGINT shutdown or --help; 2 for bad
 // flags; 1 when start-up fails (certificates, files, bind). SIGHUP re-reads the
-// certificate files.
+// certificate files. With --cleanup it serves nothing: apiservice/cleanup.h.
 #include <malloc.h>
 #include <signal.h>
 
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "apiservice/cleanup.h"
 #include "apiservice/flags.h"
 #include "base/log.h"
 #include "apiservice/server.h"
@@ -52,6 +53,7 @@ int main(int argc, char** argv) {
     std::fputs(poolcoord::apiservice::FlagUsage("poolcoord-apiserver").c_str(), stdout);
     return 0;
   }
+  if (options->cleanup) return poolcoord::apiservice::RunCleanup(*options);
   if (options->storage_backend == "etcd3" && options->etcd_servers.empty()) {
     std::fprintf(stderr, "Error: --storage-backend=etcd3 needs --etcd-servers\n");
     return 2;

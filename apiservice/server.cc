@@ -389,14 +389,7 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ServerOptions&
       fc.qps = options.kube_api_qps;
       fc.burst = options.kube_api_burst;
       fc.max_idle_connections = options.concurrent_node_lease_syncs + 2;
-      int64_t timeout_ms = std::min<int64_t>(
-          absl::ToInt64Milliseconds(options.kubelet_renew_interval) / 2, 5'000);
-      if (options.leader_elect) {
-        timeout_ms = std::min<int64_t>(
-            timeout_ms, absl::ToInt64Milliseconds(options.leader_elect_lease_duration -
-                                                  options.leader_elect_renew_deadline));
-      }
-      fc.timeout = std::chrono::milliseconds(std::max<int64_t>(timeout_ms, 1'000));
+      fc.timeout = absl::ToChronoMilliseconds(ForwarderRequestTimeout(options));
       fc.user_agent = "poolcoord-forwarder";
       absl::StatusOr<std::unique_ptr<cloud::RestClient>> frest = cloud::RestClient::New(fc);
       if (!frest.ok()) return frest.status();
@@ -645,6 +638,10 @@ void ApiServer::Shutdown(std::chrono::milliseconds grace) {
   // Hand the forwarding shards over first (each stops, then its Lease is
   // released), so another replica takes them at once, not a lease later.
   if (parts_->shards) parts_->shards->Stop();
+  // Then no forwarding, before the requests drain (up to `grace`): a server
+  // told to stop writes nothing into the cloud after its forwarder's request
+  // timeout, which the post-delete cleanup (--cleanup) counts on.
+  if (parts_->forwarder) parts_->forwarder->Stop();
   // Stop taking work, then end watches (store Shutdown closes every
   // watcher, so each stream writes its final chunk), then wait for the rest.
   parts_->transport->BeginShutdown();
@@ -654,7 +651,6 @@ void ApiServer::Shutdown(std::chrono::milliseconds grace) {
                std::chrono::duration_cast<std::chrono::seconds>(grace).count(), "s");
   }
   parts_->stopping = true;
-  if (parts_->forwarder) parts_->forwarder->Stop();
   if (parts_->node_source) parts_->node_source->Stop();
   parts_->gc->Stop();
   if (parts_->membership_source) parts_->membership_source->Stop();

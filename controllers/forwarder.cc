@@ -11,6 +11,7 @@
 #include "base/microtime.h"
 #include "cloud/codec.h"
 #include "cloud/errors.h"
+#include "controllers/delegation_marks.h"
 
 namespace poolcoord::controllers {
 namespace {
@@ -40,11 +41,6 @@ std::optional<int64_t> AnnotationTime(const cloud::Lease& lease, const char* key
 
 bool Marked(const cloud::Lease& lease) {
   return lease.metadata.annotations.count(kDelegatedSinceAnnotation) > 0;
-}
-
-bool HasUnschedulableTaint(const cloud::Node& node) {
-  return std::any_of(node.taints.begin(), node.taints.end(),
-                     [](const cloud::Taint& t) { return t.key == kUnschedulableTaint; });
 }
 
 // kube-apiserver's resourceVersions are etcd revisions: the larger is newer.
@@ -852,11 +848,7 @@ absl::Status Forwarder::CarryKubeletRenewal(cloud::Lease lease, int64_t renew_us
 
 absl::Status Forwarder::ClearDelegation(cloud::Lease lease) {
   const std::string node = lease.metadata.name;
-  lease.metadata.annotations.erase(kDelegateAnnotation);
-  lease.metadata.annotations.erase(kDelegatedSinceAnnotation);
-  lease.metadata.annotations.erase(kForwardedRenewTimeAnnotation);
-  lease.metadata.annotations.erase(kCarriedRenewTimeAnnotation);
-  lease.metadata.labels.erase(kDelegatedLabel);
+  StripDelegationMarks(&lease);
   absl::StatusOr<cloud::Lease> written = cloud_.node_leases->Update(lease);
   if (cloud::IsNotFound(written.status())) return absl::OkStatus();
   if (cloud::IsConflict(written.status())) return written.status();
@@ -897,48 +889,28 @@ absl::Status Forwarder::SyncTaint(const std::string& node) {
     nodes_[node].tainted = present;
   };
   const char* what = want.present ? "tainting its Node" : "removing the taint of its Node";
-  for (int attempt = 0; attempt <= options_.conflict_retries; ++attempt) {
-    absl::StatusOr<cloud::Node> got = cloud_.nodes->Get(node);
-    if (cloud::IsNotFound(got.status())) {  // no Node: nothing to taint
-      record(false);
-      return absl::OkStatus();
-    }
-    if (!got.ok()) return Failed(node, "reading its Node", got.status());
-    if (HasUnschedulableTaint(*got) == want.present) {
-      record(want.present);
-      return absl::OkStatus();
-    }
-    std::vector<cloud::Taint> taints = got->taints;
-    if (want.present) {
-      taints.push_back(cloud::Taint{kUnschedulableTaint, "true", "NoSchedule", std::nullopt});
-    } else {
-      taints.erase(
-          std::remove_if(taints.begin(), taints.end(),
-                         [](const cloud::Taint& t) { return t.key == kUnschedulableTaint; }),
-          taints.end());
-    }
-    // The resourceVersion makes the patch conditional: a taint added by someone
-    // else since our read is never dropped (Conflict, and we read again).
-    absl::StatusOr<cloud::Node> patched = cloud_.nodes->Patch(
-        node, cloud::kMergePatch, cloud::TaintsMergePatch(taints, got->metadata.resource_version));
-    if (cloud::IsConflict(patched.status())) continue;
-    if (!patched.ok()) return Failed(node, what, patched.status());
-    record(want.present);
-    if (want.present) {
-      metrics_.taints_added.Inc();
-      const int64_t since = AnnotationTime(*lease, kDelegatedSinceAnnotation).value_or(0);
-      events_.Record("Node", "v1", node, "TaintAdded",
-                     absl::StrCat("node ", node, " delegated for ",
-                                  (clock_->NowMicros() - since) / 1'000'000, "s: tainted ",
-                                  kUnschedulableTaint, "=true:NoSchedule"));
-    } else {
-      metrics_.taints_removed.Inc();
-      events_.Record("Node", "v1", node, "TaintRemoved",
-                     absl::StrCat("node ", node, " is back: removed taint ", kUnschedulableTaint));
-    }
+  absl::StatusOr<bool> changed =
+      SetUnschedulableTaint(cloud_.nodes, node, want.present, options_.conflict_retries);
+  if (cloud::IsNotFound(changed.status())) {  // no Node: nothing to taint
+    record(false);
     return absl::OkStatus();
   }
-  return Failed(node, what, absl::AbortedError("the Node is still conflicting"));
+  if (!changed.ok()) return Failed(node, what, changed.status());
+  record(want.present);
+  if (!*changed) return absl::OkStatus();
+  if (want.present) {
+    metrics_.taints_added.Inc();
+    const int64_t since = AnnotationTime(*lease, kDelegatedSinceAnnotation).value_or(0);
+    events_.Record("Node", "v1", node, "TaintAdded",
+                   absl::StrCat("node ", node, " delegated for ",
+                                (clock_->NowMicros() - since) / 1'000'000, "s: tainted ",
+                                kUnschedulableTaint, "=true:NoSchedule"));
+  } else {
+    metrics_.taints_removed.Inc();
+    events_.Record("Node", "v1", node, "TaintRemoved",
+                   absl::StrCat("node ", node, " is back: removed taint ", kUnschedulableTaint));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace poolcoord::controllers

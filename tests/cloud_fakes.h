@@ -65,12 +65,13 @@ class FakeLeases : public cloud::LeaseInterface {
     absl::MutexLock l(&mu_);
     cloud::LeaseList out;
     out.resource_version = std::to_string(rv_);
+    // "key" (exists) or "key=value".
     const size_t eq = options.label_selector.find('=');
     for (const auto& [name, lease] : leases_) {
-      if (eq != std::string::npos) {
+      if (!options.label_selector.empty()) {
         auto it = lease.metadata.labels.find(options.label_selector.substr(0, eq));
         if (it == lease.metadata.labels.end() ||
-            it->second != options.label_selector.substr(eq + 1)) {
+            (eq != std::string::npos && it->second != options.label_selector.substr(eq + 1))) {
           continue;
         }
       }

@@ -511,8 +511,10 @@ class ChartInstall:
                      # The tests' hand-written DelegatedLeases carry no proofs (issue 15);
                      # real agents send them anyway. A test's values may say otherwise.
                      "server.delegationProof.mode=optional", *values]
-        self.text = helm_template(*[a for s in self.sets for a in ("--set", s)], release=release,
-                                  namespace=namespace)
+        # The release's objects, as `helm install` creates them: hooks (the
+        # post-delete cleanup Job and its RBAC) are Helm's to run, not kubectl's.
+        self.text = helm_template("--no-hooks", *[a for s in self.sets for a in ("--set", s)],
+                                  release=release, namespace=namespace)
         self.objects = yaml_objects(self.text)
         if cluster.kubectl("get", "namespace", namespace).returncode != 0:
             cluster.kubectl("create", "namespace", namespace, check=True)

@@ -49,12 +49,21 @@ def render_raw(ctx, *args):
     return helm_template(*args, release=RELEASE, namespace=NS, check=False)
 
 
-def render(ctx, *args):
+HOOK = "helm.sh/hook"
+
+
+def is_hook(doc):
+    return HOOK in (doc["metadata"].get("annotations") or {})
+
+
+def render(ctx, *args, hooks=False):
+    """The release's objects (`hooks`: Helm's hooks instead, which `helm install`
+    does not create with the release)."""
     p = render_raw(ctx, *args)
     if p.returncode != 0:
         raise AssertionError(f"helm template {' '.join(args)} failed ({p.returncode}): {p.stderr}")
-    docs = yaml_objects(p.stdout)
-    assert docs, "helm rendered no documents"
+    docs = [d for d in yaml_objects(p.stdout) if is_hook(d) == hooks]
+    assert docs or hooks, "helm rendered no documents"
     return docs
 
 
@@ -202,12 +211,8 @@ def case_deployment_memory_store(ctx):
     eq(secret["type"], "kubernetes.io/tls", "Secret type")
 
 
-def case_deployment_args_are_server_flags(ctx):
-    """Every flag the chart passes is one poolcoord-apiserver accepts."""
-    docs = render(ctx, "--set", "storage.backend=etcd3,replicas=2",
-                  "--set", "storage.etcd.servers={https://etcd:2379}",
-                  "--set", "server.kubeconfig=/etc/poolcoord/kubeconfig")
-    names = set(args_map(container(docs)[1]))
+def server_flags(ctx):
+    """The flags poolcoord-apiserver accepts: its --help, else the table in flags.cc."""
     known = set()
     if ctx.server_bin and os.access(ctx.server_bin, os.X_OK):
         p = subprocess.run([ctx.server_bin, "--help"], capture_output=True, text=True, timeout=30)
@@ -216,7 +221,16 @@ def case_deployment_args_are_server_flags(ctx):
         with open(os.path.join(ROOT, "apiservice", "flags.cc")) as f:
             known = set(re.findall(r'\b(?:s|b|i|i64|d|l)\("([a-z0-9-]+)"', f.read()))
     assert len(known) > 20, f"could not read the server's flags: {sorted(known)}"
-    unknown = names - known
+    return known
+
+
+def case_deployment_args_are_server_flags(ctx):
+    """Every flag the chart passes is one poolcoord-apiserver accepts."""
+    docs = render(ctx, "--set", "storage.backend=etcd3,replicas=2",
+                  "--set", "storage.etcd.servers={https://etcd:2379}",
+                  "--set", "server.kubeconfig=/etc/poolcoord/kubeconfig")
+    names = set(args_map(container(docs)[1]))
+    unknown = names - server_flags(ctx)
     assert not unknown, f"the chart passes flags the server does not have: {sorted(unknown)}"
 
 
@@ -699,7 +713,7 @@ def case_prometheus_rule(ctx):
 def case_yaml_stream(ctx):
     p = render_raw(ctx, "--api-versions", PROM)
     assert p.returncode == 0, p.stderr
-    count = len(render(ctx, "--api-versions", PROM))
+    count = len(render(ctx, "--api-versions", PROM)) + len(render(ctx, "--api-versions", PROM, hooks=True))
     eq(len(re.findall(r"(?m)^---$", p.stdout)), count, "documents in the YAML stream")
     eq(len(re.findall(r"(?m)^# Source: poolcoord/templates/", p.stdout)), count, "# Source comments")
     assert "kind: APIService" in p.stdout
@@ -744,6 +758,95 @@ def case_kube_version_and_names(ctx):
     text = openssl("x509", "-noout", "-ext", "subjectAltName",
                    stdin=base64.b64decode(one(docs, "Secret")["data"]["tls.crt"]))
     assert f"DNS:pc.{NS}.svc" in text, text
+
+
+def case_cleanup_hook(ctx):
+    """`helm uninstall`'s post-delete hook (docs/chart.md "Uninstall"): a Job
+    running the image with --cleanup as the Deployment runs it (non-root,
+    read-only root filesystem), bounded, with its own ServiceAccount and the
+    least RBAC, all hooks created before the Job and deleted with it on success;
+    none of it in the release; off with cleanup.enabled=false."""
+    docs = render(ctx)
+    hooks = render(ctx, hooks=True)
+    eq(sorted(d["kind"] for d in hooks),
+       ["ClusterRole", "ClusterRoleBinding", "Job", "Role", "RoleBinding", "ServiceAccount"], "hook kinds")
+    name = "poolcoord-cleanup"
+    for d in hooks:
+        a = d["metadata"]["annotations"]
+        eq(a[HOOK], "post-delete", f"{d['kind']} hook")
+        eq(a["helm.sh/hook-delete-policy"], "before-hook-creation,hook-succeeded", f"{d['kind']} delete policy")
+        eq(d["metadata"]["name"], name, f"{d['kind']} name")
+        eq(d["metadata"]["labels"]["app.kubernetes.io/component"], "cleanup", f"{d['kind']} component")
+        eq(d["metadata"]["labels"]["app.kubernetes.io/instance"], RELEASE, f"{d['kind']} instance")
+        # Helm creates hooks of one event by weight: everything the Job needs first.
+        eq(int(a["helm.sh/hook-weight"]), 0 if d["kind"] == "Job" else -5, f"{d['kind']} weight")
+    eq(one(hooks, "ServiceAccount")["metadata"]["namespace"], NS, "the hook's ServiceAccount namespace")
+    # Least RBAC: Nodes read and patched (the taint), node Leases read and updated (the marks).
+    eq(one(hooks, "ClusterRole")["rules"],
+       [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]}], "ClusterRole rules")
+    role = one(hooks, "Role", namespace="kube-node-lease")
+    eq(role["rules"], [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                        "verbs": ["get", "list", "update"]}], "Role rules")
+    sa = ("ServiceAccount", name, NS)
+    for kind in ("ClusterRoleBinding", "RoleBinding"):
+        b = one(hooks, kind)
+        eq(binding_subjects(b), {sa}, f"{kind} subjects")
+        eq(b["roleRef"]["name"], name, f"{kind} roleRef")
+    eq(one(hooks, "RoleBinding")["metadata"]["namespace"], "kube-node-lease", "RoleBinding namespace")
+
+    job = one(hooks, "Job")
+    eq(job["metadata"]["namespace"], NS, "Job namespace")
+    js = job["spec"]
+    eq(js["activeDeadlineSeconds"], 180, "activeDeadlineSeconds")
+    eq(js["backoffLimit"], 0, "backoffLimit")
+    pod = js["template"]["spec"]
+    eq(pod["restartPolicy"], "Never", "restartPolicy")
+    eq(pod["serviceAccountName"], name, "the Job's ServiceAccount")
+    dep, server = container(docs)
+    eq(pod["securityContext"], dep["spec"]["template"]["spec"]["securityContext"], "pod securityContext")
+    cs = pod["containers"]
+    eq(len(cs), 1, "containers")
+    c = cs[0]
+    eq(c["image"], server["image"], "image")
+    eq(c["securityContext"], server["securityContext"], "container securityContext")
+    eq(c["securityContext"]["readOnlyRootFilesystem"], True, "read-only root filesystem")
+    eq(c["securityContext"]["runAsNonRoot"], True, "runAsNonRoot")
+    assert c["resources"]["limits"]["memory"], c["resources"]
+    # Not one of the server's pods: the Service and the PDB do not select it.
+    selector = server_selector(dep)
+    labels = js["template"]["metadata"]["labels"]
+    assert any(labels.get(k) != v for k, v in selector.items()), labels
+    eq(c["args"], ["--cleanup", "--cleanup-timeout=2m", "--v=1"], "args")
+    # The bound: the program's own timeout ends it before the Job's deadline does.
+    assert js["activeDeadlineSeconds"] > 120 + 30, js["activeDeadlineSeconds"]
+    # The release's own objects hold none of it.
+    assert not any(d["metadata"]["name"] == name for d in docs), [d["metadata"]["name"] for d in docs]
+
+    # The values reach it as they reach the Deployment; --kubeconfig too.
+    hooks = render(ctx, "--set", "server.kubeconfig=/etc/poolcoord/kubeconfig,server.verbosity=3",
+                   "--set", "cleanup.timeout=90s,cleanup.activeDeadlineSeconds=150",
+                   "--set", "nodeSelector.role=cloud", "--set", "fullnameOverride=pc", hooks=True)
+    job = one(hooks, "Job")
+    pod = job["spec"]["template"]["spec"]
+    eq(pod["containers"][0]["args"],
+       ["--cleanup", "--cleanup-timeout=90s", "--kubeconfig=/etc/poolcoord/kubeconfig", "--v=3"], "args")
+    eq(job["spec"]["activeDeadlineSeconds"], 150, "activeDeadlineSeconds from the value")
+    eq(pod["nodeSelector"], {"role": "cloud"}, "nodeSelector")
+    eq(job["metadata"]["name"], "pc-cleanup", "name from fullnameOverride")
+    unknown = {a[2:].partition("=")[0] for a in pod["containers"][0]["args"]} - server_flags(ctx)
+    assert not unknown, f"the hook passes flags the server does not have: {sorted(unknown)}"
+    eq(render(ctx, "--set", "cleanup.enabled=false", hooks=True), [], "hooks with cleanup.enabled=false")
+    p = render_raw(ctx, "--set", "cleanup.activeDeadlineSeconds=5")
+    assert p.returncode != 0 and "activeDeadlineSeconds" in p.stderr, p.stderr[-400:]
+
+    # The rendered arguments start the real program: with no cloud to reach
+    # (no --kubeconfig, not in a pod) it says so and fails (1), not a flag error (2).
+    if ctx.server_bin and os.access(ctx.server_bin, os.X_OK):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
+        args = one(render(ctx, hooks=True), "Job")["spec"]["template"]["spec"]["containers"][0]["args"]
+        p = subprocess.run([ctx.server_bin, *args], capture_output=True, text=True, timeout=30, env=env)
+        assert p.returncode == 1 and "--cleanup needs the cloud cluster" in p.stderr, \
+            f"{p.returncode} {p.stderr[-500:]}"
 
 
 def case_agent_daemonset(ctx):
@@ -809,6 +912,7 @@ def case_agent_daemonset(ctx):
 
 CASES = [
     case_agent_daemonset,
+    case_cleanup_hook,
     case_defaults_render_every_object,
     case_deployment_memory_store,
     case_deployment_args_are_server_flags,

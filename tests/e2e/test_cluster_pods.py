@@ -26,8 +26,10 @@ timeline, its scenarios side by side (roles by who leads):
 Then: the webhook is reached through the Service (a denial only it can give);
 `kubectl logs` and `kubectl exec` into the server's pod; /metrics scraped at the
 pods' ports; `helm upgrade` with a changed value rolls the server's pod (the
-APIService's unavailability measured); `helm uninstall` leaves no APIService,
-webhook, admission policy or mark, and discovery and namespace deletion work.
+APIService's unavailability measured); `helm uninstall` (its post-delete
+cleanup hook) leaves no APIService, webhook, admission policy or mark, and
+discovery and namespace deletion work. test_cluster_pods_replicas.py
+uninstalls with a node delegated.
 
 Root only; skipped (exit 77) without the binaries, tools or root.
 """
@@ -210,6 +212,59 @@ class ChartOnNodes:
         others = [n for n in self.edges if n != leader]
         self.roles = {"leader": leader, "cut": others[0], "kill": others[-1]}
         print(f"roles: {self.roles}", flush=True)
+
+    def uninstall(self):
+        """`helm uninstall` as an operator runs it, the chart's post-delete
+        cleanup hook included; then nothing of ours may be left: no APIService,
+        webhook configuration, admission policy, RBAC or hook object, no
+        annotation or label of ours on any Lease, no taint of ours on any Node,
+        and discovery whole. Returns {"took": s, "hook": the hook's pod as
+        PodWatch saw it (relative to the start), "log": its log}."""
+        out, c = {}, self.cluster
+
+        def follow_hook():
+            try:
+                pod = self.pw.wait("the cleanup hook's pod running", lambda: next(
+                    (n for n, p in self.pw.matching(**{"app.kubernetes.io/component": "cleanup"}).items()
+                     if "running" in p), None), 120)
+                out["log"] = c.kubectl("logs", "-n", NS, pod, "-f", timeout=200).stdout
+            except Exception as e:  # judged below: the hook's pod must have run
+                out["log"] = f"(no log: {e})"
+        follower = threading.Thread(target=follow_hook, daemon=True, name="cleanup-log")
+        follower.start()
+        t = time.time()
+        self.rel.uninstall()
+        out["took"] = time.time() - t
+        follower.join(30)
+        hooks = self.pw.matching(**{"app.kubernetes.io/component": "cleanup"})
+        expect(len(hooks) == 1, f"the cleanup hook's pods: {hooks}")
+        out["hook"] = {k: v - t for k, v in list(hooks.values())[0].items()
+                       if k in ("seen", "scheduled", "running", "deleting")}
+        for kind, name in (("apiservice", APISERVICE), ("validatingwebhookconfiguration", "poolcoord"),
+                           ("validatingadmissionpolicy", "poolcoord-node-delegate-annotation")):
+            p = c.kubectl("get", kind, name)
+            expect(p.returncode != 0 and "NotFound" in p.stderr, f"{kind}/{name} left: {p.stdout}")
+        instance = "app.kubernetes.io/instance=poolcoord"
+        left = [f"{o['kind']}/{o['metadata']['name']}" for kind in
+                ("clusterroles", "clusterrolebindings", "validatingwebhookconfigurations",
+                 "validatingadmissionpolicies", "validatingadmissionpolicybindings", "apiservices")
+                for o in c.kubectl_json("get", kind, "-l", instance)["items"]]
+        left += [f"{o['kind']}/{o['metadata']['namespace']}/{o['metadata']['name']}" for ns in (NS, "kube-node-lease")
+                 for o in c.kubectl_json("get", "jobs,serviceaccounts,roles,rolebindings", "-n", ns, "-l",
+                                         instance)["items"]]
+        expect(not left, left)
+        leases = c.kubectl_json("get", "leases", "-n", "kube-node-lease")["items"]
+        marked = [(x["metadata"]["name"], ours(x["metadata"].get("annotations") or {}),
+                   sorted(k for k in x["metadata"].get("labels") or {} if k.startswith("coordination.pool/")))
+                  for x in leases]
+        marked = [m for m in marked if m[1] or m[2]]
+        expect(not marked, f"Leases still marked: {marked}")
+        tainted = [n["metadata"]["name"] for n in c.kubectl_json("get", "nodes")["items"]
+                   if any(x["key"] == TAINT.split(":")[0] for x in n["spec"].get("taints", []))]
+        expect(not tainted, f"nodes still tainted: {tainted}")
+        p = c.kubectl("api-resources", timeout=60)
+        expect(p.returncode == 0 and "coordination.pool" not in p.stdout, p.stderr)
+        return out
 
     def history(self, node, since):
         with self.nw.lock:
@@ -554,32 +609,14 @@ def helm_upgrade_rolls_the_pod(env):
 
 
 def helm_uninstall_leaves_nothing(env):
-    t = time.time()
-    env.rel.uninstall()
-    took = time.time() - t
-    c = env.cluster
-    for kind, name in (("apiservice", APISERVICE), ("validatingwebhookconfiguration", "poolcoord"),
-                       ("validatingadmissionpolicy", "poolcoord-node-delegate-annotation")):
-        p = c.kubectl("get", kind, name)
-        expect(p.returncode != 0 and "NotFound" in p.stderr, f"{kind}/{name} left: {p.stdout}")
-    left = [f"{o['kind']}/{o['metadata']['name']}" for kind in
-            ("clusterroles", "clusterrolebindings", "validatingwebhookconfigurations",
-             "validatingadmissionpolicies", "validatingadmissionpolicybindings", "apiservices")
-            for o in c.kubectl_json("get", kind, "-l", "app.kubernetes.io/instance=poolcoord")["items"]]
-    expect(not left, left)
-    leases = c.kubectl_json("get", "leases", "-n", "kube-node-lease")["items"]
-    marked = [(x["metadata"]["name"], ours(x["metadata"].get("annotations") or {})) for x in leases
-              if ours(x["metadata"].get("annotations") or {})]
-    expect(not marked, f"Leases still marked: {marked}")
-    tainted = [n["metadata"]["name"] for n in c.kubectl_json("get", "nodes")["items"]
-               if any(x["key"] == TAINT.split(":")[0] for x in n["spec"].get("taints", []))]
-    expect(not tainted, f"nodes still tainted: {tainted}")
-    p = c.kubectl("api-resources", timeout=60)
-    expect(p.returncode == 0 and "coordination.pool" not in p.stdout, p.stderr)
+    """No node delegated: the hook finds nothing, and still looks twice."""
+    u = env.uninstall()
+    expect("nothing of ours found" in u["log"] and "done after 2 passes" in u["log"], u["log"][-1500:])
     t1 = time.time()
-    c.kubectl("delete", "namespace", NS, "--timeout=90s", timeout=100, check=True)
-    print(f"  helm uninstall: {took:.1f} s; nothing of ours left; discovery whole; namespace {NS} deleted in "
-          f"{time.time() - t1:.1f} s", flush=True)
+    env.cluster.kubectl("delete", "namespace", NS, "--timeout=90s", timeout=100, check=True)
+    print(f"  helm uninstall: {u['took']:.1f} s with the cleanup hook (its pod Running "
+          f"{u['hook'].get('running', -1):.1f} s after the start); nothing of ours left; discovery whole; "
+          f"namespace {NS} deleted in {time.time() - t1:.1f} s", flush=True)
 
 
 CASES = [no_errors, nodes_join_with_bootstrapped_certificates, pods_run_and_are_ready,

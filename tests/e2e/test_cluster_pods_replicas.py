@@ -17,17 +17,22 @@ it), leaderElection 4 s / 3 s / 1 s, forwarder.shards=2; cloud nodes c1 and c2, 
   that has passed, the kubelet restarts the container and it holds a shard again;
 - `kubectl delete pod` of the replica holding the member's shard: the other
   forwards, the Deployment replaces the pod, the API stays available;
-- through all of it, and held past the grace period, the cut-off member never goes
-  Unknown and its Lease never goes a grace period without a renewal; back, every
-  mark of ours goes;
 - `helm upgrade` with a changed value rolls both pods (RollingUpdate, maxSurge 1,
-  maxUnavailable 0) with the API unavailable for (nearly) no time.
+  maxUnavailable 0) with the API unavailable for (nearly) no time;
+- through all of it, and held past the grace period, the cut-off member never goes
+  Unknown and its Lease never goes a grace period without a renewal;
+- `helm uninstall` with the member still cut off and delegated (its Lease carrying
+  our marks, its Node our taint): the post-delete hook's Job (--cleanup) removes
+  them while the replicas stop, and nothing of ours is left (no APIService,
+  webhook, admission policy, RBAC, hook object, mark or taint); the member's link
+  back, its kubelet renews, it is Ready, and nothing of ours comes back.
 
 test_cluster_shards.py keeps the finer checks of the shards (which replica forwards
 which of many nodes) with both replicas on the host. Root only; skipped (exit 77)
 without the binaries, tools or root.
 """
 import os
+import re
 import ssl
 import sys
 import time
@@ -41,6 +46,7 @@ from kube_cluster import forwarder_shard, parse_micro, run_cluster_cases  # noqa
 from test_cluster_pods import GRACE, NS, TAINT, ChartOnNodes, ours  # noqa: E402
 
 CLOUDS = ["c1", "c2"]
+DELEGATED = "coordination.pool/delegated"  # our label on a delegated node's Lease
 EDGES = ["e1", "e2"]
 LEASE_S, RENEW_S, RETRY_S = 4.0, 3.0, 1.0
 RENEW_INTERVAL = 10.0  # the forwarder's renew interval (the kubelet's)
@@ -136,12 +142,9 @@ class Env(ChartOnNodes):
         self.delete_holder_pod(r)
         # Held past the grace period: without the replicas' forwarding it would go Unknown.
         time.sleep(max(0.0, r["cut"] + GRACE + 10 - time.time()))
-        r["back"] = node.restore()
-        r["clean"] = self.pw.wait(
-            f"{n} without our marks and taint",
-            lambda: self.delegated_lease(n) is None and TAINT not in self.nw.current_taints(n) and
-            not ours((self.lw.latest(n) or (0, 0, {}))[2]) and time.time(), 60)
+        # Still cut off: upgraded, then (the last case) uninstalled while delegated.
         self.upgrade(r)
+        r["held"] = time.time()
 
     def kill_leader(self, r):
         name, pod = self.holder_pod()
@@ -277,14 +280,13 @@ def deleted_holder_pod_hands_over_and_is_replaced(env):
 def cut_member_never_unknown(env):
     r = env.results["replicas"]
     n = env.roles["cut"]
-    expect(not env.unknown_while(n, r["cut"], r["back"]), f"{n} went Unknown: {env.history(n, r['cut'])}")
-    expect(r["back"] - r["cut"] >= GRACE + 5, f"cut off only {r['back'] - r['cut']:.0f} s")
-    renewals = [t for t, _ in env.lw.renewals(n, r["cut"] - GRACE) if t <= r["back"]]
+    expect(not env.unknown_while(n, r["cut"], r["held"]), f"{n} went Unknown: {env.history(n, r['cut'])}")
+    expect(r["held"] - r["cut"] >= GRACE + 5, f"cut off only {r['held'] - r['cut']:.0f} s")
+    renewals = [t for t, _ in env.lw.renewals(n, r["cut"] - GRACE) if t <= r["held"]]
     gaps = [b - a for a, b in zip(renewals, renewals[1:])]
     expect(gaps and max(gaps) < GRACE, f"{n}'s Lease gaps {gaps}")
-    print(f"  {n} cut off {r['back'] - r['cut']:.0f} s through both handovers: never Unknown, its Lease's "
-          f"longest gap {max(gaps):.1f} s (grace {GRACE:.0f} s); marks gone {r['clean'] - r['back']:.1f} s after "
-          f"its link is back", flush=True)
+    print(f"  {n} cut off {r['held'] - r['cut']:.0f} s through both handovers and the rolling upgrade: never "
+          f"Unknown, its Lease's longest gap {max(gaps):.1f} s (grace {GRACE:.0f} s)", flush=True)
 
 
 def helm_upgrade_rolls_both_with_the_api_available(env):
@@ -299,9 +301,42 @@ def helm_upgrade_rolls_both_with_the_api_available(env):
           f"the API unavailable {down:.1f} s", flush=True)
 
 
+def helm_uninstall_while_delegated_leaves_nothing(env):
+    """The member still cut off and delegated: its Lease marked, its Node tainted
+    (40 s into the delegation). `helm uninstall` deletes the replicas, then the
+    post-delete hook removes the marks and the taint, passes 15 s apart until
+    one finds nothing (a replica still stopping may forward once more)."""
+    n = env.roles["cut"]
+    c = env.cluster
+    env.nw.wait(f"{n} tainted {TAINT}", lambda: TAINT in env.nw.current_taints(n), 60)
+    before = c.kubectl_json("get", "lease", "-n", "kube-node-lease", n)["metadata"]
+    expect(ours(before.get("annotations") or {}) and (before.get("labels") or {}).get(DELEGATED) == "true",
+           f"{n}'s Lease before the uninstall: {before}")
+    expect(env.delegated_lease(n), f"{n} not delegated before the uninstall")
+    u = env.uninstall()
+    passes = re.findall(r"cleanup: pass (\d+): (removed our marks[^\n]*|nothing of ours found)", u["log"])
+    expect(any(n in what and "Leases of" in what for _, what in passes), f"the hook's log: {u['log'][-1500:]}")
+    # Its link back: the kubelet renews its own Lease again, without our marks.
+    back = env.nc.nodes[n].restore()
+    renewed = env.lw.wait(f"{n}'s kubelet renewing again",
+                          lambda: next((t for t, r, _ in env.lw.versions.get(n, []) if r and r > back), None), 60)
+    env.nw.wait(f"{n} Ready", lambda: env.nw.status(n) == "True", 90)
+    after = c.kubectl_json("get", "lease", "-n", "kube-node-lease", n)["metadata"]
+    expect(not ours(after.get("annotations") or {}) and DELEGATED not in (after.get("labels") or {}),
+           f"{n}'s Lease after its kubelet's return: {after}")
+    expect(TAINT not in env.nw.current_taints(n), env.nw.current_taints(n))
+    went_unknown = env.nw.first(n, "Unknown", after=env.results["replicas"]["held"])
+    print(f"  helm uninstall with {n} delegated and tainted: {u['took']:.1f} s with the cleanup hook (its pod "
+          f"Running {u['hook'].get('running', -1):.1f} s after the start; {len(passes)} passes: "
+          f"{'; '.join(f'{i}: {w[:140]}' for i, w in passes)}); nothing of ours left; {n}'s link back: its "
+          f"kubelet renewed {renewed - back:.1f} s after, Ready"
+          f"{' (it had gone Unknown: its delegation ended with poolcoord)' if went_unknown else ''}, "
+          f"no mark came back", flush=True)
+
+
 CASES = [no_errors, both_replicas_ready_on_their_own_nodes_sharing_the_shards, only_the_shard_holder_forwards,
          killed_holder_hands_over, deleted_holder_pod_hands_over_and_is_replaced, cut_member_never_unknown,
-         helm_upgrade_rolls_both_with_the_api_available]
+         helm_upgrade_rolls_both_with_the_api_available, helm_uninstall_while_delegated_leaves_nothing]
 
 if __name__ == "__main__":
     sys.exit(run_cluster_cases(CASES, Env, __doc__))
