@@ -236,6 +236,7 @@ class ChartOnNodes:
         self.rel.uninstall()
         out["took"] = time.time() - t
         follower.join(30)
+        out.setdefault("log", "(the hook's log was still being read 30 s after helm uninstall)")
         hooks = self.pw.matching(**{"app.kubernetes.io/component": "cleanup"})
         expect(len(hooks) == 1, f"the cleanup hook's pods: {hooks}")
         out["hook"] = {k: v - t for k, v in list(hooks.values())[0].items()
