@@ -215,7 +215,7 @@ struct World {
   int64_t start = 0, end = 0, warmup = 0;
   // Counts.
   int64_t requests = 0, refused = 0, unavailable = 0, conflicts = 0, proof_refused = 0;
-  int64_t dl_writes = 0, datagrams = 0, lost = 0, duplicated = 0, kills = 0, restarts = 0,
+  int64_t dl_writes = 0, real_proofs = 0, datagrams = 0, lost = 0, duplicated = 0, kills = 0, restarts = 0,
           jumps = 0;
 
   World(const Options& opts, uint64_t seed)
@@ -499,6 +499,10 @@ absl::StatusOr<std::string> AgentApi::WriteDelegatedLease(const agent::Delegated
     return r.status();
   }
   ++w.dl_writes;
+  // The sample that signs for real: its proof passed the server's real verifier.
+  if (dw.evidence != nullptr && agent::SendsProof(*dw.evidence) && !dw.evidence->certificate->modelled()) {
+    ++w.real_proofs;
+  }
   if (auto member = w.node_by_name.find(dw.node); member != w.node_by_name.end()) {
     w.ledger.RecordDelegatedWrite(n.id, member->second, w.now(), w.now(),
                                   dw.evidence ? dw.evidence->arrival_mono_us : 0, *r);
@@ -796,6 +800,7 @@ WorldResult RunWorld(const Options& o, uint64_t seed) {
       {"conflicts", static_cast<double>(w.conflicts)}, {"refused", static_cast<double>(w.refused)},
       {"proofs_refused", static_cast<double>(w.proof_refused)},
       {"dl_writes", static_cast<double>(w.dl_writes)},
+      {"real_signature_proofs", static_cast<double>(w.real_proofs)},
       {"forwarder_lease_writes", static_cast<double>(w.cloud->server_lease_writes())},
       {"forged_writes", static_cast<double>(forged)},
       {"forged_accepted", static_cast<double>(forged_accepted)},
@@ -817,14 +822,15 @@ WorldResult RunWorld(const Options& o, uint64_t seed) {
       "  faults: %d dead (%d of them killed leaders), %d cut off, %d pools cut, %d clock steps, "
       "%d server restarts, %d lying pools; LAN %d datagrams, %d lost, %d duplicated\n"
       "  requests %d (%d unavailable, %d conflicts, %d refused, %d proofs refused); DelegatedLease "
-      "writes %d; forwarder Lease writes %d; forged writes %d (%d accepted)\n"
+      "writes %d (%d with a real signature's proof); forwarder Lease writes %d; forged writes %d (%d "
+      "accepted)\n"
       "  failovers %d (median / max %s); oldest cloud Lease of an alive node in reach %.1fs\n"
       "  false evictions %s (whole pool %s, uncovered %s); false liveness %d / %d; term "
       "violations %d (%d terms); deposed-leader overlaps %d (same term %d)",
       o.pools, o.nodes_per_pool, o.duration_s, result.real_s, o.duration_s / std::max(result.real_s, 1e-9),
       result.events, w.history.lines(), dead, w.kills, cut, pools_cut, w.jumps, w.restarts, lying,
       w.datagrams, w.lost, w.duplicated, w.requests, w.unavailable, w.conflicts, w.refused,
-      w.proof_refused, w.dl_writes, w.cloud->server_lease_writes(), forged, forged_accepted,
+      w.proof_refused, w.dl_writes, w.real_proofs, w.cloud->server_lease_writes(), forged, forged_accepted,
       static_cast<int>(failovers.size()), Percentiles(failovers),
       w.verdict->max_alive_age_us() / 1e6,
       absl::StrJoin(fe, " / "), absl::StrJoin(whole, " / "), absl::StrJoin(uncovered, " / "),

@@ -88,6 +88,8 @@ def main():
             "datagrams were lost and duplicated": s["datagrams_lost"] > 0 and s["datagrams_duplicated"] > 0,
             "lying leaders forged writes, none accepted": s["forged_writes"] > 0 and s["forged_accepted"] == 0,
             "cut-off nodes were delegated": s["dl_writes"] > 0,
+            "the sample that signs for real was delegated, its proofs verified for real":
+                s["real_signature_proofs"] > 0,
             "the server's forwarder wrote the cloud's Leases": s["forwarder_lease_writes"] > 0,
             "every accepted DelegatedLease write checked against the term ledger":
                 s["term_writes_checked"] == s["dl_writes"],
