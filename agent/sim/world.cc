@@ -605,12 +605,10 @@ std::string Percentiles(std::vector<int64_t> v) {
   return absl::StrFormat("%.1f / %.1f s", v[v.size() / 2] / 1e6, v.back() / 1e6);
 }
 
-}  // namespace
-
-WorldResult RunWorld(const Options& o, uint64_t seed) {
-  const auto real_start = std::chrono::steady_clock::now();
-  WorldResult result;
-  World w(o, seed);
+// The world of `w.o`: the roster, the certificates, the fault plan, the
+// modelled cloud, every node's agent core and kubelet, and the server.
+absl::Status Build(World& w) {
+  const Options& o = w.o;
   Roster& roster = w.roster;
   for (int p = 0; p < o.pools; ++p) {
     roster.pools.push_back(PoolName(p));
@@ -624,10 +622,7 @@ WorldResult RunWorld(const Options& o, uint64_t seed) {
     }
   }
   auto pki = PkiFor(roster.nodes, o.real_signature_every);
-  if (!pki.ok()) {
-    result.failures.push_back(absl::StrCat("node certificates: ", pki.status().ToString()));
-    return result;
-  }
+  if (!pki.ok()) return absl::InternalError(absl::StrCat("node certificates: ", pki.status().ToString()));
   w.pki = *pki;
   w.start = roster.start = w.sched.now();
   w.end = w.start + Us(o.duration_s);
@@ -675,10 +670,7 @@ WorldResult RunWorld(const Options& o, uint64_t seed) {
       }
       auto core = agent::AgentCore::New(w.pki->identities[id], w.pki->authority, n->clock.get(),
                                         n->lan.get(), n->api.get(), mine);
-      if (!core.ok()) {
-        result.failures.push_back(absl::StrCat("agent ", n->name, ": ", core.status().ToString()));
-        return result;
-      }
+      if (!core.ok()) return absl::InternalError(absl::StrCat("agent ", n->name, ": ", core.status().ToString()));
       n->core = *std::move(core);
       auto own = std::make_shared<agent::PoolView>(*view);
       own->self = n->name;
@@ -689,15 +681,18 @@ WorldResult RunWorld(const Options& o, uint64_t seed) {
   }
   // The kubelets ran before the agents: every node's Lease exists.
   for (auto& n : w.nodes) w.cloud->KubeletRenew(n->name, n->clock->NowMicros());
-  if (absl::Status s = w.StartServer(); !s.ok()) {
-    result.failures.push_back(absl::StrCat("server: ", s.ToString()));
-    return result;
-  }
+  if (absl::Status s = w.StartServer(); !s.ok()) return absl::InternalError(absl::StrCat("server: ", s.ToString()));
   for (auto& np : w.nodes) {
     Node& n = *np;
     w.Wake(n, n.cloud_due);
     w.sched.At(w.start + Us(setup.Uniform() * o.kubelet_interval_s), [&w, &n] { w.Kubelet(n); });
   }
+  return absl::OkStatus();
+}
+
+// The faults, and what runs every second or so: the monitors' look, the
+// forwarder's resync (5 s) and the DelegatedLease GC (1 s).
+void ScheduleRoutine(World& w) {
   w.ScheduleFaults();
   for (int64_t t = w.start + kSec; t <= w.end; t += kSec) {
     w.sched.At(t, [&w] { w.CheckLeases(); });
@@ -714,10 +709,21 @@ WorldResult RunWorld(const Options& o, uint64_t seed) {
       if (w.server != nullptr) w.server->SweepGc();
     });
   }
-  w.sched.RunUntil(w.end + 1);
+}
 
-  // The verdict.
-  TermLedger::Report terms = w.ledger.Check();
+// What the monitors found once the run ended.
+struct Judgement {
+  TermLedger::Report terms;
+  FalseLivenessReport liveness;
+  std::vector<int64_t> false_evictions, wholepool, uncovered;  // by grace
+  int never_led = 0;
+  std::vector<std::string> failures;
+};
+
+Judgement Judge(World& w) {
+  const Options& o = w.o;
+  Judgement j;
+  j.terms = w.ledger.Check();
   std::vector<int64_t> death(w.nodes.size(), kNever);
   std::vector<std::vector<int64_t>> changes(w.nodes.size());
   for (auto& n : w.nodes) {
@@ -726,49 +732,48 @@ WorldResult RunWorld(const Options& o, uint64_t seed) {
   }
   const int64_t allowance = w.Fresh() + Us(std::ceil(o.heartbeat_interval_s + 2)) + 5 * kSec +
                             Us(std::max(1.0, o.renew_deadline_s / 2)) + kSec;
-  FalseLivenessReport liveness =
-      FalseLiveness(roster, w.ledger.Writes(), death, changes, w.Fresh(), allowance, w.end);
-  const std::vector<int64_t> fe = w.verdict->false_evictions();
-  const std::vector<int64_t> whole = w.verdict->wholepool_gaps();
-  const std::vector<int64_t> uncovered = w.verdict->uncovered_gaps();
-  int never_led = 0;
+  j.liveness =
+      FalseLiveness(w.roster, w.ledger.Writes(), death, changes, w.Fresh(), allowance, w.end);
+  j.false_evictions = w.verdict->false_evictions();
+  j.wholepool = w.verdict->wholepool_gaps();
+  j.uncovered = w.verdict->uncovered_gaps();
   for (int p = 0; p < o.pools; ++p) {
-    if (!w.beliefs().EverLed(p) && w.plan.pools[p].cut_from == kNever) ++never_led;
+    if (!w.beliefs().EverLed(p) && w.plan.pools[p].cut_from == kNever) ++j.never_led;
   }
-  for (size_t g = 0; g < fe.size(); ++g) {
-    if (fe[g] > 0) {
-      result.failures.push_back(
-          absl::StrFormat("%d false evictions at grace %.0fs", fe[g], o.graces_s[g]));
+  for (size_t g = 0; g < j.false_evictions.size(); ++g) {
+    if (j.false_evictions[g] > 0) {
+      j.failures.push_back(
+          absl::StrFormat("%d false evictions at grace %.0fs", j.false_evictions[g], o.graces_s[g]));
     }
   }
-  if (liveness.writes + liveness.cloud > 0) {
-    result.failures.push_back(absl::StrFormat("false liveness: %d writes, %d cloud Leases",
-                                              liveness.writes, liveness.cloud));
+  if (j.liveness.writes + j.liveness.cloud > 0) {
+    j.failures.push_back(absl::StrFormat("false liveness: %d writes, %d cloud Leases",
+                                              j.liveness.writes, j.liveness.cloud));
   }
-  if (terms.violations() > 0) {
-    result.failures.push_back(absl::StrFormat("%d term violations", terms.violations()));
+  if (j.terms.violations() > 0) {
+    j.failures.push_back(absl::StrFormat("%d term violations", j.terms.violations()));
   }
   if (w.beliefs().same_term_overlaps() > 0) {
-    result.failures.push_back(
+    j.failures.push_back(
         absl::StrFormat("%d overlapping beliefs in one term", w.beliefs().same_term_overlaps()));
   }
-  if (never_led > 0) {
-    result.failures.push_back(absl::StrFormat("%d pools never led although never cut off", never_led));
+  if (j.never_led > 0) {
+    j.failures.push_back(absl::StrFormat("%d pools never led although never cut off", j.never_led));
   }
-  for (const auto& s : w.verdict->incidents()) result.failures.push_back("  " + s);
-  for (const auto& s : liveness.details) result.failures.push_back("  " + s);
-  if (terms.violations() > 0) {
-    for (const auto& s : terms.details) result.failures.push_back("  " + s);
+  for (const auto& s : w.verdict->incidents()) j.failures.push_back("  " + s);
+  for (const auto& s : j.liveness.details) j.failures.push_back("  " + s);
+  if (j.terms.violations() > 0) {
+    for (const auto& s : j.terms.details) j.failures.push_back("  " + s);
   }
   for (const auto& s : w.beliefs().incidents()) {
-    if (s.find("SAME TERM") != std::string::npos) result.failures.push_back("  " + s);
+    if (s.find("SAME TERM") != std::string::npos) j.failures.push_back("  " + s);
   }
-  result.passed = result.failures.empty();
-  result.digest = w.history.Digest();
-  result.simulated_s = o.duration_s;
-  result.events = w.sched.events_run();
-  result.real_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - real_start).count();
+  return j;
+}
+
+// The run's figures (result->counts) and its few lines of summary.
+void Summarize(World& w, const Judgement& j, WorldResult* result) {
+  const Options& o = w.o;
   int dead = 0, cut = 0, pools_cut = 0, lying = 0;
   for (auto& n : w.nodes) {
     dead += n->death != kNever ? 1 : 0;
@@ -787,9 +792,9 @@ WorldResult RunWorld(const Options& o, uint64_t seed) {
   const std::vector<int64_t> failovers = w.beliefs().failovers();
   int64_t failover_max = 0;
   for (int64_t f : failovers) failover_max = std::max(failover_max, f);
-  result.counts = {
+  result->counts = {
       {"pools", o.pools}, {"nodes_per_pool", o.nodes_per_pool}, {"simulated_s", o.duration_s},
-      {"real_s", result.real_s}, {"events", static_cast<double>(result.events)},
+      {"real_s", result->real_s}, {"events", static_cast<double>(result->events)},
       {"history_lines", static_cast<double>(w.history.lines())},
       {"dead", dead}, {"cut_off", cut}, {"pools_cut", pools_cut}, {"kills", static_cast<double>(w.kills)},
       {"clock_steps", static_cast<double>(w.jumps)}, {"server_restarts", static_cast<double>(w.restarts)},
@@ -806,18 +811,18 @@ WorldResult RunWorld(const Options& o, uint64_t seed) {
       {"forged_accepted", static_cast<double>(forged_accepted)},
       {"failovers", static_cast<double>(failovers.size())}, {"failover_max_s", failover_max / 1e6},
       {"oldest_alive_lease_s", w.verdict->max_alive_age_us() / 1e6},
-      {"false_evictions", static_cast<double>(std::accumulate(fe.begin(), fe.end(), int64_t{0}))},
-      {"wholepool_gaps", static_cast<double>(std::accumulate(whole.begin(), whole.end(), int64_t{0}))},
-      {"false_liveness", static_cast<double>(liveness.writes)},
-      {"cloud_false_liveness", static_cast<double>(liveness.cloud)},
-      {"term_violations", static_cast<double>(terms.violations())},
-      {"terms_acquired", static_cast<double>(terms.terms)},
-      {"term_writes_checked", static_cast<double>(terms.writes)},
+      {"false_evictions", static_cast<double>(std::accumulate(j.false_evictions.begin(), j.false_evictions.end(), int64_t{0}))},
+      {"wholepool_gaps", static_cast<double>(std::accumulate(j.wholepool.begin(), j.wholepool.end(), int64_t{0}))},
+      {"false_liveness", static_cast<double>(j.liveness.writes)},
+      {"cloud_false_liveness", static_cast<double>(j.liveness.cloud)},
+      {"term_violations", static_cast<double>(j.terms.violations())},
+      {"terms_acquired", static_cast<double>(j.terms.terms)},
+      {"term_writes_checked", static_cast<double>(j.terms.writes)},
       {"deposed_overlaps", static_cast<double>(w.beliefs().overlaps())},
       {"same_term_overlaps", static_cast<double>(w.beliefs().same_term_overlaps())},
-      {"never_led", never_led},
+      {"never_led", j.never_led},
   };
-  result.summary = absl::StrFormat(
+  result->summary = absl::StrFormat(
       "  %d pools x %d nodes, %.0fs simulated in %.2fs real (%.0fx real time), %d events, history %d lines\n"
       "  faults: %d dead (%d of them killed leaders), %d cut off, %d pools cut, %d clock steps, "
       "%d server restarts, %d lying pools; LAN %d datagrams, %d lost, %d duplicated\n"
@@ -827,15 +832,38 @@ WorldResult RunWorld(const Options& o, uint64_t seed) {
       "  failovers %d (median / max %s); oldest cloud Lease of an alive node in reach %.1fs\n"
       "  false evictions %s (whole pool %s, uncovered %s); false liveness %d / %d; term "
       "violations %d (%d terms); deposed-leader overlaps %d (same term %d)",
-      o.pools, o.nodes_per_pool, o.duration_s, result.real_s, o.duration_s / std::max(result.real_s, 1e-9),
-      result.events, w.history.lines(), dead, w.kills, cut, pools_cut, w.jumps, w.restarts, lying,
+      o.pools, o.nodes_per_pool, o.duration_s, result->real_s, o.duration_s / std::max(result->real_s, 1e-9),
+      result->events, w.history.lines(), dead, w.kills, cut, pools_cut, w.jumps, w.restarts, lying,
       w.datagrams, w.lost, w.duplicated, w.requests, w.unavailable, w.conflicts, w.refused,
       w.proof_refused, w.dl_writes, w.real_proofs, w.cloud->server_lease_writes(), forged, forged_accepted,
       static_cast<int>(failovers.size()), Percentiles(failovers),
       w.verdict->max_alive_age_us() / 1e6,
-      absl::StrJoin(fe, " / "), absl::StrJoin(whole, " / "), absl::StrJoin(uncovered, " / "),
-      liveness.writes, liveness.cloud, terms.violations(), terms.terms, w.beliefs().overlaps(),
+      absl::StrJoin(j.false_evictions, " / "), absl::StrJoin(j.wholepool, " / "), absl::StrJoin(j.uncovered, " / "),
+      j.liveness.writes, j.liveness.cloud, j.terms.violations(), j.terms.terms, w.beliefs().overlaps(),
       w.beliefs().same_term_overlaps());
+}
+
+}  // namespace
+
+WorldResult RunWorld(const Options& o, uint64_t seed) {
+  const auto real_start = std::chrono::steady_clock::now();
+  WorldResult result;
+  World w(o, seed);
+  if (absl::Status s = Build(w); !s.ok()) {
+    result.failures.push_back(std::string(s.message()));
+    return result;
+  }
+  ScheduleRoutine(w);
+  w.sched.RunUntil(w.end + 1);
+  Judgement j = Judge(w);
+  result.failures = std::move(j.failures);
+  result.passed = result.failures.empty();
+  result.digest = w.history.Digest();
+  result.simulated_s = o.duration_s;
+  result.events = w.sched.events_run();
+  result.real_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - real_start).count();
+  Summarize(w, j, &result);
   return result;
 }
 
