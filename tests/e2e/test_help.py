@@ -77,7 +77,11 @@ def main():
                 "dead-ratio", "pool-partition-ratio", "lying-pool-ratio", "clock-skew",
                 "leader-kill-interval", "duration", "lease-duration", "renew-deadline",
                 "retry-period", "seed", "workers", "heartbeat-interval", "kubelet-interval", "grace",
-                "cloud-port", "allow-belief-overlap", "summary-json", "pl-watch-delay-ms", "help"}
+                "cloud-port", "allow-belief-overlap", "summary-json", "pl-watch-delay-ms", "help",
+                # the deterministic mode's
+                "deterministic", "seeds", "lan-delay-min-ms", "lan-delay-max-ms", "lan-loss",
+                "lan-duplicate", "clock-jump-ratio", "server-restart-interval", "server-down",
+                "real-signature-every", "history-file", "agent-logs"}
         if names != want:
             raise AssertionError(f"rows for {sorted(names ^ want)} missing or unexpected:\n{r.stdout}")
         types = {"string", "int", "float", "duration", "strings", "stringArray"}
