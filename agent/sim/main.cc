@@ -135,6 +135,9 @@ void AddFlags(SimFlags* o, poolcoord::base::FlagSet& t) {
   t.Double("server-down", &o->server_down_s,
            "With --deterministic: seconds a restarting server is down (503 through the "
            "aggregator).");
+  t.Bool("server-restart-keeps-objects", &o->server_restart_keeps_objects,
+         "With --deterministic: the restarted server finds its objects again, as on etcd3 "
+         "(default: an empty memory store).");
   t.Int("real-signature-every", &o->real_signature_every, 0, 1'000'000,
         "With --deterministic: one node in this many signs its heartbeats with its real key "
         "and is checked by the real verifier; the others sign by model (0: none real).");

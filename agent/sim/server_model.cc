@@ -25,6 +25,40 @@ base::UserInfo NodeUser(const std::string& node) {
   return {"system:node:" + node, "", {"system:nodes", "system:authenticated"}, {}};
 }
 
+namespace {
+
+// A store the model uses but does not own: everything passes through but
+// Shutdown, which would close what the next model on it still uses.
+class Borrowed : public store::Store {
+ public:
+  explicit Borrowed(std::shared_ptr<store::Store> below) : below_(std::move(below)) {}
+  absl::StatusOr<store::ObjectPtr> Get(store::Kind kind, std::string_view name) override {
+    return below_->Get(kind, name);
+  }
+  absl::StatusOr<store::ObjectPtr> GetWithFreshness(store::Kind kind, std::string_view name,
+                                                    const store::Freshness& freshness) override {
+    return below_->GetWithFreshness(kind, name, freshness);
+  }
+  absl::StatusOr<store::ListResult> List(store::Kind kind, const store::ListOptions& options) override {
+    return below_->List(kind, options);
+  }
+  absl::StatusOr<store::WriteResult> Update(store::Kind kind, std::string_view name,
+                                            const store::UpdateFn& fn, bool dry_run) override {
+    return below_->Update(kind, name, fn, dry_run);
+  }
+  absl::StatusOr<std::unique_ptr<store::Watcher>> Watch(store::Kind kind, int64_t from_revision) override {
+    return below_->Watch(kind, from_revision);
+  }
+  int64_t CurrentRevision() override { return below_->CurrentRevision(); }
+  int64_t OldestWatchableRevision() override { return below_->OldestWatchableRevision(); }
+  void Shutdown() override {}
+
+ private:
+  std::shared_ptr<store::Store> below_;
+};
+
+}  // namespace
+
 ServerModel::ServerModel(ServerModelOptions options) : options_(std::move(options)) {}
 
 ServerModel::~ServerModel() {
@@ -36,9 +70,15 @@ absl::StatusOr<std::unique_ptr<ServerModel>> ServerModel::Start(ServerModelOptio
   auto m = std::unique_ptr<ServerModel>(new ServerModel(std::move(options)));
   const ServerModelOptions& o = m->options_;
   if (absl::Status s = m->membership_.Replace("file", o.pools); !s.ok()) return s;
-  store::MemoryStoreOptions memory;
-  memory.clock = o.clock;
-  auto cache = store::NewDrivenCacher(store::NewMemoryStore(memory), {});
+  std::unique_ptr<store::Store> below;
+  if (o.store != nullptr) {
+    below = std::make_unique<Borrowed>(o.store);
+  } else {
+    store::MemoryStoreOptions memory;
+    memory.clock = o.clock;
+    below = store::NewMemoryStore(memory);
+  }
+  auto cache = store::NewDrivenCacher(std::move(below), {});
   if (!cache.ok()) return cache.status();
   m->cache_ = *std::move(cache);
   m->proofs_ = std::make_unique<election::DelegationProofs>(o.clock, o.proofs, &m->registry_);

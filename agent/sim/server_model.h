@@ -65,6 +65,11 @@ struct ServerModelOptions {
   controllers::ForwarderCloud cloud;
   controllers::ForwarderOptions forwarder;
   absl::Duration gc_period = absl::Minutes(5);
+  // The store below the watch cache, when the caller keeps it across the
+  // model's restarts (as etcd3 keeps its keys while poolcoord-apiserver
+  // restarts); the model never shuts it down. Null: a memory store of the
+  // model's own, gone with it (--storage-backend=memory).
+  std::shared_ptr<store::Store> store;
 };
 
 class ServerModel {

@@ -80,6 +80,9 @@ struct Options {
   // an empty memory store, as poolcoord-apiserver on its memory store.
   double server_restart_interval_s = 0.0;
   double server_down_s = 5.0;
+  // The restarted server finds its objects again (etcd3), instead of an empty
+  // memory store.
+  bool server_restart_keeps_objects = false;
   // One node in this many signs and is checked for real (ECDSA P-256); the
   // others sign by model.
   int real_signature_every = 20;

@@ -38,6 +38,7 @@
 #include "cloud/errors.h"
 #include "election/lease_marks.h"
 #include "election/pool_lease_lock.h"
+#include "store/memory_store.h"
 
 namespace poolcoord::sim {
 namespace {
@@ -204,6 +205,8 @@ struct World {
   std::shared_ptr<const Pki> pki;
   agent::VerificationMemo memo;
   std::unique_ptr<CloudModel> cloud;
+  // The store the server restarts on with --server-restart-keeps-objects.
+  std::shared_ptr<store::Store> persistent;
   std::unique_ptr<ServerModel> server;  // null while it restarts
   uint64_t server_epoch = 0;
   int64_t server_wake_at = kNever;
@@ -244,6 +247,14 @@ struct World {
     Rng* rng = &server_rng;
     so.proofs.random_bytes = [rng](unsigned char* bytes, size_t n) { rng->Fill(bytes, n); };
     so.cloud = {cloud->NodeLeases(), cloud->Nodes(), cloud->Events()};
+    if (o.server_restart_keeps_objects) {
+      if (persistent == nullptr) {
+        store::MemoryStoreOptions memory;
+        memory.clock = sched.clock();
+        persistent = store::NewMemoryStore(memory);
+      }
+      so.store = persistent;
+    }
     auto m = ServerModel::Start(std::move(so));
     if (!m.ok()) return m.status();
     server = *std::move(m);

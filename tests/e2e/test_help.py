@@ -81,6 +81,7 @@ def main():
                 # the deterministic mode's
                 "deterministic", "seeds", "lan-delay-min-ms", "lan-delay-max-ms", "lan-loss",
                 "lan-duplicate", "clock-jump-ratio", "server-restart-interval", "server-down",
+                "server-restart-keeps-objects",
                 "real-signature-every", "history-file", "agent-logs"}
         if names != want:
             raise AssertionError(f"rows for {sorted(names ^ want)} missing or unexpected:\n{r.stdout}")
