@@ -232,7 +232,12 @@ class FakeNodes : public cloud::NodeInterface {
         if (next >= events_.size()) continue;
         ev = events_[next++];
       }
-      if (!handler(ev)) return absl::OkStatus();
+      const bool go_on = handler(ev);
+      {
+        absl::MutexLock l(&mu_);
+        handled_ = next;
+      }
+      if (!go_on) return absl::OkStatus();
     }
     return absl::OkStatus();
   }
@@ -304,6 +309,12 @@ class FakeNodes : public cloud::NodeInterface {
     absl::MutexLock l(&mu_);
     return calls_;
   }
+  // Whether a watch has handed every event put so far to its handler, and the
+  // handler has returned.
+  bool AllEventsHandled() {
+    absl::MutexLock l(&mu_);
+    return handled_ == events_.size();
+  }
 
   ErrorQueue errors;
 
@@ -318,6 +329,7 @@ class FakeNodes : public cloud::NodeInterface {
   absl::Mutex mu_;
   std::map<std::string, cloud::Node> nodes_ ABSL_GUARDED_BY(mu_);
   std::vector<cloud::WatchEvent<cloud::Node>> events_ ABSL_GUARDED_BY(mu_);
+  size_t handled_ ABSL_GUARDED_BY(mu_) = 0;
   bool watch_end_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status watch_end_status_ ABSL_GUARDED_BY(mu_);
   int64_t rv_ ABSL_GUARDED_BY(mu_) = 500;
