@@ -10,6 +10,7 @@
 #include "absl/strings/string_view.h"
 #include "base/quote.h"
 #include "base/string_view.h"
+#include "rapidjson/document.h"
 
 namespace poolcoord::handlers {
 namespace {
@@ -85,6 +86,69 @@ void ValidateFinalizers(const std::vector<std::string>& finalizers,
   }
 }
 
+// apimachinery's validateOwnerReference and ValidateOwnerReferences: each
+// reference names its owner whole (a version in apiVersion, kind, name, uid),
+// and at most one is the controller. The garbage collector and every
+// controller's GetControllerOf read these. The list is stored as its JSON;
+// an object without owners costs nothing here.
+void ValidateOwnerReferences(const std::string& json, std::vector<store::FieldCause>& causes) {
+  constexpr char kField[] = "metadata.ownerReferences";
+  if (json.empty() || json == "[]") return;
+  rapidjson::Document d;
+  d.Parse(json.data(), json.size());
+  if (d.HasParseError() || !d.IsArray()) return;  // the codec decoded it as an array
+  auto str = [](const rapidjson::Value& ref, const char* key) -> std::string {
+    auto it = ref.FindMember(key);
+    return it != ref.MemberEnd() && it->value.IsString()
+               ? std::string(it->value.GetString(), it->value.GetStringLength())
+               : std::string();
+  };
+  std::string controller;  // "<kind>/<name>" of the first reference with controller: true
+  for (const auto& ref : d.GetArray()) {
+    if (!ref.IsObject()) continue;
+    const std::string api_version = str(ref, "apiVersion");
+    // schema.ParseGroupVersion: "v1" or "<group>/<version>"; anything else has no version.
+    std::string_view version = api_version;
+    if (const size_t slash = api_version.find('/'); slash != std::string::npos) {
+      version = api_version.find('/', slash + 1) == std::string::npos
+                    ? std::string_view(api_version).substr(slash + 1)
+                    : std::string_view();
+    }
+    if (version.empty()) {
+      causes.push_back(store::FieldInvalid(absl::StrCat(kField, ".apiVersion"),
+                                           base::GoQuote(api_version), "version must not be empty"));
+    }
+    const std::string kind = str(ref, "kind");
+    const std::string name = str(ref, "name");
+    const std::string uid = str(ref, "uid");
+    if (kind.empty()) {
+      causes.push_back(store::FieldInvalid(absl::StrCat(kField, ".kind"), base::GoQuote(kind),
+                                           "must not be empty"));
+    }
+    if (name.empty()) {
+      causes.push_back(store::FieldInvalid(absl::StrCat(kField, ".name"), base::GoQuote(name),
+                                           "must not be empty"));
+    }
+    if (uid.empty()) {
+      causes.push_back(store::FieldInvalid(absl::StrCat(kField, ".uid"), base::GoQuote(uid),
+                                           "must not be empty"));
+    }
+    auto c = ref.FindMember("controller");
+    if (c != ref.MemberEnd() && c->value.IsBool() && c->value.GetBool()) {
+      const std::string current = absl::StrCat(kind, "/", name);
+      if (controller.empty()) {
+        controller = current;
+      } else {
+        causes.push_back(store::FieldInvalid(
+            kField, json,
+            absl::StrCat("Only one reference can have Controller set to true. Found \"true\" in "
+                         "references for ",
+                         controller, " and ", current)));
+      }
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<store::FieldCause> ValidateObjectMeta(const store::ObjectMeta& meta, bool is_create) {
@@ -114,6 +178,7 @@ std::vector<store::FieldCause> ValidateObjectMeta(const store::ObjectMeta& meta,
   ValidateLabels(meta.labels, causes);
   ValidateAnnotations(meta.annotations, causes);
   ValidateFinalizers(meta.finalizers, causes);
+  ValidateOwnerReferences(meta.owner_references_json, causes);
   return causes;
 }
 

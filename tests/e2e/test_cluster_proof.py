@@ -262,7 +262,9 @@ class Env:
             if create:
                 a = c[replica].request("POST", BASE + "/delegatedleases", body)
             else:
-                for _ in range(10):  # a replica's watch cache may be a moment behind: 409, read again
+                # A replica's watch cache may be behind the other replica's write (409: read
+                # again). One CI run on a busy machine saw it more than 3 s behind.
+                for _ in range(40):
                     cur = c[replica].request("GET", BASE + f"/delegatedleases/{member}").json()
                     body["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"]
                     a = c[replica].request("PUT", BASE + f"/delegatedleases/{member}", body)

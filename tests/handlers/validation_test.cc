@@ -236,6 +236,35 @@ BOOST_AUTO_TEST_CASE(finalizers) {
              "foregroundDeletion cannot be both set");
 }
 
+// The input a newcomer's trial stored unchecked: a reference with nothing but
+// an empty uid, and two references marked controller.
+BOOST_AUTO_TEST_CASE(owner_references) {
+  store::ObjectMeta meta = Meta("hz");
+  meta.owner_references_json =
+      R"([{"apiVersion":"v1","kind":"Node","name":"a","uid":"x","controller":true},)"
+      R"({"apiVersion":"apps/v1","kind":"Deployment","name":"b","uid":"y","controller":false}])";
+  BOOST_TEST(ValidateObjectMeta(meta, true).empty());
+  meta.owner_references_json =
+      R"([{"uid":""},{"apiVersion":"v1","kind":"Node","name":"a","uid":"x","controller":true},)"
+      R"({"apiVersion":"a/b/c","kind":"Node","name":"b","uid":"y","controller":true}])";
+  auto causes = ValidateObjectMeta(meta, true);
+  std::vector<std::string> got;
+  for (const auto& c : causes) got.push_back(c.field + ": " + c.message);
+  const std::vector<std::string> want = {
+      R"(metadata.ownerReferences.apiVersion: Invalid value: "": version must not be empty)",
+      R"(metadata.ownerReferences.kind: Invalid value: "": must not be empty)",
+      R"(metadata.ownerReferences.name: Invalid value: "": must not be empty)",
+      R"(metadata.ownerReferences.uid: Invalid value: "": must not be empty)",
+      R"(metadata.ownerReferences.apiVersion: Invalid value: "a/b/c": version must not be empty)",
+  };
+  BOOST_TEST_REQUIRE(got.size() == want.size() + 1, "causes: " << got.size());
+  for (size_t i = 0; i < want.size(); ++i) BOOST_TEST(got[i] == want[i]);
+  BOOST_TEST(causes.back().field == "metadata.ownerReferences");
+  BOOST_TEST(causes.back().message.find("Only one reference can have Controller set to true. Found "
+                                        "\"true\" in references for Node/a and Node/b") !=
+             std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(negative_generation) {
   store::ObjectMeta meta = Meta("hz");
   meta.generation = -1;
