@@ -145,6 +145,16 @@ def ensure_images(binary):
     return images
 
 
+def unknown_bound(grace, monitor_period):
+    """The latest, in seconds after a node's last Lease renewal, that
+    kube-controller-manager's node lifecycle controller marks the node Unknown:
+    a renewal counts from the monitor pass that first sees it (probeTimestamp is
+    that pass's clock, up to one --node-monitor-period after the renewal), and
+    the node is judged at the first pass more than grace after the probe (up to
+    one period more). Watch delivery and a busy machine come on top: the
+    caller's slack."""
+    return grace + 2 * monitor_period
+
 
 def forwarder_shard(node, shards):
     """The forwarding shard of `node` (controllers::Forwarder::ShardOf): FNV-1a

@@ -44,7 +44,8 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import expect  # noqa: E402
-from kube_cluster import DELEGATE, POOL_LABEL, parse_micro, run_cluster_cases, run_scenarios  # noqa: E402
+from kube_cluster import (DELEGATE, POOL_LABEL, parse_micro, run_cluster_cases, run_scenarios,  # noqa: E402
+                          unknown_bound)
 from kube_nodes import ROLE, HelmRelease, NodeCluster, PodWatch, scrape  # noqa: E402
 
 GRACE = 40.0
@@ -545,7 +546,7 @@ def killed_member_goes_notready_and_its_pod_is_evicted(env):
     r = env.results["kill"]
     n = r["node"]
     after_renewal = r["unknown"] - r["last_renewal"]
-    expect(GRACE - 1 <= after_renewal <= GRACE + MONITOR_PERIOD + SLACK,
+    expect(GRACE - 1 <= after_renewal <= unknown_bound(GRACE, MONITOR_PERIOD) + SLACK,
            f"{n} Unknown {after_renewal:.1f} s after its kubelet's last renewal")
     evicted = r["evicted"] - r["unknown"]
     expect(evicted <= TOLERATION + MONITOR_PERIOD + SLACK, f"evicted {evicted:.1f} s after Unknown")
