@@ -17,6 +17,7 @@ namespace {
 
 constexpr char kFinalizerOrphanDependents[] = "orphan";
 constexpr char kFinalizerDeleteDependents[] = "foregroundDeletion";
+constexpr char kFinalizerKubernetes[] = "kubernetes";
 
 // GoQuote of a list, as %#v prints a []string: []string{"a", "b"}.
 std::string GoStringSlice(const std::vector<std::string>& values) {
@@ -62,7 +63,7 @@ void ValidateAnnotations(const store::StringMap& annotations,
   }
   if (total > kTotalAnnotationSizeLimitBytes) {
     causes.push_back(store::FieldTooLong(
-        kField, absl::StrCat("must have at most ", kTotalAnnotationSizeLimitBytes, " bytes")));
+        kField, absl::StrCat("may not be more than ", kTotalAnnotationSizeLimitBytes, " bytes")));
   }
 }
 
@@ -180,6 +181,33 @@ std::vector<store::FieldCause> ValidateObjectMeta(const store::ObjectMeta& meta,
   ValidateFinalizers(meta.finalizers, causes);
   ValidateOwnerReferences(meta.owner_references_json, causes);
   return causes;
+}
+
+std::vector<std::string> FinalizerWarnings(const std::vector<std::string>& finalizers,
+                                           const std::vector<std::string>* old_finalizers) {
+  std::vector<std::string> warnings;
+  if (finalizers.empty() || (old_finalizers != nullptr && *old_finalizers == finalizers)) {
+    return warnings;  // every write of an object without finalizers, every renewal
+  }
+  std::set<std::string_view> added;
+  for (const auto& f : finalizers) {
+    if (f.find('/') != std::string::npos || f == kFinalizerKubernetes ||
+        f == kFinalizerOrphanDependents || f == kFinalizerDeleteDependents) {
+      continue;
+    }
+    if (old_finalizers != nullptr &&
+        std::find(old_finalizers->begin(), old_finalizers->end(), f) != old_finalizers->end()) {
+      continue;
+    }
+    added.insert(f);
+  }
+  for (std::string_view f : added) {
+    warnings.push_back(absl::StrCat(
+        "metadata.finalizers: ", base::GoQuote(f), ": prefer a domain-qualified finalizer name ",
+        f.find('.') != std::string_view::npos ? "including a path (/) " : "",
+        "to avoid accidental conflicts with other finalizer writers"));
+  }
+  return warnings;
 }
 
 std::vector<store::FieldCause> ValidateObjectMetaUpdate(const store::ObjectMeta& old_meta,

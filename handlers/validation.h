@@ -37,9 +37,27 @@ inline constexpr size_t kTotalAnnotationSizeLimitBytes = 256 * 1024;
 // - generateName: a DNS-1123 subdomain once a trailing '-' is masked;
 // - labels: keys qualified names, values label values;
 // - annotations: keys qualified names (case-insensitive), keys plus values at most
-//   262144 bytes in total (FieldTooLong);
+//   262144 bytes in total (FieldTooLong, "may not be more than 262144 bytes", the
+//   value left out as field.TooLong's ErrorBody leaves it out);
 // - finalizers: qualified names, and not both "orphan" and "foregroundDeletion".
+// Bad values are quoted whole in the causes (a 1 MB name is quoted twice in the
+// 422's message and once in its cause, ~4 MB with details.name), as kube-apiserver
+// 1.32.6 answers: field.Invalid's ErrorBody omits no value, only TooLong's does.
 std::vector<store::FieldCause> ValidateObjectMeta(const store::ObjectMeta& meta, bool is_create);
+
+// The Warning texts for the finalizers a write adds that name no domain (no
+// '/'), as kube-apiserver 1.32.6 warns on every create and update of a custom
+// resource (apiextensions-apiserver's strategy), a write that passed validation,
+// dry runs included:
+//   metadata.finalizers: "foo": prefer a domain-qualified finalizer name to avoid
+//   accidental conflicts with other finalizer writers
+// with "... finalizer name including a path (/) to avoid ..." for a name with a
+// '.' (e.g. "example.com"). Added: in `finalizers` and not in `old_finalizers`
+// (nullptr on create: all of them). The standard finalizers "kubernetes",
+// "orphan" and "foregroundDeletion" draw none. One text per name, in byte order
+// of the names. Nothing allocated when no finalizer is added.
+std::vector<std::string> FinalizerWarnings(const std::vector<std::string>& finalizers,
+                                           const std::vector<std::string>* old_finalizers);
 
 // The update rules of ValidateObjectMetaAccessorUpdate that a caller cannot repair
 // by copying server-set fields (uid, creationTimestamp, generation, deletion

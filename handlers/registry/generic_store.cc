@@ -159,7 +159,8 @@ absl::Status GenericStore::AdmitCreate(const WriteContext& ctx, Object& next,
   if (auto causes = WithDecodeCauses(decode_causes, strategy_.Validate(ctx, next)); !causes.empty()) {
     return Invalid(strategy_, next.metadata.name, std::move(causes));
   }
-  *warnings = strategy_.WarningsOnCreate(ctx, next);
+  *warnings = FinalizerWarnings(next.metadata.finalizers, nullptr);
+  Append(warnings, strategy_.WarningsOnCreate(ctx, next));
   strategy_.Canonicalize(next);
   if (rules_) RETURN_IF_ERROR(strategy_.Admit(ctx, nullptr, next, reader));
   return absl::OkStatus();
@@ -264,7 +265,8 @@ absl::StatusOr<MutableObjectPtr> GenericStore::BeforeUpdate(
         !causes.empty()) {
       return Invalid(strategy_, name, std::move(causes));
     }
-    *warnings = strategy_.WarningsOnUpdate(ctx, *next, *current);
+    *warnings = FinalizerWarnings(next->metadata.finalizers, &current->metadata.finalizers);
+    Append(warnings, strategy_.WarningsOnUpdate(ctx, *next, *current));
     strategy_.Canonicalize(*next);
     if (rules_) RETURN_IF_ERROR(strategy_.Admit(ctx, current, *next, reader));
   }

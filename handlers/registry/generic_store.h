@@ -92,7 +92,8 @@ class GenericStore {
   // Creates `object` (its name, or generateName plus 5 random characters).
   // Errors: 422 (ObjectMeta, `decode_causes` as UpdateOptions says, the kind's
   // validation: all of them in one), 409 AlreadyExists, and the rules'
-  // 403/409/422/503. Appends the strategy's warnings to *warnings.
+  // 403/409/422/503. Appends the warnings of a create that passed validation
+  // (FinalizerWarnings, handlers/validation.h, then the strategy's) to *warnings.
   absl::StatusOr<store::WriteResult> Create(const base::UserInfo& user,
                                             store::MutableObjectPtr object, bool dry_run,
                                             std::vector<std::string>* warnings,
@@ -104,7 +105,9 @@ class GenericStore {
 
   // Updates `name` (or its status) to what `updated` proposes. Errors: 404,
   // whatever `updated` returns, 409 on a stale resourceVersion or another uid,
-  // 422 (ObjectMeta, the kind's validation), the rules' errors. An update that
+  // 422 (ObjectMeta, the kind's validation), the rules' errors. Appends the
+  // warnings (FinalizerWarnings of the finalizers added, then the strategy's) of a
+  // write of the main resource that passed validation. An update that
   // removes the last finalizer of an object being deleted deletes it. The
   // proposed object's metadata.managedFields are kept, also on /status (the
   // field manager has recorded the write in them; handlers/field_manager.h).

@@ -16,12 +16,14 @@
 // The order of a write (generic_store.cc), each error in its precedence:
 //   create  ObjectMeta checks (422) -> PrepareForCreate, then inside the store's
 //           atomic step: already exists (409) -> CheckWriter (403/503) ->
-//           Validate (422) -> WarningsOnCreate -> Canonicalize -> Admit
+//           Validate (422) -> warnings (the finalizers', handlers/validation.h's
+//           FinalizerWarnings, then WarningsOnCreate) -> Canonicalize -> Admit
 //   update  inside the atomic step: missing (404) -> the body (PUT) or the patch
 //           applied to the stored object (PATCH) -> preconditions: resourceVersion,
 //           uid (409) -> PrepareForUpdate -> ObjectMeta checks (422) -> server
 //           metadata carried over -> CheckWriter -> ValidateUpdate (422) ->
-//           WarningsOnUpdate -> Canonicalize -> Admit
+//           warnings (FinalizerWarnings of those added, WarningsOnUpdate) ->
+//           Canonicalize -> Admit
 //   status  as update, but with the stored metadata (managedFields aside) and
 //           PrepareForUpdate of the status subresource, and AdmitStatusUpdate in
 //           place of CheckWriter..Admit

@@ -1,6 +1,7 @@
 """The README's promise, with the real kubectl: get, apply (twice), edit, patch,
 label, annotate, describe, explain, get -w, wait --for=delete and delete against a
-standalone server and the kubeconfig it wrote."""
+standalone server and the kubeconfig it wrote; the warnings kubectl prints for a
+finalizer without a domain."""
 import json
 import os
 import subprocess
@@ -196,9 +197,34 @@ def invalid_object_message(s):
     expect(p.returncode != 0 and "bogusField" in p.stderr, f"strict validation: {p.stderr}")
 
 
+def finalizer_without_a_domain_warns(s):
+    # The lines kubectl printed for a custom resource of kube-apiserver 1.32.6.
+    tail = "to avoid accidental conflicts with other finalizer writers"
+    name = uniq("fin")
+    obj = pool_lease(name)
+    obj["metadata"]["finalizers"] = ["cleanup", "example.com/ok"]
+    p = s.kubectl("create", "-f", "-", stdin=json.dumps(obj))
+    ok(p, "create")
+    warned = [line for line in p.stderr.splitlines() if line.startswith("Warning:")]
+    expect(warned == [f'Warning: metadata.finalizers: "cleanup": prefer a domain-qualified finalizer name {tail}'],
+           f"create's warnings: {p.stderr}")
+    p = s.kubectl("patch", "poollease", name, "--type=merge",
+                  "-p", '{"metadata":{"finalizers":["cleanup","example.com/ok","pool.example"]}}')
+    ok(p, "patch")
+    warned = [line for line in p.stderr.splitlines() if line.startswith("Warning:")]
+    expect(warned == ['Warning: metadata.finalizers: "pool.example": prefer a domain-qualified finalizer '
+                      f'name including a path (/) {tail}'], f"patch's warnings: {p.stderr}")
+    p = s.kubectl("label", "poollease", name, "seen=yes")
+    ok(p, "label")
+    expect("Warning:" not in p.stderr, f"a write adding no finalizer warned: {p.stderr}")
+    ok(s.kubectl("patch", "poollease", name, "--type=merge", "-p", '{"metadata":{"finalizers":null}}'),
+       "patch finalizers away")
+    ok(s.kubectl("delete", "poollease", name), "delete")
+
+
 CASES = [api_resources, get_empty_then_apply_twice, get_table_columns, edit_with_editor,
          patch_label_annotate, describe_and_explain, get_watch_sees_changes,
-         wait_for_delete_and_delete, invalid_object_message]
+         wait_for_delete_and_delete, invalid_object_message, finalizer_without_a_domain_warns]
 
 if __name__ == "__main__":
     sys.exit(run_cases(CASES, lambda binary: Server(binary)))

@@ -398,6 +398,57 @@ BOOST_AUTO_TEST_CASE(field_manager_over_128_bytes_is_invalid) {
   BOOST_TEST(Call("POST", std::string(kBase) + "?fieldManager=a%07b", Lease("fm2")).status == 422);
 }
 
+// What kube-apiserver 1.32.6 answered a ConfigMap of the same name: the name
+// whole in the message twice, in details.name and in the cause (4,194,792
+// bytes, pretty-printed).
+BOOST_AUTO_TEST_CASE(a_megabyte_name_is_invalid_as_kube_apiserver_answers_it) {
+  const std::string name(1 << 20, 'a');
+  Response r = Call("POST", kBase, Lease(name));
+  BOOST_TEST(r.status == 422);
+  auto d = Json(r);
+  const std::string quoted = "\"" + name + "\"";
+  BOOST_TEST((std::string(d["message"].GetString()) ==
+              "PoolLease.coordination.pool " + quoted + " is invalid: metadata.name: Invalid value: " +
+                  quoted + ": must be no more than 253 characters"));
+  BOOST_TEST((std::string(d["details"]["name"].GetString()) == name));
+  BOOST_TEST_REQUIRE(d["details"]["causes"].Size() == 1u);
+  BOOST_TEST((std::string(d["details"]["causes"][0]["message"].GetString()) ==
+              "Invalid value: " + quoted + ": must be no more than 253 characters"));
+  BOOST_TEST(r.body.size() < 4u * name.size() + 1024);
+}
+
+// The Warning headers kube-apiserver 1.32.6 sent for a custom resource's
+// finalizers without a domain, which kubectl prints as "Warning: ...".
+BOOST_AUTO_TEST_CASE(finalizers_without_a_domain_get_kube_apiservers_warning) {
+  auto warnings = [](const Response& r) {
+    std::vector<std::string> out;
+    for (const auto& [k, v] : r.headers) {
+      if (k == "Warning") out.push_back(v);
+    }
+    return out;
+  };
+  Response created = Call("POST", kBase, Lease("fin", 15, ",\"finalizers\":[\"example.com/ok\",\"cleanup\"]"));
+  BOOST_TEST(created.status == 201);
+  BOOST_TEST(warnings(created) ==
+                 std::vector<std::string>{"299 - \"metadata.finalizers: \\\"cleanup\\\": prefer a "
+                                          "domain-qualified finalizer name to avoid accidental conflicts "
+                                          "with other finalizer writers\""},
+             boost::test_tools::per_element());
+  Response patched = Call("PATCH", std::string(kBase) + "/fin",
+                          "{\"metadata\":{\"finalizers\":[\"cleanup\",\"pool.example\"]}}",
+                          "application/merge-patch+json");
+  BOOST_TEST(patched.status == 200);
+  BOOST_TEST(warnings(patched) ==
+                 std::vector<std::string>{"299 - \"metadata.finalizers: \\\"pool.example\\\": prefer a "
+                                          "domain-qualified finalizer name including a path (/) to avoid "
+                                          "accidental conflicts with other finalizer writers\""},
+             boost::test_tools::per_element());
+  Response relabelled = Call("PATCH", std::string(kBase) + "/fin", "{\"metadata\":{\"labels\":{\"a\":\"b\"}}}",
+                             "application/merge-patch+json");
+  BOOST_TEST(relabelled.status == 200);
+  BOOST_TEST(warnings(relabelled).empty());
+}
+
 BOOST_AUTO_TEST_CASE(list_resource_version_rules) {
   Call("POST", kBase, Lease("v"));
   BOOST_TEST(Call("GET", std::string(kBase) + "?resourceVersion=999999").status == 504);

@@ -214,7 +214,7 @@ BOOST_AUTO_TEST_CASE(annotation_total_size_boundary) {
   BOOST_TEST_REQUIRE(causes.size() == 1u);
   BOOST_TEST(causes[0].type == "FieldValueTooLong");
   BOOST_TEST(causes[0].field == "metadata.annotations");
-  BOOST_TEST(causes[0].message == "Too long: must have at most 262144 bytes");
+  BOOST_TEST(causes[0].message == "Too long: may not be more than 262144 bytes");
   // Spread over several annotations.
   meta.annotations = {{"a", std::string(131071, 'x')}, {"b", std::string(131071, 'x')}};
   BOOST_TEST(ValidateObjectMeta(meta, true).empty());
@@ -234,6 +234,45 @@ BOOST_AUTO_TEST_CASE(finalizers) {
   BOOST_TEST(causes[0].message ==
              "Invalid value: []string{\"orphan\", \"foregroundDeletion\"}: finalizer orphan and "
              "foregroundDeletion cannot be both set");
+}
+
+// kube-apiserver 1.32.6 answers a 1 MB metadata.name with its whole value in
+// the cause (field.Invalid's ErrorBody omits no value): 1,048,630 characters.
+BOOST_AUTO_TEST_CASE(a_megabyte_name_is_quoted_whole_as_kube_apiserver_quotes_it) {
+  const std::string name(1 << 20, 'a');
+  auto causes = ValidateObjectMeta(Meta(name), true);
+  BOOST_TEST_REQUIRE(causes.size() == 1u);
+  BOOST_TEST(causes[0].type == "FieldValueInvalid");
+  BOOST_TEST(causes[0].field == "metadata.name");
+  BOOST_TEST((causes[0].message ==
+              "Invalid value: \"" + name + "\": must be no more than 253 characters"));
+  BOOST_TEST(causes[0].message.size() == 1048630u);
+}
+
+// The texts and choices kube-apiserver 1.32.6 made for a custom resource's
+// finalizers (each checked against it).
+BOOST_AUTO_TEST_CASE(finalizer_warnings) {
+  const std::string kPlain =
+      ": prefer a domain-qualified finalizer name to avoid accidental conflicts with other "
+      "finalizer writers";
+  const std::string kWithPath =
+      ": prefer a domain-qualified finalizer name including a path (/) to avoid accidental "
+      "conflicts with other finalizer writers";
+  const std::vector<std::string> created = {"zeta", "foo", "foo", "a/b", "kubernetes.io/x", "orphan",
+                                            "kubernetes", "Foo", "a.b", "foregroundDeletion"};
+  const std::vector<std::string> want = {
+      "metadata.finalizers: \"Foo\"" + kPlain, "metadata.finalizers: \"a.b\"" + kWithPath,
+      "metadata.finalizers: \"foo\"" + kPlain, "metadata.finalizers: \"zeta\"" + kPlain};
+  BOOST_TEST(FinalizerWarnings(created, nullptr) == want, boost::test_tools::per_element());
+  // An update warns of the finalizers it adds alone.
+  const std::vector<std::string> old = {"foo", "zeta"};
+  BOOST_TEST(FinalizerWarnings({"foo", "bar", "zeta"}, &old) ==
+                 std::vector<std::string>{"metadata.finalizers: \"bar\"" + kPlain},
+             boost::test_tools::per_element());
+  BOOST_TEST(FinalizerWarnings(old, &old).empty());
+  BOOST_TEST(FinalizerWarnings({"foo"}, &old).empty());  // a removal
+  BOOST_TEST(FinalizerWarnings({}, nullptr).empty());
+  BOOST_TEST(FinalizerWarnings({"example.com/cleanup", "orphan"}, nullptr).empty());
 }
 
 // The input a newcomer's trial stored unchecked: a reference with nothing but
