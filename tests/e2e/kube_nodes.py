@@ -16,7 +16,8 @@ Where the binaries come from: kubelet, kube-proxy and kube-scheduler beside
 kube-apiserver ($POOLCOORD_K8S_BIN, else ../shared/k8s/v1.32.6/bin); containerd,
 runc, ctr, the CNI plugins (bridge, host-local, loopback, portmap in /usr/lib/cni),
 iptables, mmdebstrap and umoci from Debian (scripts/install-deps.sh --test). Where
-one is missing, or the test is not root, NodeCluster raises Skip with the reason.
+one is missing, or the test is not root, NodeCluster raises Skip with the reason,
+before it builds any image.
 
 The images: ensure_images() runs scripts/build-image.sh for the binaries under
 test (when its archives are older than them) and each node imports both archives
@@ -82,12 +83,14 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kube_cluster import (CHART, POOL_LABEL, KubeCluster, LeaseWatch, NodeWatch, Process, Skip,  # noqa: E402
-                          ensure_images, helm_binary, write_kubeconfig)
+                          ensure_images, helm_binary, k8s_bin_dir, write_kubeconfig)
 from harness import free_port, kubectl_binary, wait_for  # noqa: E402
 
 ROLE = "poolcoord.test/role"
 CNI_DIR = "/usr/lib/cni"
 CNI_PLUGINS = ("bridge", "host-local", "loopback", "portmap")
+# Beside kube-apiserver and kube-controller-manager (kube_cluster.k8s_bin_dir).
+NODE_BINARIES = ("kubelet", "kube-proxy", "kube-scheduler")
 TOOLS = ("containerd", "containerd-shim-runc-v2", "runc", "ctr", "nsenter", "unshare", "setpriv",
          "iptables", "ip", "mmdebstrap", "umoci")
 # Kernel tunables the kubelet sets; shadowed inside each node so the host's stay.
@@ -371,7 +374,10 @@ class NodeCluster:
     Lease from the start."""
 
     def __init__(self, binary, grace="40s", monitor_period="2s", kcm_args=()):
+        # Every reason to skip before the image build (minutes on a first run):
+        # root, the node tools, cgroup v1, then the control plane's binaries.
         _check_tools()
+        k8s_bin_dir(NODE_BINARIES)
         self.binary = binary
         self.images = ensure_images(binary)
         self.net = Network()
@@ -382,7 +388,7 @@ class NodeCluster:
             self.cluster = KubeCluster(
                 grace=grace, kcm_args=[f"--node-monitor-period={monitor_period}", *kcm_args],
                 bind_address="0.0.0.0", extra_sans=[f"IP:{self.net.cloud_host}"],
-                advertise_address=self.net.cloud_host, binaries=("kubelet", "kube-proxy", "kube-scheduler"),
+                advertise_address=self.net.cloud_host, binaries=NODE_BINARIES,
                 apiserver_args=["--enable-aggregator-routing=true", "--enable-bootstrap-token-auth=true",
                                 "--kubelet-preferred-address-types=InternalIP"], kubelet_client=True)
             self.server = f"https://{self.net.cloud_host}:{self.cluster.port}"
