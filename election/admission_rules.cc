@@ -1,6 +1,7 @@
 #include "election/admission_rules.h"
 
 #include <algorithm>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -32,11 +33,11 @@ AdmissionDecision Deny(std::string message) {
   return d;
 }
 
-// nullptr when absent; reads are from the store's memory.
-store::ObjectPtr Lookup(store::Store* store, store::Kind kind, const std::string& name) {
-  auto got = store->Get(kind, name);
-  if (!got.ok()) return nullptr;
-  return *got;
+// A read the decision cannot do without failed (etcd unreachable, ...): the
+// review is denied, never decided as if the objects were absent.
+AdmissionDecision DenyUnreadable(std::string_view pool, const absl::Status& status) {
+  return Deny(absl::StrCat("the state of pool ", base::GoQuote(pool),
+                           " cannot be read now (", status.message(), "); retry"));
 }
 
 }  // namespace
@@ -111,16 +112,34 @@ AdmissionDecision DecideDelegatedHeartbeat(const AdmissionAttributes& attrs,
   }
 
   const LeaseRulesOptions& opts = rules.options();
-  store::ObjectPtr pool_lease = Lookup(store, store::Kind::kPoolLease, *pool);
+  const bool forwarder = !opts.forwarder_user.empty() && user.username == opts.forwarder_user;
+  const auto& proxies = opts.lease_proxy_users;
+  const bool proxy = std::find(proxies.begin(), proxies.end(), user.username) != proxies.end();
+  if (!forwarder && !proxy) {
+    return Deny(absl::StrCat(
+        "user ", base::GoQuote(user.username), " may not set the ", Ann(),
+        " on the Lease of node ", base::GoQuote(node),
+        ": only poolcoord's forwarder (--forwarder-user), a lease-proxy user for "
+        "pools poolcoord does not govern (--lease-proxy-users) or system:masters may"));
+  }
+
+  // The forwarder's verdict needs the PoolLease and the DelegatedLease as they
+  // are now (a delegation gone before the review arrived must not pass): one
+  // consistent read of both, one round trip on etcd.
+  const store::ObjectKey keys[] = {{store::Kind::kPoolLease, *pool},
+                                   {store::Kind::kDelegatedLease, node}};
+  auto read = store->GetAll(std::span<const store::ObjectKey>(keys, forwarder ? 2 : 1));
+  if (!read.ok()) return DenyUnreadable(*pool, read.status());
+  const store::ObjectPtr& pool_lease = (*read)[0];
   const bool governed = pool_lease != nullptr;
 
-  if (!opts.forwarder_user.empty() && user.username == opts.forwarder_user) {
+  if (forwarder) {
     if (!governed) {
       return Deny(absl::StrCat("pool ", base::GoQuote(*pool), " of node ", base::GoQuote(node),
                                " is not governed by poolcoord (no poollease ", *pool,
                                "), so the forwarder has no delegation to forward"));
     }
-    store::ObjectPtr delegated = Lookup(store, store::Kind::kDelegatedLease, node);
+    const store::ObjectPtr& delegated = (*read)[1];
     if (!delegated) {
       return Deny(absl::StrCat("node ", base::GoQuote(node), " has no DelegatedLease; the forwarder "
                                "may mark its heartbeat only while the leader of pool ",
@@ -141,22 +160,13 @@ AdmissionDecision DecideDelegatedHeartbeat(const AdmissionAttributes& attrs,
     return Allow();
   }
 
-  const auto& proxies = opts.lease_proxy_users;
-  if (std::find(proxies.begin(), proxies.end(), user.username) != proxies.end()) {
-    if (governed) {
-      return Deny(absl::StrCat(
-          "pool ", base::GoQuote(*pool), " is governed by poolcoord (poollease ", *pool,
-          " exists): the shared lease-proxy identity ", base::GoQuote(user.username),
-          " proves nothing there; delegated heartbeats come from poolcoord's forwarder"));
-    }
-    AdmissionDecision d = Allow();
-    return d;
+  if (governed) {
+    return Deny(absl::StrCat(
+        "pool ", base::GoQuote(*pool), " is governed by poolcoord (poollease ", *pool,
+        " exists): the shared lease-proxy identity ", base::GoQuote(user.username),
+        " proves nothing there; delegated heartbeats come from poolcoord's forwarder"));
   }
-
-  return Deny(absl::StrCat(
-      "user ", base::GoQuote(user.username), " may not set the ", Ann(), " on the Lease of node ",
-      base::GoQuote(node), ": only poolcoord's forwarder (--forwarder-user), a lease-proxy user for "
-      "pools poolcoord does not govern (--lease-proxy-users) or system:masters may"));
+  return Allow();
 }
 
 }  // namespace poolcoord::election

@@ -45,9 +45,12 @@ struct AdmissionDecision {
   std::vector<std::string> warnings;
 };
 
-// Decides a write of a node Lease. Reads PoolLeases and DelegatedLeases from
-// `store` (the memory store answers from memory: no I/O) and membership from
-// rules.membership(). Rules, in order:
+// Decides a write of a node Lease. Reads membership from rules.membership(),
+// and for the forwarder and lease-proxy users the pool's PoolLease and the
+// node's DelegatedLease from `store` in one Store::GetAll: a consistent read
+// (never a watch cache), so a delegation deleted or replaced before the review
+// arrived is never taken as current; on etcd3 one round trip for both. A read
+// that fails (etcd unreachable) denies, "retry". Rules, in order:
 //  1. no annotation on the object: allowed, whoever writes;
 //  2. membership not loaded: denied, "retry";
 //  3. validity: value exactly "true", holderIdentity == name, the node in a pool,

@@ -699,6 +699,10 @@ class Cacher final : public DrivenCacher {
     return below_->Get(kind, name);
   }
 
+  absl::StatusOr<std::vector<ObjectPtr>> GetAll(std::span<const ObjectKey> keys) override {
+    return below_->GetAll(keys);
+  }
+
   absl::StatusOr<ObjectPtr> GetWithFreshness(Kind kind, std::string_view name,
                                              const Freshness& freshness) override {
     if (KindCache* cache = Cache(kind)) {

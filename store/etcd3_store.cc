@@ -7,6 +7,7 @@
 #include <deque>
 #include <map>
 #include <random>
+#include <span>
 #include <thread>
 #include <utility>
 
@@ -29,6 +30,8 @@ namespace poolcoord::store {
 namespace {
 
 constexpr int kMaxUpdateAttempts = 20;
+// etcd's default --max-txn-ops: operations one transaction may hold.
+constexpr size_t kMaxTxnOps = 128;
 // The observed-time table forgets everything beyond this many keys; forgetting
 // only makes a lease look renewed later, never earlier.
 constexpr size_t kMaxObservedKeys = 200'000;
@@ -513,6 +516,68 @@ class Etcd3Store final : public Store {
     auto decoded = core_->Decode(kind, answer->kvs.front());
     if (!decoded.ok()) return decoded.status();
     return ObjectPtr(*std::move(decoded));
+  }
+
+  absl::StatusOr<std::vector<ObjectPtr>> GetAll(std::span<const ObjectKey> keys) override {
+    std::vector<ObjectPtr> out;
+    if (keys.empty()) return out;
+    if (keys.size() > kMaxTxnOps) {
+      return absl::InvalidArgumentError(absl::StrCat("GetAll reads at most ", kMaxTxnOps,
+                                                     " keys in one etcd transaction, asked for ",
+                                                     keys.size()));
+    }
+    // A transaction of ranges without compares: etcd runs it as one read at one
+    // revision, linearizable (a ReadIndex) unless a range asks to be
+    // serializable, which none does.
+    std::vector<std::string> etcd_keys;
+    etcd_keys.reserve(keys.size());
+    rapidjson::StringBuffer buf;
+    JsonWriter w(buf);
+    w.StartObject();
+    w.Key("success");
+    w.StartArray();
+    for (const ObjectKey& key : keys) {
+      etcd_keys.push_back(core_->Key(key.kind, key.name));
+      w.StartObject();
+      w.Key("request_range");
+      w.StartObject();
+      w.Key("key");
+      w.String(B64(etcd_keys.back()));
+      w.EndObject();
+      w.EndObject();
+    }
+    w.EndArray();
+    w.EndObject();
+    auto answer =
+        core_->client().Call("/v3/kv/txn", std::string_view(buf.GetString(), buf.GetSize()),
+                             /*idempotent=*/true);
+    if (!answer.ok()) return answer.status();
+    core_->SeeRevision(HeaderRevision(*answer));
+    const rapidjson::Value* responses = Member(*answer, "responses");
+    if (!BoolField(*answer, "succeeded") || responses == nullptr || !responses->IsArray() ||
+        responses->Size() != keys.size()) {
+      return InternalError(absl::StrCat("etcd answered a read of ", keys.size(),
+                                        " keys with an unexpected transaction result"));
+    }
+    out.reserve(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) {
+      const rapidjson::Value* range = Member((*responses)[static_cast<rapidjson::SizeType>(i)],
+                                             "response_range");
+      const rapidjson::Value* kvs = range ? Member(*range, "kvs") : nullptr;
+      if (kvs == nullptr || !kvs->IsArray() || kvs->Empty()) {
+        out.push_back(nullptr);
+        continue;
+      }
+      const Kv kv = ReadKv((*kvs)[0]);
+      if (kv.key != etcd_keys[i]) {
+        return InternalError(absl::StrCat("etcd answered the read of ", etcd_keys[i],
+                                          " with the key ", kv.key));
+      }
+      auto decoded = core_->Decode(keys[i].kind, kv);
+      if (!decoded.ok()) return decoded.status();
+      out.push_back(*std::move(decoded));
+    }
+    return out;
   }
 
   absl::StatusOr<ListResult> List(Kind kind, const ListOptions& options) override {

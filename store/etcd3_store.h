@@ -11,6 +11,11 @@
 // CurrentRevision is the header revision of a fresh (linearizable) read, a
 // List reports its range's header revision.
 //
+// GetAll(keys) is one etcd transaction holding a range request per key and no
+// compares: one round trip and one linearizable read (etcd's ReadIndex) for
+// all keys, at one revision. At most 128 keys (etcd's default --max-txn-ops):
+// more are InvalidArgument.
+//
 // Update(kind, name, fn) reads the key and every key fn reads through the
 // TxnReader (all at one revision), runs fn, then commits one etcd transaction
 // that compares each read key's mod_revision (create_revision == 0 for a key

@@ -82,6 +82,14 @@ class MemoryStore final : public Store {
     return found;
   }
 
+  absl::StatusOr<std::vector<ObjectPtr>> GetAll(std::span<const ObjectKey> keys) override {
+    std::vector<ObjectPtr> out;
+    out.reserve(keys.size());
+    absl::ReaderMutexLock lock(&mu_);
+    for (const ObjectKey& key : keys) out.push_back(FindLocked(key.kind, key.name));
+    return out;
+  }
+
   absl::StatusOr<ListResult> List(Kind kind, const ListOptions& options) override {
     absl::ReaderMutexLock lock(&mu_);
     const ObjectSet& objects = kinds_[Index(kind)].objects;

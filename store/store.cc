@@ -26,4 +26,20 @@ WritePlan PlanWrite(Kind kind, std::string_view name, const ObjectPtr& current,
   return plan;
 }
 
+absl::StatusOr<std::vector<ObjectPtr>> Store::GetAll(std::span<const ObjectKey> keys) {
+  std::vector<ObjectPtr> out;
+  out.reserve(keys.size());
+  for (const ObjectKey& key : keys) {
+    absl::StatusOr<ObjectPtr> got = Get(key.kind, key.name);
+    if (got.ok()) {
+      out.push_back(*std::move(got));
+    } else if (absl::IsNotFound(got.status())) {
+      out.push_back(nullptr);
+    } else {
+      return got.status();
+    }
+  }
+  return out;
+}
+
 }  // namespace poolcoord::store

@@ -19,6 +19,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -155,6 +156,12 @@ class Watcher {
   virtual bool RequestProgress() { return false; }
 };
 
+// One key of a multi-key read (Store::GetAll).
+struct ObjectKey {
+  Kind kind;
+  std::string_view name;
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -171,6 +178,18 @@ class Store {
     (void)freshness;
     return Get(kind, name);
   }
+
+  // Several keys in one consistent read: one entry per key, in order, the object
+  // or nullptr when absent. Each entry is at least as new as every write
+  // acknowledged before the call began (a key deleted before then is nullptr, a
+  // key deleted and created again is the new object), as a Get of each would
+  // be; the memory and etcd3 stores read all of them at one revision (etcd3: one
+  // transaction of range requests, so one round trip and one quorum read
+  // instead of one per key). The watch cache passes it to the store below, as
+  // it does Get. Errors: those of Get other than NotFound (Unavailable, ...);
+  // the default (a Get per key, for stores that have nothing better) as well.
+  // Thread-safe.
+  virtual absl::StatusOr<std::vector<ObjectPtr>> GetAll(std::span<const ObjectKey> keys);
 
   // The current objects of `kind`, by name order. Thread-safe.
   virtual absl::StatusOr<ListResult> List(Kind kind, const ListOptions& options) = 0;

@@ -3,7 +3,10 @@
 
 #include <chrono>
 #include <memory>
+#include <span>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "election/admission_rules.h"
 #include "base/clock.h"
@@ -68,6 +71,51 @@ struct Fixture : poolcoord::testing::RulesFixture {
 
 struct Unloaded : Fixture {
   Unloaded() : Fixture(false) {}
+};
+
+// The fixture's memory store behind a wrapper that counts the reads the
+// decision makes and can fail them, as an unreachable etcd would.
+class CountingStore final : public ps::Store {
+ public:
+  explicit CountingStore(ps::Store* below) : below_(below) {}
+  int gets = 0, get_alls = 0;
+  size_t last_keys = 0;
+  bool fail = false;
+
+  absl::StatusOr<ps::ObjectPtr> Get(ps::Kind kind, std::string_view name) override {
+    ++gets;
+    if (fail) return absl::UnavailableError("etcd unreachable: test");
+    return below_->Get(kind, name);
+  }
+  absl::StatusOr<std::vector<ps::ObjectPtr>> GetAll(std::span<const ps::ObjectKey> keys) override {
+    ++get_alls;
+    last_keys = keys.size();
+    if (fail) return absl::UnavailableError("etcd unreachable: test");
+    return below_->GetAll(keys);
+  }
+  absl::StatusOr<ps::ListResult> List(ps::Kind kind, const ps::ListOptions& options) override {
+    return below_->List(kind, options);
+  }
+  absl::StatusOr<ps::WriteResult> Update(ps::Kind kind, std::string_view name,
+                                         const ps::UpdateFn& fn, bool dry_run) override {
+    return below_->Update(kind, name, fn, dry_run);
+  }
+  absl::StatusOr<std::unique_ptr<ps::Watcher>> Watch(ps::Kind kind, int64_t from) override {
+    return below_->Watch(kind, from);
+  }
+  int64_t CurrentRevision() override { return below_->CurrentRevision(); }
+  int64_t OldestWatchableRevision() override { return below_->OldestWatchableRevision(); }
+  void Shutdown() override {}
+
+ private:
+  ps::Store* below_;
+};
+
+struct Counted : Fixture {
+  CountingStore counting{store.get()};
+  pe::AdmissionDecision DecideCounted(const pe::AdmissionAttributes& a) {
+    return pe::DecideDelegatedHeartbeat(a, rules, &counting);
+  }
 };
 
 }  // namespace
@@ -224,6 +272,48 @@ BOOST_AUTO_TEST_CASE(node_itself_is_the_exact_node_identity) {
 BOOST_AUTO_TEST_CASE(anyone_else_denied_naming_who_may) {
   ExpectDenied(Review("bj-2", User("mallory")), "--forwarder-user");
   ExpectDenied(Review("bj-2", User("mallory")), "--lease-proxy-users");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_FIXTURE_TEST_SUITE(store_reads, Counted)
+
+// The forwarder's verdict reads the PoolLease and the DelegatedLease together:
+// one consistent read (one etcd round trip), not two.
+BOOST_AUTO_TEST_CASE(forwarder_reads_both_leases_in_one_read) {
+  BOOST_REQUIRE(Lead("hangzhou", "hz-1", 0).ok());
+  BOOST_REQUIRE(Delegate("hz-3", "hangzhou", "hz-1").ok());
+  BOOST_TEST(DecideCounted(Review("hz-3", User(kForwarder))).allowed);
+  BOOST_TEST(counting.get_alls == 1);
+  BOOST_TEST(counting.last_keys == 2u);
+  BOOST_TEST(counting.gets == 0);
+  // The proxy needs the PoolLease alone; the node itself and anyone else nothing.
+  ExpectDenied(Review("hz-3", User(kProxy)), "governed");
+  BOOST_TEST(DecideCounted(Review("bj-2", User(kProxy))).allowed);
+  BOOST_TEST(counting.last_keys == 1u);
+  const int before = counting.get_alls;
+  DecideCounted(Review("hz-3", User("mallory")));
+  DecideCounted(Review("hz-3", NodeUser("hz-3"), "true", "true"));
+  BOOST_TEST(counting.get_alls == before);
+}
+
+// A store that cannot answer denies with "retry": before, a failed read was
+// taken for an absent PoolLease, so a lease-proxy user passed for a governed
+// pool whenever etcd could not be read.
+BOOST_AUTO_TEST_CASE(an_unreadable_store_denies_with_retry) {
+  BOOST_REQUIRE(Lead("beijing", "bj-1", 0).ok());
+  BOOST_REQUIRE(Lead("hangzhou", "hz-1", 0).ok());
+  BOOST_REQUIRE(Delegate("hz-3", "hangzhou", "hz-1").ok());
+  counting.fail = true;
+  for (const auto& review : {Review("bj-2", User(kProxy)), Review("hz-3", User(kForwarder))}) {
+    auto d = DecideCounted(review);
+    BOOST_TEST(!d.allowed);
+    BOOST_TEST(d.message.find("cannot be read now (etcd unreachable: test); retry") !=
+                   std::string::npos,
+               d.message);
+  }
+  counting.fail = false;
+  BOOST_TEST(DecideCounted(Review("hz-3", User(kForwarder))).allowed);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -413,6 +413,119 @@ BOOST_AUTO_TEST_CASE(DryRunWritesNothing) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
+BOOST_AUTO_TEST_SUITE(ConsistentMultiKeyReads)
+
+std::vector<ObjectPtr> ReadBoth(Store& store, const std::string& pool, const std::string& node) {
+  const ObjectKey keys[] = {{Kind::kPoolLease, pool}, {Kind::kDelegatedLease, node}};
+  auto read = store.GetAll(keys);
+  BOOST_REQUIRE_MESSAGE(read.ok(), read.status().ToString());
+  BOOST_REQUIRE(read->size() == 2u);
+  return *std::move(read);
+}
+
+// What the webhook relies on: a delete or a replacement that etcd acknowledged
+// through another replica is what the next read of this one sees, at once.
+BOOST_FIXTURE_TEST_CASE(SeesWhatAnotherReplicaWroteBeforeTheCall, TwoReplicas) {
+  const int64_t pool_rv = Write(*a, Kind::kPoolLease, "hangzhou", "hz-1");
+  const int64_t dl_rv = Write(*a, Kind::kDelegatedLease, "hz-3", "hz-1");
+  auto both = ReadBoth(*b, "hangzhou", "hz-3");
+  BOOST_REQUIRE(both[0] && both[1]);
+  BOOST_TEST(both[0]->metadata.resource_version == pool_rv);
+  BOOST_TEST(both[0]->metadata.name == "hangzhou");
+  BOOST_TEST((both[0]->kind == Kind::kPoolLease));
+  BOOST_TEST(both[1]->metadata.resource_version == dl_rv);
+  BOOST_TEST(*both[1]->spec.holder_identity == "hz-1");
+
+  BOOST_REQUIRE(a->Update(Kind::kDelegatedLease, "hz-3", Remove()).ok());
+  both = ReadBoth(*b, "hangzhou", "hz-3");
+  BOOST_TEST(both[0] != nullptr);
+  BOOST_TEST(both[1] == nullptr);
+
+  // Replaced: deleted and created again by another holder.
+  BOOST_REQUIRE(a->Update(Kind::kPoolLease, "hangzhou", Remove()).ok());
+  const int64_t replaced_rv = Write(*a, Kind::kPoolLease, "hangzhou", "hz-2");
+  const int64_t redelegated_rv = Write(*a, Kind::kDelegatedLease, "hz-3", "hz-2");
+  both = ReadBoth(*b, "hangzhou", "hz-3");
+  BOOST_REQUIRE(both[0] && both[1]);
+  BOOST_TEST(both[0]->metadata.resource_version == replaced_rv);
+  BOOST_TEST(*both[0]->spec.holder_identity == "hz-2");
+  BOOST_TEST(both[1]->metadata.resource_version == redelegated_rv);
+  BOOST_TEST(*both[1]->spec.holder_identity == "hz-2");
+}
+
+// All keys at one revision: a writer adds one to K0, K1, ..., K7 in turn, round
+// after round, while the other replica reads all eight, K7 first. In any one
+// revision the values never rise along K0..K7 and differ by at most one. Reads
+// one key after another, in that order, break it whenever the writer finishes a
+// round and starts the next during the read (K7 read before, K0 after).
+BOOST_FIXTURE_TEST_CASE(AllKeysAtOneRevision, TwoReplicas) {
+  constexpr int kKeys = 8, kRounds = 40;
+  std::vector<std::string> names;
+  for (int i = 0; i < kKeys; ++i) names.push_back("K" + std::to_string(i));
+  std::atomic<bool> done{false};
+  std::thread writer([&] {
+    for (int r = 0; r < kRounds; ++r) {
+      for (const auto& n : names) BOOST_REQUIRE(a->Update(Kind::kPoolLease, n, Increment()).ok());
+    }
+    done = true;
+  });
+  std::vector<ObjectKey> keys;
+  for (int i = kKeys - 1; i >= 0; --i) keys.push_back({Kind::kPoolLease, names[i]});
+  int reads = 0, torn = 0;
+  while (!done.load()) {
+    auto read = b->GetAll(keys);
+    BOOST_REQUIRE_MESSAGE(read.ok(), read.status().ToString());
+    std::vector<int32_t> v(kKeys);  // by write order: v[i] is Ki
+    for (int i = 0; i < kKeys; ++i) {
+      const ObjectPtr& o = (*read)[kKeys - 1 - i];
+      v[i] = o ? o->spec.lease_transitions.value_or(0) : 0;
+    }
+    bool ok = v.front() - v.back() <= 1;
+    for (int i = 1; i < kKeys; ++i) ok = ok && v[i] <= v[i - 1];
+    if (!ok) {
+      ++torn;
+      BOOST_TEST_MESSAGE("torn read: K0 " << v.front() << ", K7 " << v.back());
+    }
+    ++reads;
+  }
+  writer.join();
+  BOOST_TEST(reads > 0);
+  BOOST_TEST(torn == 0, torn << " of " << reads << " reads mixed revisions");
+}
+
+BOOST_AUTO_TEST_CASE(AbsentKeysEmptyAndTooManyKeys) {
+  auto store = NewStore(UniquePrefix());
+  const int64_t rv = Write(*store, Kind::kDelegatedLease, "n1", "leader");
+  const ObjectKey keys[] = {{Kind::kPoolLease, "n1"},  // the other kind's key of that name
+                            {Kind::kDelegatedLease, "n1"},
+                            {Kind::kDelegatedLease, "n2"}};
+  auto read = store->GetAll(keys);
+  BOOST_REQUIRE_MESSAGE(read.ok(), read.status().ToString());
+  BOOST_REQUIRE(read->size() == 3u);
+  BOOST_TEST((*read)[0] == nullptr);
+  BOOST_REQUIRE((*read)[1] != nullptr);
+  BOOST_TEST((*read)[1]->metadata.resource_version == rv);
+  BOOST_TEST((*read)[2] == nullptr);
+
+  auto none = store->GetAll({});
+  BOOST_REQUIRE(none.ok());
+  BOOST_TEST(none->empty());
+
+  std::vector<std::string> names;
+  for (int i = 0; i < 129; ++i) names.push_back("n" + std::to_string(i));
+  std::vector<ObjectKey> many;
+  for (const auto& n : names) many.push_back({Kind::kDelegatedLease, n});
+  auto too_many = store->GetAll(many);
+  BOOST_TEST(absl::IsInvalidArgument(too_many.status()), too_many.status());
+  many.pop_back();
+  auto most = store->GetAll(many);
+  BOOST_REQUIRE_MESSAGE(most.ok(), most.status().ToString());
+  BOOST_TEST(most->size() == 128u);
+  BOOST_TEST((*most)[1] != nullptr);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
 BOOST_AUTO_TEST_SUITE(Atomicity)
 
 // N threads on each of two stores (two replicas on one etcd) add one each time:
