@@ -17,6 +17,7 @@
 #   BENCH_THREADS [2]        wrk threads
 #   BENCH_RATE [10000]       renewals/s of the fixed-rate run
 #   BENCH_WEBHOOK_RATE [5000]  reviews/s of the webhook run
+#   BENCH_WEBHOOK_PASSES [8]   passes over the keys in each webhook-etcd3 run
 #   BENCH_WATCHERS [1000]    watchers of the fan-out run
 #   BENCH_WATCH_RATE [20]    writes/s of the fan-out run
 #   BENCH_MEM_POOLS [10000]  pools of the memory run (x BENCH_NODES nodes each)
@@ -26,6 +27,7 @@
 #   BENCH_IDLE [2000]        idle keep-alive TLS connections (RSS open and after close)
 #   BENCH_AGENT_SECONDS [60] each run of one agent under 500 peers (after 10 s of warm-up)
 #   BENCH_ONLY [renewals,webhook,fanout,watchcache,memory,connections,sim,agent]
+#                            (webhook-etcd3, the webhook on the etcd3 store, only when named)
 #   BENCH_BUILD [/tmp/build-bench]  CMake build directory
 #   BENCH_OUT [/tmp/poolcoord-bench-<date>]  results (results.md, *.json, logs)
 #   BENCH_SKIP_INSTALL / BENCH_SKIP_BUILD [0]
@@ -40,7 +42,7 @@
 #   BENCH_BASELINE []        another poolcoord-apiserver binary: its renewals run beside
 #                            ours in every closed-loop round (order alternating) and at
 #                            the fixed rate, on a fixture of its own (BENCH_SERVER_ARGS
-#                            go to it as well)
+#                            go to it as well); in webhook-etcd3 its reviews beside ours
 #   BENCH_PEERS [1]          0: closed-loop rounds without etcd, nginx and hello-world
 set -euo pipefail
 
@@ -55,7 +57,7 @@ BENCH_DIR=$ROOT/bench
 : "${BENCH_SKIP_INSTALL:=0}" "${BENCH_SKIP_BUILD:=0}" "${BENCH_PROFILE:=0}"
 : "${BENCH_BASELINE:=}" "${BENCH_PEERS:=1}"
 : "${BENCH_WC_STORES:=etcd3 memory}" "${BENCH_WC_CACHE:=false true}" "${BENCH_WC_PERF:=0}"
-: "${BENCH_WC_COALESCE_US:=0}"
+: "${BENCH_WC_COALESCE_US:=0}" "${BENCH_WEBHOOK_PASSES:=8}"
 export BENCH_LUA_DIR=$BENCH_DIR/wrk BENCH_WRK_THREADS=$BENCH_THREADS
 
 log() { printf '[bench %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
@@ -364,6 +366,68 @@ if wants webhook; then
       completed_with_warmup completed
     log "webhook, hello-world control: $(cat "$OUT/webhook-hello.json")"
   fi
+fi
+
+# ---------------------------------------------------------------- 2b. webhook on etcd3
+# The same reviews on the etcd3 store, where the forwarder's reviews read the
+# PoolLease and the DelegatedLease from etcd (the memory store reads memory).
+# Closed loop, 8 connections, BENCH_WEBHOOK_PASSES passes over the keys (3
+# reviews each: two of the forwarder's, which read, and the kubelet's, which
+# does not). With
+# BENCH_BASELINE, its binary runs beside ours on the same etcd (each under a
+# prefix of its own), the rounds ordered ours, baseline, baseline, ours: the
+# machine's load drifts, so each side gets an early and a late turn.
+if wants webhook-etcd3; then
+  log "webhook reviews on the etcd3 store (closed loop, 8 connections)"
+  WE_ETCD_PORT=$(free_port) WE_ETCD_PEER_PORT=$(free_port)
+  etcd --name we --data-dir "$SHM/we" --listen-client-urls "http://127.0.0.1:$WE_ETCD_PORT" \
+    --advertise-client-urls "http://127.0.0.1:$WE_ETCD_PORT" \
+    --listen-peer-urls "http://127.0.0.1:$WE_ETCD_PEER_PORT" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$WE_ETCD_PEER_PORT" \
+    --initial-cluster "we=http://127.0.0.1:$WE_ETCD_PEER_PORT" --log-level error >"$OUT/etcd-we.log" 2>&1 &
+  WE_ETCD_PID=$!; PIDS+=("$WE_ETCD_PID")
+  wait_https "http://127.0.0.1:$WE_ETCD_PORT/health" "$WE_ETCD_PID" etcd
+  for _ in $(seq "$BENCH_WEBHOOK_PASSES"); do cat "$RENEW/keys.tsv"; done >"$WORK/webhook-keys.tsv"
+  sides=(ours)
+  [ -z "$BENCH_BASELINE" ] || sides+=(baseline)
+  declare -A WE_PID WE_PORT
+  for side in "${sides[@]}"; do
+    bin=$SERVER; [ "$side" = ours ] || bin=$BENCH_BASELINE
+    SERVER_BINARY=$bin start_server "webhook-etcd3-$side" "$RENEW" --storage-backend=etcd3 \
+      "--etcd-servers=http://127.0.0.1:$WE_ETCD_PORT" "--etcd-prefix=/bench/$side"
+    populate "$RENEW" 16 "$OUT/webhook-etcd3-$side-setup.json"
+    WE_PID[$side]=$SERVER_PID WE_PORT[$side]=$SERVER_PORT
+  done
+  order=(ours)
+  [ -z "$BENCH_BASELINE" ] || order=(ours baseline baseline ours)
+  i=0
+  for side in "${order[@]}"; do
+    i=$((i + 1))
+    renew_poolleases "$RENEW" "${WE_PORT[$side]}"
+    load0=$(cut -d' ' -f1-3 /proc/loadavg)
+    cpu0=$(cpu_ms "${WE_PID[$side]}") etcd0=$(cpu_ms "$WE_ETCD_PID")
+    "$LOADGEN" closed --port="${WE_PORT[$side]}" --connections=8 --keys="$WORK/webhook-keys.tsv" \
+      --template="$RENEW/webhook_forwarder_6k.tmpl" --template="$RENEW/webhook_kubelet_4k.tmpl" \
+      --template="$RENEW/webhook_forwarder_8k.tmpl" --count-substring='"allowed":true' \
+      --max-seconds=120 >"$OUT/webhook-etcd3-$i-$side.json" 2>>"$OUT/loadgen.log" || true
+    cpu=$(( $(cpu_ms "${WE_PID[$side]}") - cpu0 )) etcd_cpu=$(( $(cpu_ms "$WE_ETCD_PID") - etcd0 ))
+    python3 - "$OUT/webhook-etcd3-$i-$side.json" "$side" "$cpu" "$etcd_cpu" "$load0" \
+      "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PY' || true
+import json, sys
+path, side, cpu, etcd_cpu, load0, load1 = sys.argv[1:]
+j = json.load(open(path))
+n = j.get("completed") or 0
+j.update({"side": side, "server_cpu_ms": int(cpu), "etcd_cpu_ms": int(etcd_cpu),
+          "loadavg_start": load0, "loadavg_end": load1})
+if n:
+    j["server_cpu_us_per_review"] = round(int(cpu) * 1000.0 / n, 1)
+    j["etcd_cpu_us_per_review"] = round(int(etcd_cpu) * 1000.0 / n, 1)
+json.dump(j, open(path, "w"))
+PY
+    log "webhook on etcd3, $side: $(cat "$OUT/webhook-etcd3-$i-$side.json")"
+  done
+  for side in "${sides[@]}"; do stop_pid "${WE_PID[$side]}"; done
+  stop_pid "$WE_ETCD_PID"
 fi
 
 # ---------------------------------------------------------------- 4. watch fan-out
