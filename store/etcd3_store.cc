@@ -501,6 +501,70 @@ class SnapshotReader final : public TxnReader {
   absl::Status error_;
 };
 
+// Concurrent GetAll calls share transactions, as kube-apiserver batches the
+// revision checks of its consistent reads from cache: while one transaction is
+// in flight the calls that arrive meanwhile gather into the next, which the
+// first of them sends as soon as the one in flight has returned. A call joins
+// only a transaction not yet sent, so what it reads is still no older than
+// every write acknowledged before it began; under load etcd runs one
+// linearizable read (one ReadIndex) and the gateway one request for many
+// reviews instead of one each, and a lone call waits for nothing.
+class ReadBatcher {
+ public:
+  using Send =
+      std::function<absl::StatusOr<std::vector<ObjectPtr>>(std::span<const ObjectKey> keys)>;
+
+  // keys: 1 to kMaxTxnOps of them.
+  absl::StatusOr<std::vector<ObjectPtr>> Read(std::span<const ObjectKey> keys, const Send& send) {
+    mu_.Lock();
+    if (open_ != nullptr && open_->keys.size() + keys.size() > kMaxTxnOps) {
+      // The next transaction is full: this call goes on its own, at once.
+      mu_.Unlock();
+      return send(keys);
+    }
+    if (open_ == nullptr) open_ = std::make_shared<Batch>();
+    const std::shared_ptr<Batch> batch = open_;
+    const size_t offset = batch->keys.size();
+    // The names stay valid: every caller waits here until its batch is done.
+    batch->keys.insert(batch->keys.end(), keys.begin(), keys.end());
+    auto ready = [this, &batch] {
+      mu_.AssertReaderHeld();  // Await runs it under mu_
+      return batch->done || (!in_flight_ && open_ == batch);
+    };
+    mu_.Await(absl::Condition(&ready));
+    if (!batch->done) {
+      // This call sends the batch; later calls gather into the next one.
+      in_flight_ = true;
+      open_ = nullptr;
+      mu_.Unlock();
+      absl::StatusOr<std::vector<ObjectPtr>> result = send(batch->keys);
+      mu_.Lock();
+      batch->result = std::move(result);
+      batch->done = true;
+      in_flight_ = false;
+    }
+    absl::StatusOr<std::vector<ObjectPtr>> out = absl::UnknownError("unset");
+    if (!batch->result.ok()) {
+      out = batch->result.status();
+    } else {
+      const auto first = batch->result->begin() + static_cast<std::ptrdiff_t>(offset);
+      out = std::vector<ObjectPtr>(first, first + static_cast<std::ptrdiff_t>(keys.size()));
+    }
+    mu_.Unlock();
+    return out;
+  }
+
+ private:
+  struct Batch {
+    std::vector<ObjectKey> keys;
+    bool done = false;
+    absl::StatusOr<std::vector<ObjectPtr>> result;
+  };
+  absl::Mutex mu_;
+  std::shared_ptr<Batch> open_ ABSL_GUARDED_BY(mu_);  // gathering, not sent yet
+  bool in_flight_ ABSL_GUARDED_BY(mu_) = false;
+};
+
 class Etcd3Store final : public Store {
  public:
   explicit Etcd3Store(std::shared_ptr<Core> core) : core_(std::move(core)) {}
@@ -519,13 +583,18 @@ class Etcd3Store final : public Store {
   }
 
   absl::StatusOr<std::vector<ObjectPtr>> GetAll(std::span<const ObjectKey> keys) override {
-    std::vector<ObjectPtr> out;
-    if (keys.empty()) return out;
+    if (keys.empty()) return std::vector<ObjectPtr>{};
     if (keys.size() > kMaxTxnOps) {
       return absl::InvalidArgumentError(absl::StrCat("GetAll reads at most ", kMaxTxnOps,
                                                      " keys in one etcd transaction, asked for ",
                                                      keys.size()));
     }
+    return reads_.Read(keys, [this](std::span<const ObjectKey> batch) { return ReadInOneTxn(batch); });
+  }
+
+  // One transaction reading `keys` (at most kMaxTxnOps).
+  absl::StatusOr<std::vector<ObjectPtr>> ReadInOneTxn(std::span<const ObjectKey> keys) {
+    std::vector<ObjectPtr> out;
     // A transaction of ranges without compares: etcd runs it as one read at one
     // revision, linearizable (a ReadIndex) unless a range asks to be
     // serializable, which none does.
@@ -820,6 +889,7 @@ class Etcd3Store final : public Store {
   }
 
   std::shared_ptr<Core> core_;
+  ReadBatcher reads_;
   std::atomic<bool> shutdown_{false};
   absl::Mutex mu_;
   std::vector<std::weak_ptr<WatchState>> watches_ ABSL_GUARDED_BY(mu_);

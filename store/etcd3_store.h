@@ -14,7 +14,11 @@
 // GetAll(keys) is one etcd transaction holding a range request per key and no
 // compares: one round trip and one linearizable read (etcd's ReadIndex) for
 // all keys, at one revision. At most 128 keys (etcd's default --max-txn-ops):
-// more are InvalidArgument.
+// more are InvalidArgument. Concurrent calls share transactions (as
+// kube-apiserver batches its consistent reads' revision checks): calls that
+// arrive while one is in flight go together in the next, sent once that one
+// returns; a call never joins one already sent, so each still reads every
+// write acknowledged before it began.
 //
 // Update(kind, name, fn) reads the key and every key fn reads through the
 // TxnReader (all at one revision), runs fn, then commits one etcd transaction

@@ -1,8 +1,6 @@
 // The watch cache over the real etcd3 store (a real etcd, tests/store/etcd_fixture.h):
 // many API watchers share one etcd watch per kind.
 #define BOOST_TEST_MODULE cacher_etcd3
-#include <curl/curl.h>
-
 #include <atomic>
 #include <boost/test/unit_test.hpp>
 #include <chrono>
@@ -20,24 +18,9 @@ namespace {
 
 using std::chrono::milliseconds;
 
-size_t Append(char* data, size_t size, size_t n, void* out) {
-  static_cast<std::string*>(out)->append(data, size * n);
-  return size * n;
-}
-
 // A gauge from etcd's /metrics ("etcd_debugging_mvcc_watcher_total"), -1 when unread.
 int64_t EtcdGauge(const std::string& name) {
-  std::string body;
-  CURL* curl = curl_easy_init();
-  if (curl == nullptr) return -1;
-  const std::string url = testing::SharedEtcd().endpoint() + "/metrics";
-  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, Append);
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
-  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 5000L);
-  const CURLcode rc = curl_easy_perform(curl);
-  curl_easy_cleanup(curl);
-  if (rc != CURLE_OK) return -1;
+  const std::string body = testing::EtcdMetricsText(testing::SharedEtcd().endpoint());
   const std::string prefix = "\n" + name + " ";
   const size_t at = body.find(prefix);
   if (at == std::string::npos) return -1;

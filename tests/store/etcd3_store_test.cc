@@ -493,6 +493,67 @@ BOOST_FIXTURE_TEST_CASE(AllKeysAtOneRevision, TwoReplicas) {
   BOOST_TEST(torn == 0, torn << " of " << reads << " reads mixed revisions");
 }
 
+// Transactions etcd has run (gRPC KV/Txn, every code), from its /metrics.
+int64_t EtcdTxns() {
+  const std::string body = testing::EtcdMetricsText(Etcd().endpoint());
+  int64_t total = 0;
+  size_t at = 0;
+  while ((at = body.find("\ngrpc_server_handled_total{", at)) != std::string::npos) {
+    const size_t end = body.find('\n', at + 1);
+    const std::string line = body.substr(at + 1, end - at - 1);
+    at = end;
+    if (line.find("grpc_method=\"Txn\"") == std::string::npos) continue;
+    total += static_cast<int64_t>(std::stod(line.substr(line.rfind(' ') + 1)));
+  }
+  return total;
+}
+
+// Readers on six threads share transactions, and each still sees every write
+// acknowledged before its call began: the writer publishes each value once
+// its Update has returned, a reader notes the published value before it
+// reads, and the value read must be no older.
+BOOST_FIXTURE_TEST_CASE(ConcurrentReadsShareTransactionsAndStayFresh, TwoReplicas) {
+  constexpr int kReaders = 6, kWrites = 60;
+  std::atomic<int32_t> acked{0};
+  std::atomic<bool> done{false};
+  std::atomic<int> reads{0}, stale{0};
+  const int64_t txns_before = EtcdTxns();
+  std::thread writer([&] {
+    for (int i = 0; i < kWrites; ++i) {
+      auto w = a->Update(Kind::kPoolLease, "C", Increment());
+      BOOST_REQUIRE(w.ok());
+      acked = *w->object->spec.lease_transitions;
+    }
+    done = true;
+  });
+  std::vector<std::thread> readers;
+  for (int t = 0; t < kReaders; ++t) {
+    readers.emplace_back([&, t] {
+      const std::string mine = "other-" + std::to_string(t);
+      const ObjectKey keys[] = {{Kind::kDelegatedLease, mine}, {Kind::kPoolLease, "C"}};
+      while (!done.load()) {
+        const int32_t before = acked.load();
+        auto read = b->GetAll(keys);
+        if (!read.ok() || read->size() != 2 || (*read)[0] != nullptr) {
+          ++stale;
+          continue;
+        }
+        const int32_t seen = (*read)[1] ? (*read)[1]->spec.lease_transitions.value_or(0) : 0;
+        if (seen < before) ++stale;
+        ++reads;
+      }
+    });
+  }
+  writer.join();
+  for (auto& r : readers) r.join();
+  const int64_t read_txns = EtcdTxns() - txns_before - kWrites;  // each write commits one txn
+  BOOST_TEST(stale.load() == 0);
+  BOOST_TEST(reads.load() > kReaders);
+  BOOST_TEST(read_txns < reads.load(),
+             reads.load() << " reads took " << read_txns << " transactions");
+  BOOST_TEST_MESSAGE(reads.load() << " reads in " << read_txns << " transactions");
+}
+
 BOOST_AUTO_TEST_CASE(AbsentKeysEmptyAndTooManyKeys) {
   auto store = NewStore(UniquePrefix());
   const int64_t rv = Write(*store, Kind::kDelegatedLease, "n1", "leader");

@@ -26,6 +26,8 @@
 #include <thread>
 #include <vector>
 
+#include <curl/curl.h>
+
 #include "base/subprocess.h"
 #include "store/etcd3_client.h"
 
@@ -137,6 +139,25 @@ class EtcdFixture {
   std::string endpoint_;
   pid_t pid_ = -1;
 };
+
+// etcd's /metrics at `endpoint` as text; empty when unreadable.
+inline std::string EtcdMetricsText(const std::string& endpoint) {
+  std::string body;
+  CURL* curl = curl_easy_init();
+  if (curl == nullptr) return "";
+  const std::string url = endpoint + "/metrics";
+  auto append = +[](char* data, size_t size, size_t n, void* out) {
+    static_cast<std::string*>(out)->append(data, size * n);
+    return size * n;
+  };
+  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, append);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 5000L);
+  const CURLcode rc = curl_easy_perform(curl);
+  curl_easy_cleanup(curl);
+  return rc == CURLE_OK ? body : "";
+}
 
 // One etcd for a whole test module: started on first use, killed at exit.
 inline EtcdFixture& SharedEtcd() {
