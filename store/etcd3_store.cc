@@ -250,6 +250,14 @@ class Core {
     return out;
   }
 
+  // A transaction (`body`: its JSON); notes the answer's revision.
+  absl::StatusOr<rapidjson::Document> Txn(const rapidjson::StringBuffer& body, bool idempotent) {
+    auto answer = client_->Call("/v3/kv/txn", std::string_view(body.GetString(), body.GetSize()),
+                                idempotent);
+    if (answer.ok()) SeeRevision(HeaderRevision(*answer));
+    return answer;
+  }
+
   // The newest revision, read fresh.
   absl::StatusOr<int64_t> FreshRevision() {
     auto answer = Range(ProbeKey(), "", 0, 1, /*count_only=*/true);
@@ -617,11 +625,8 @@ class Etcd3Store final : public Store {
     }
     w.EndArray();
     w.EndObject();
-    auto answer =
-        core_->client().Call("/v3/kv/txn", std::string_view(buf.GetString(), buf.GetSize()),
-                             /*idempotent=*/true);
+    auto answer = core_->Txn(buf, /*idempotent=*/true);
     if (!answer.ok()) return answer.status();
-    core_->SeeRevision(HeaderRevision(*answer));
     const rapidjson::Value* responses = Member(*answer, "responses");
     if (!BoolField(*answer, "succeeded") || responses == nullptr || !responses->IsArray() ||
         responses->Size() != keys.size()) {
@@ -878,12 +883,9 @@ class Etcd3Store final : public Store {
     w.EndObject();
     w.EndArray();
     w.EndObject();
-    auto answer =
-        core_->client().Call("/v3/kv/txn", std::string_view(buf.GetString(), buf.GetSize()),
-                             /*idempotent=*/false);
+    auto answer = core_->Txn(buf, /*idempotent=*/false);
     if (!answer.ok()) return answer.status();
     const int64_t revision = HeaderRevision(*answer);
-    core_->SeeRevision(revision);
     if (!BoolField(*answer, "succeeded")) return int64_t{0};
     return revision;
   }

@@ -14,6 +14,7 @@
 #include "election/membership.h"
 #include "store/memory_store.h"
 #include "tests/rules_writes.h"
+#include "tests/store/forwarding_store.h"
 
 namespace pe = poolcoord::election;
 namespace ps = poolcoord::store;
@@ -56,33 +57,17 @@ struct Fixture {
 // The store below with a watch cache's view for reads at resourceVersion "0":
 // records each List's freshness and, for kAny, answers `view` (a stale list)
 // when one is set.
-class CachedView final : public ps::Store {
+class CachedView final : public poolcoord::testing::ForwardingStore {
  public:
-  explicit CachedView(ps::Store* below) : below_(below) {}
-  absl::StatusOr<ps::ObjectPtr> Get(ps::Kind kind, std::string_view name) override {
-    return below_->Get(kind, name);
-  }
+  using ForwardingStore::ForwardingStore;
   absl::StatusOr<ps::ListResult> List(ps::Kind kind, const ps::ListOptions& options) override {
     rules.push_back(options.freshness.rule);
     if (options.freshness.rule == ps::Freshness::Rule::kAny && view) return *view;
     return below_->List(kind, options);
   }
-  absl::StatusOr<ps::WriteResult> Update(ps::Kind kind, std::string_view name,
-                                         const ps::UpdateFn& fn, bool dry_run) override {
-    return below_->Update(kind, name, fn, dry_run);
-  }
-  absl::StatusOr<std::unique_ptr<ps::Watcher>> Watch(ps::Kind kind, int64_t from) override {
-    return below_->Watch(kind, from);
-  }
-  int64_t CurrentRevision() override { return below_->CurrentRevision(); }
-  int64_t OldestWatchableRevision() override { return below_->OldestWatchableRevision(); }
-  void Shutdown() override {}
 
   std::vector<ps::Freshness::Rule> rules;
   std::optional<ps::ListResult> view;
-
- private:
-  ps::Store* below_;
 };
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "election/membership.h"
 #include "store/memory_store.h"
 #include "tests/rules_fixture.h"
+#include "tests/store/forwarding_store.h"
 
 namespace pe = poolcoord::election;
 namespace ps = poolcoord::store;
@@ -75,9 +76,9 @@ struct Unloaded : Fixture {
 
 // The fixture's memory store behind a wrapper that counts the reads the
 // decision makes and can fail them, as an unreachable etcd would.
-class CountingStore final : public ps::Store {
+class CountingStore final : public poolcoord::testing::ForwardingStore {
  public:
-  explicit CountingStore(ps::Store* below) : below_(below) {}
+  using ForwardingStore::ForwardingStore;
   int gets = 0, get_alls = 0;
   size_t last_keys = 0;
   bool fail = false;
@@ -93,22 +94,6 @@ class CountingStore final : public ps::Store {
     if (fail) return absl::UnavailableError("etcd unreachable: test");
     return below_->GetAll(keys);
   }
-  absl::StatusOr<ps::ListResult> List(ps::Kind kind, const ps::ListOptions& options) override {
-    return below_->List(kind, options);
-  }
-  absl::StatusOr<ps::WriteResult> Update(ps::Kind kind, std::string_view name,
-                                         const ps::UpdateFn& fn, bool dry_run) override {
-    return below_->Update(kind, name, fn, dry_run);
-  }
-  absl::StatusOr<std::unique_ptr<ps::Watcher>> Watch(ps::Kind kind, int64_t from) override {
-    return below_->Watch(kind, from);
-  }
-  int64_t CurrentRevision() override { return below_->CurrentRevision(); }
-  int64_t OldestWatchableRevision() override { return below_->OldestWatchableRevision(); }
-  void Shutdown() override {}
-
- private:
-  ps::Store* below_;
 };
 
 struct Counted : Fixture {
