@@ -148,6 +148,18 @@ start_server() {  # start_server NAME FIXTURE_DIR [extra args...]: sets SERVER_P
   PIDS+=("$SERVER_PID")
   wait_https "https://127.0.0.1:$SERVER_PORT/readyz" "$SERVER_PID" "$name"
 }
+# A one-member etcd on plain HTTP, data on /dev/shm, log in $OUT/etcd-NAME.log.
+ETCD1_PORT="" ETCD1_PID=""
+start_etcd() {  # start_etcd NAME: sets ETCD1_PORT, ETCD1_PID
+  local peer
+  ETCD1_PORT=$(free_port) peer=$(free_port)
+  etcd --name "$1" --data-dir "$SHM/$1" --listen-client-urls "http://127.0.0.1:$ETCD1_PORT" \
+    --advertise-client-urls "http://127.0.0.1:$ETCD1_PORT" --listen-peer-urls "http://127.0.0.1:$peer" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
+    --initial-cluster "$1=http://127.0.0.1:$peer" --log-level error >"$OUT/etcd-$1.log" 2>&1 &
+  ETCD1_PID=$!; PIDS+=("$ETCD1_PID")
+  wait_https "http://127.0.0.1:$ETCD1_PORT/health" "$ETCD1_PID" etcd
+}
 # Every pool leader renews its PoolLease (keeps the terms alive between phases).
 renew_poolleases() {  # renew_poolleases FIXTURE_DIR [PORT]
   "$LOADGEN" closed --port="${2:-$SERVER_PORT}" --connections=16 --keys="$1/pools.tsv" \
@@ -379,14 +391,7 @@ fi
 # machine's load drifts, so each side gets an early and a late turn.
 if wants webhook-etcd3; then
   log "webhook reviews on the etcd3 store (closed loop, 8 connections)"
-  WE_ETCD_PORT=$(free_port) WE_ETCD_PEER_PORT=$(free_port)
-  etcd --name we --data-dir "$SHM/we" --listen-client-urls "http://127.0.0.1:$WE_ETCD_PORT" \
-    --advertise-client-urls "http://127.0.0.1:$WE_ETCD_PORT" \
-    --listen-peer-urls "http://127.0.0.1:$WE_ETCD_PEER_PORT" \
-    --initial-advertise-peer-urls "http://127.0.0.1:$WE_ETCD_PEER_PORT" \
-    --initial-cluster "we=http://127.0.0.1:$WE_ETCD_PEER_PORT" --log-level error >"$OUT/etcd-we.log" 2>&1 &
-  WE_ETCD_PID=$!; PIDS+=("$WE_ETCD_PID")
-  wait_https "http://127.0.0.1:$WE_ETCD_PORT/health" "$WE_ETCD_PID" etcd
+  start_etcd we; WE_ETCD_PORT=$ETCD1_PORT WE_ETCD_PID=$ETCD1_PID
   for _ in $(seq "$BENCH_WEBHOOK_PASSES"); do cat "$RENEW/keys.tsv"; done >"$WORK/webhook-keys.tsv"
   sides=(ours)
   [ -z "$BENCH_BASELINE" ] || sides+=(baseline)
@@ -457,14 +462,7 @@ if [ -n "${HELLO_PID:-}" ]; then stop_pid "$HELLO_PID"; HELLO_PID=""; fi
 # and then BENCH_WATCHERS watches are open, and the fan-out of section 4 at each.
 if wants watchcache; then
   log "watch cache: memory and etcd3, --watch-cache=false/true, 1 and $BENCH_WATCHERS watchers"
-  WC_ETCD_PORT=$(free_port) WC_ETCD_PEER_PORT=$(free_port)
-  etcd --name wc --data-dir "$SHM/wc" --listen-client-urls "http://127.0.0.1:$WC_ETCD_PORT" \
-    --advertise-client-urls "http://127.0.0.1:$WC_ETCD_PORT" \
-    --listen-peer-urls "http://127.0.0.1:$WC_ETCD_PEER_PORT" \
-    --initial-advertise-peer-urls "http://127.0.0.1:$WC_ETCD_PEER_PORT" \
-    --initial-cluster "wc=http://127.0.0.1:$WC_ETCD_PEER_PORT" --log-level error >"$OUT/etcd-wc.log" 2>&1 &
-  WC_ETCD_PID=$!; PIDS+=("$WC_ETCD_PID")
-  wait_https "http://127.0.0.1:$WC_ETCD_PORT/health" "$WC_ETCD_PID" etcd
+  start_etcd wc; WC_ETCD_PORT=$ETCD1_PORT WC_ETCD_PID=$ETCD1_PID
   etcd_metric() { curl -sf "http://127.0.0.1:$WC_ETCD_PORT/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
   for backend in $BENCH_WC_STORES; do
     for cache in $BENCH_WC_CACHE; do
