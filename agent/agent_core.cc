@@ -528,11 +528,13 @@ std::optional<std::set<std::string>> AgentCore::UsableChallenges(int64_t now) co
 
 void AgentCore::Execute(const DelegationAction& a) {
   DelegationOutcome outcome = DelegationOutcome::kUnavailable;
+  absl::Status status;  // the answer, for the log of a refusal
   std::string version;
   using Kind = DelegationAction::Kind;
   switch (a.kind) {
     case Kind::kRead: {
       auto rv = cloud_->ReadDelegatedLease(a.node);
+      status = rv.status();
       outcome = OutcomeFromStatus(rv.status());
       if (rv.ok()) version = *rv;
       break;
@@ -551,6 +553,7 @@ void AgentCore::Execute(const DelegationAction& a) {
       w.resource_version = a.kind == Kind::kUpdate ? a.resource_version : "";
       w.evidence = a.evidence;
       auto rv = cloud_->WriteDelegatedLease(w);
+      status = rv.status();
       outcome = OutcomeFromStatus(rv.status());
       if (rv.ok()) version = *rv;
       if (outcome == DelegationOutcome::kProofRefused) {
@@ -569,24 +572,41 @@ void AgentCore::Execute(const DelegationAction& a) {
       break;
     }
     case Kind::kDelete: {
-      absl::Status s = cloud_->DeleteDelegatedLease(a.node, a.resource_version);
-      outcome = OutcomeFromStatus(s);
+      status = cloud_->DeleteDelegatedLease(a.node, a.resource_version);
+      outcome = OutcomeFromStatus(status);
       break;
     }
   }
   const int64_t now = clock_->MonotonicMicros();
   if (planner_.OnResult(a, outcome, version, now)) {
-    // 403: the server says we do not lead. Stop, step down, and let another
-    // member take over before we campaign again.
-    base::LogWarning(absl::StrCat("the server refused a DelegatedLease write of ", a.node,
-                           " (forbidden): stepping down"));
+    // 403: the server says we do not lead. Stop writing. When another member
+    // may hold the term, step down and let it lead before we campaign again;
+    // when the server says the PoolLease is ours to take (gone with a server
+    // that restarted on its memory store, unheld, or expired with nobody
+    // taking it), nobody else leads and every cut-off member is undelegated
+    // until someone does: campaign again at once, as client-go's elector
+    // would on its next retry. A server that keeps refusing so costs at most
+    // one campaign per member heartbeat: a new term writes only heartbeats
+    // that arrive after it began.
+    const bool lapsed = outcome == DelegationOutcome::kTermLapsed;
+    base::LogWarning(absl::StrCat(
+        "the server refused a DelegatedLease write of ", a.node,
+        lapsed ? " (the PoolLease is free to take): campaigning again at once"
+               : " (forbidden): stepping down",
+        ": ", cloud::MessageOf(status)));
     pending_.clear();
     {
       absl::MutexLock lock(&mu_);
       leading_ = false;
     }
-    campaign_after_us_ = now + options_.step_down_backoff_us;
     elector_->Cancel();
+    if (lapsed) {
+      // The next cloud step campaigns.
+      elector_->Restart();
+      next_elector_us_ = now;
+    } else {
+      campaign_after_us_ = now + options_.step_down_backoff_us;
+    }
   }
 }
 

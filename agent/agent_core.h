@@ -30,7 +30,10 @@
 //   DelegationPlanner's decisions (delegation_planner.h), within a time budget
 //   per step so the elector's renewals are never starved. After the server
 //   refuses a write with 403 it steps down and does not campaign again for
-//   step_down_backoff. It keeps the pool's recent challenges from every
+//   step_down_backoff, unless the 403 says the PoolLease is free for it to
+//   take (TermLapsed, delegation_planner.h: gone, unheld, or expired with
+//   nobody taking it): then it campaigns again at once, as nobody else
+//   leads. It keeps the pool's recent challenges from every
 //   PoolLease answer (read or written, leading or not) with its own monotonic
 //   time of first sight, and as leader sends a member's heartbeat as a proof
 //   only when its challenge is one the server would take (UsableChallenges);

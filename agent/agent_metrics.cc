@@ -101,6 +101,10 @@ std::string AgentMetrics::Render() {
          d.skipped_stale.load());
   Mirror(counter("poolcoord_agent_step_downs_total", "Leadership given up after the server's 403."),
          d.step_downs.load());
+  Mirror(counter("poolcoord_agent_lapsed_terms_total",
+                 "Leadership ended by the server's 403 saying the PoolLease was free to take "
+                 "(gone, unheld or expired): campaigned again at once."),
+         d.lapsed_terms.load());
   Mirror(counter("poolcoord_agent_elections_won_total", "Times this agent became its pool's leader."),
          a.elections_won.load());
   auto& probes = r.AddCounter("poolcoord_agent_cloud_probes_total",

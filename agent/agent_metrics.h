@@ -19,6 +19,7 @@
 //   poolcoord_agent_delegations_skipped_total       evidence went stale before the write left
 //   poolcoord_agent_delegated_nodes                 members this term delegates now
 //   poolcoord_agent_step_downs_total                leadership given up after a 403
+//   poolcoord_agent_lapsed_terms_total              a 403 with the PoolLease free: campaigned again
 //   poolcoord_agent_elections_won_total
 //   poolcoord_agent_cloud_probes_total              {result="read|failed"}
 //

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/match.h"
 #include "agent/agent_cloud.h"
 #include "cloud/errors.h"
 
@@ -24,12 +25,21 @@ const char* DelegationOutcomeName(DelegationOutcome outcome) {
     case DelegationOutcome::kConflict: return "conflict";
     case DelegationOutcome::kAlreadyExists: return "already_exists";
     case DelegationOutcome::kForbidden: return "forbidden";
+    case DelegationOutcome::kTermLapsed: return "term_lapsed";
     case DelegationOutcome::kProofRefused: return "proof_refused";
     case DelegationOutcome::kInvalid: return "invalid";
     case DelegationOutcome::kUnavailable: return "unavailable";
     case DelegationOutcome::kSkipped: return "skipped";
   }
   return "unknown";
+}
+
+bool TermLapsed(const absl::Status& status) {
+  if (status.code() != absl::StatusCode::kPermissionDenied) return false;
+  const std::string message = cloud::MessageOf(status);
+  return absl::StrContains(message, "\" may create poollease ") ||
+         absl::StrContains(message, "\" may acquire it now,") ||
+         absl::StrContains(message, "\" may renew it ");
 }
 
 DelegationOutcome OutcomeFromStatus(const absl::Status& status) {
@@ -40,8 +50,8 @@ DelegationOutcome OutcomeFromStatus(const absl::Status& status) {
     case absl::StatusCode::kFailedPrecondition: return DelegationOutcome::kConflict;
     case absl::StatusCode::kAlreadyExists: return DelegationOutcome::kAlreadyExists;
     case absl::StatusCode::kPermissionDenied:
-      return cloud::HasCauseField(status, "spec.proof") ? DelegationOutcome::kProofRefused
-                                                        : DelegationOutcome::kForbidden;
+      if (cloud::HasCauseField(status, "spec.proof")) return DelegationOutcome::kProofRefused;
+      return TermLapsed(status) ? DelegationOutcome::kTermLapsed : DelegationOutcome::kForbidden;
     case absl::StatusCode::kUnauthenticated: return DelegationOutcome::kForbidden;
     case absl::StatusCode::kInvalidArgument: return DelegationOutcome::kInvalid;
     default: return DelegationOutcome::kUnavailable;
@@ -204,6 +214,11 @@ bool DelegationPlanner::OnResult(const DelegationAction& action, DelegationOutco
     case DelegationOutcome::kForbidden:
       stats_.refused_forbidden.fetch_add(1);
       stats_.step_downs.fetch_add(1);
+      StopLeading();
+      return true;
+    case DelegationOutcome::kTermLapsed:
+      stats_.refused_forbidden.fetch_add(1);
+      stats_.lapsed_terms.fetch_add(1);
       StopLeading();
       return true;
     case DelegationOutcome::kProofRefused:

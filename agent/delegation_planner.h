@@ -33,6 +33,13 @@
 //                   or membership moved): stop every write, step down
 //                   (OnResult returns true; the caller cancels its elector and
 //                   campaigns anew, which re-reads the PoolLease);
+//     403, term lapsed  the server says we do not lead, and that nobody else
+//                   does: its message tells us we may take the PoolLease now
+//                   (it is gone, e.g. a server restarted on the memory store,
+//                   or unheld, or expired with nobody taking it since;
+//                   election/lease_rules.cc's refusal): stop every write as
+//                   for any 403 (OnResult returns true), but the caller
+//                   campaigns again at once instead of backing off;
 //     403 on spec.proof  the server refused this member's proof (a cause with
 //                   field spec.proof, docs/verifiable-delegation.md: a stale
 //                   challenge, a replay, ...): the leader still leads, so only
@@ -102,6 +109,7 @@ enum class DelegationOutcome {
   kConflict,       // 409 Conflict (stale resourceVersion, renewTime backwards)
   kAlreadyExists,  // 409 AlreadyExists on create
   kForbidden,      // 403, 401: not the pool's leader
+  kTermLapsed,     // 403: not the leader, and the PoolLease is free for us to take now
   kProofRefused,   // 403 with a cause on spec.proof: this member's proof, not our leadership
   kInvalid,        // 422, 400
   kUnavailable,    // transport error, timeout, 5xx, 429: outcome unknown
@@ -109,8 +117,21 @@ enum class DelegationOutcome {
 };
 const char* DelegationOutcomeName(DelegationOutcome outcome);
 // From the absl code of a cloud answer (store::StatusFromKubeResponse's table),
-// and its causes (cloud::HasCauseField "spec.proof" for kProofRefused).
+// its causes (cloud::HasCauseField "spec.proof" for kProofRefused) and, for
+// another 403, its message (TermLapsed: kTermLapsed).
 DelegationOutcome OutcomeFromStatus(const absl::Status& status);
+// Whether a 403 refusing a DelegatedLease write says the writer may take the
+// pool's PoolLease now: the server's refusal of a writer that does not lead
+// (election::LeaseRules, its AcquireHint) says so in its message, as
+// `"<node>" may create poollease` (there is none), `may acquire it now` (unheld,
+// or its holder's lease expired and nobody took it) or `may renew it` (the
+// writer's own lease expired, nobody took it). A refusal naming a live holder
+// ("may acquire it only once it has expired or been released"), a writer of
+// another pool, or any other 403 says nothing of the kind: false. The
+// message carries no structured cause for this, so its wording is the
+// contract; tests/agent/delegation_planner_test.cc runs the real rules' refusals
+// through it.
+bool TermLapsed(const absl::Status& status);
 
 struct DelegationStats {
   std::atomic<int64_t> written{0};   // DelegatedLease creates/updates accepted
@@ -123,6 +144,8 @@ struct DelegationStats {
   std::atomic<int64_t> skipped_stale{0};
   std::atomic<int64_t> withheld{0};  // heartbeats not sent: the server would refuse the proof
   std::atomic<int64_t> step_downs{0};
+  // 403 with the PoolLease free to take (kTermLapsed): stopped, campaigning again at once.
+  std::atomic<int64_t> lapsed_terms{0};
   std::atomic<int64_t> delegated{0};  // gauge: members whose DelegatedLease this term wrote last
 };
 
@@ -147,8 +170,9 @@ class DelegationPlanner {
                                      int64_t now_mono_us,
                                      const std::set<std::string>* usable_challenges = nullptr);
   // The answer to an action Plan returned; `resource_version` of the object
-  // after a successful read or write. Returns true when the leader must step
-  // down (the planner has stopped already).
+  // after a successful read or write. Returns true when the leader must stop
+  // leading (the planner has stopped already): kForbidden (step down) or
+  // kTermLapsed (campaign again at once).
   bool OnResult(const DelegationAction& action, DelegationOutcome outcome,
                 const std::string& resource_version, int64_t now_mono_us);
 

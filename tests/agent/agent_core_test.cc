@@ -161,6 +161,64 @@ BOOST_AUTO_TEST_CASE(ForbiddenWritesStepDown) {
   BOOST_TEST(w.cloud.writes.empty());
 }
 
+// A server restarted on its memory store has lost the PoolLease: the leader's
+// next DelegatedLease write is refused with 403, and the server's refusal says
+// the PoolLease is there for it to create. The leader takes it again at once
+// and goes on delegating, instead of stepping down for step_down_backoff with
+// its pool's cut-off members undelegated (no other member reaches the cloud
+// to lead meanwhile).
+BOOST_AUTO_TEST_CASE(AServerRestartThatLosesThePoolLeaseIsNoStepDown) {
+  World w;
+  std::string leader;
+  const std::string member = CutOffTheMember(w, &leader);
+  std::string third;
+  for (const std::string& n : w.names) {
+    if (n != leader && n != member) third = n;
+  }
+  w.cloud.cut.insert(third);
+  w.Run(12);
+  BOOST_REQUIRE(w.WritesFor(member) > 0);
+  BOOST_REQUIRE(w.WritesFor(third) > 0);
+  // The restart comes just after a renewal of the PoolLease and shortly
+  // before the member's next heartbeat, so the leader writes before its
+  // elector's next renewal (2 s) would create the PoolLease anew.
+  int64_t renewal = w.cloud.pool_lease_written_mono_us;
+  bool placed = false;
+  for (int i = 0; i < 200 && !placed; ++i) {
+    w.Run(0.1);
+    const int64_t now = w.clock.MonotonicMicros();
+    const int64_t heartbeat_in = w.nodes[member].next_lan - now;
+    placed = w.cloud.pool_lease_written_mono_us != renewal && heartbeat_in > 0 &&
+             heartbeat_in < 1 * kS;
+    renewal = w.cloud.pool_lease_written_mono_us;
+  }
+  BOOST_REQUIRE(placed);
+  const int64_t restart = w.clock.MonotonicMicros();
+  w.cloud.RestartServer(/*keep_objects=*/false);
+  w.Run(12);
+  const auto& stats = w.nodes[leader].core->delegation_stats();
+  // The 403 came (the write before the renewal), and was taken as a lapse.
+  BOOST_TEST(stats.lapsed_terms.load() == 1);
+  BOOST_TEST(stats.step_downs.load() == 0);
+  BOOST_TEST(stats.refused_forbidden.load() == 1);
+  // The same leader holds the PoolLease it created again, and leads.
+  BOOST_TEST(w.cloud.pool_lease.holder_identity == leader);
+  BOOST_TEST(w.Leaders() == std::vector<std::string>{leader});
+  BOOST_TEST(w.nodes[leader].core->stats().elections_won.load() == 2);
+  // Both cut-off members are written again within a heartbeat of the new term
+  // (the heartbeats before it are withheld): no gap beyond the freshness
+  // bound, the life of one DelegatedLease (7 s), where stepping down left
+  // them unwritten for 15 s.
+  for (const std::string& cut : {member, third}) {
+    BOOST_TEST_CONTEXT(cut) {
+      BOOST_TEST(w.cloud.delegated.count(cut) == 1);
+      BOOST_REQUIRE(w.cloud.write_times[cut].back() > restart);
+      BOOST_TEST(w.cloud.LongestGap(cut, restart) <= 7 * kS);
+      BOOST_TEST(w.clock.MonotonicMicros() - w.cloud.write_times[cut].back() <= 7 * kS);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(ARestartedAgentRejoinsWithinOneInterval) {
   World w;
   w.Run(25);

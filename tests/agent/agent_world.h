@@ -1,7 +1,8 @@
 // The agent core's test world (agent_core_test.cc, proof_relay_test.cc,
 // forging_leader_test.cc): a modelled LAN (a queue of datagrams), a modelled
 // cloud (a PoolLease with optimistic concurrency, DelegatedLeases that only the
-// current holder may write, each node's own Lease; optionally the server's
+// current, unexpired holder may write, judged and refused by the server's own
+// lease rules (server_refusal.h), each node's own Lease; optionally the server's
 // delegation challenges and proof check, docs/verifiable-delegation.md), one
 // fake clock for everyone.
 #pragma once
@@ -25,6 +26,7 @@
 #include "election/delegation_proof.h"
 #include "store/object.h"
 #include "tests/agent/agent_testing.h"
+#include "tests/agent/server_refusal.h"
 
 namespace poolcoord::agent::testing::world {
 
@@ -74,6 +76,7 @@ struct DelegatedLease {
 struct Cloud {
   pe::LeaderElectionRecord pool_lease;
   std::string pool_lease_version;  // "" = does not exist
+  int64_t pool_lease_written_mono_us = 0;  // the server's time of its last write
   int64_t next_version = 1;
   std::map<std::string, DelegatedLease> delegated;
   std::map<std::string, pa::NodeLeaseObservation> node_leases;
@@ -153,6 +156,7 @@ struct Cloud {
     if (!keep_objects) {
       pool_lease = {};
       pool_lease_version.clear();
+      pool_lease_written_mono_us = 0;
       pool_lease_object = {};
       delegated.clear();
       accepted.clear();
@@ -195,6 +199,12 @@ struct Cloud {
     BOOST_REQUIRE(open != std::string::npos && close != std::string::npos);
     return refuse(message.substr(open + 9, close - open - 9));
   }
+  // The PoolLease as the server's rules read it (nullptr: there is none).
+  poolcoord::store::ObjectPtr ServerPoolLeaseObject() const {
+    if (pool_lease_version.empty()) return nullptr;
+    return ServerPoolLease("hangzhou", pool_lease.holder_identity, pool_lease.lease_duration_seconds,
+                           pool_lease_written_mono_us);
+  }
   int Refusals() const {
     int n = 0;
     for (const auto& [rule, k] : proof_refusals) n += k;
@@ -231,9 +241,15 @@ class FakeCloud : public pa::AgentCloud, public pe::LeaseLock {
   }
   absl::StatusOr<std::string> WriteDelegatedLease(const pa::DelegatedLeaseWrite& w) override {
     if (auto s = ReachServer(); !s.ok()) return s;
-    if (cloud_->forbid_writes || cloud_->pool_lease.holder_identity != node_ ||
-        w.delegate != node_) {
+    if (cloud_->forbid_writes || w.delegate != node_) {
       return absl::PermissionDeniedError("not the pool's leader");
+    }
+    // Whether the writer leads, as the server judges it (and refuses it).
+    if (auto s = ServerAnswerToDelegatedLeaseWrite(cloud_->clock, {{"hangzhou", {node_, w.node}}},
+                                                   node_, w.node, "hangzhou",
+                                                   cloud_->ServerPoolLeaseObject());
+        !s.ok()) {
+      return s;
     }
     auto it = cloud_->delegated.find(w.node);
     if (w.resource_version.empty()) {
@@ -276,6 +292,7 @@ class FakeCloud : public pa::AgentCloud, public pe::LeaseLock {
     if (!cloud_->pool_lease_version.empty()) return absl::AlreadyExistsError("exists");
     cloud_->pool_lease = record;
     cloud_->pool_lease_version = cloud_->NewVersion();
+    cloud_->pool_lease_written_mono_us = cloud_->clock->MonotonicMicros();
     if (!record.holder_identity.empty()) cloud_->MaybeIssue();
     return cloud_->pool_lease_version;
   }
@@ -285,6 +302,7 @@ class FakeCloud : public pa::AgentCloud, public pe::LeaseLock {
     if (version != cloud_->pool_lease_version) return absl::AbortedError("conflict");
     cloud_->pool_lease = record;
     cloud_->pool_lease_version = cloud_->NewVersion();
+    cloud_->pool_lease_written_mono_us = cloud_->clock->MonotonicMicros();
     if (!record.holder_identity.empty()) cloud_->MaybeIssue();
     return cloud_->pool_lease_version;
   }

@@ -10,6 +10,7 @@
 #include "agent/delegation_planner.h"
 #include "base/clock.h"
 #include "tests/agent/agent_testing.h"
+#include "tests/agent/server_refusal.h"
 
 namespace pa = poolcoord::agent;
 namespace pe = poolcoord::base;
@@ -237,6 +238,67 @@ BOOST_AUTO_TEST_CASE(ForbiddenStepsDown) {
   BOOST_TEST(w.Plan().empty());
   // 401 is taken the same way.
   BOOST_TEST((pa::OutcomeFromStatus(absl::UnauthenticatedError("x")) == Outcome::kForbidden));
+}
+
+// The server's refusals of a leader's write when the PoolLease is free for it
+// to take end the term without a step-down; those naming a live holder, or a
+// writer of another pool, step down. Each refusal is the real lease rules'.
+BOOST_AUTO_TEST_CASE(ARefusalWithThePoolLeaseFreeEndsTheTermWithoutAStepDown) {
+  pe::FakeClock clock;
+  clock.Advance(seconds(1000));
+  const int64_t now = clock.MonotonicMicros();
+  const std::map<std::string, std::vector<std::string>> pools{{"hangzhou", {"hz-1", "hz-2", "hz-3"}},
+                                                              {"suzhou", {"sz-1"}}};
+  auto answer = [&](const std::string& writer, poolcoord::store::ObjectPtr pool_lease) {
+    return pa::testing::ServerAnswerToDelegatedLeaseWrite(&clock, pools, writer, "hz-2", "hangzhou",
+                                                          std::move(pool_lease));
+  };
+  using pa::testing::ServerPoolLease;
+  struct Case {
+    const char* what;
+    absl::Status answer;
+    Outcome want;
+  };
+  const Case cases[] = {
+      // A server restarted on its memory store: the PoolLease is gone.
+      {"no PoolLease", answer("hz-1", nullptr), Outcome::kTermLapsed},
+      {"released", answer("hz-1", ServerPoolLease("hangzhou", "", 15, now - 1 * kS)),
+       Outcome::kTermLapsed},
+      {"another's, expired", answer("hz-1", ServerPoolLease("hangzhou", "hz-3", 15, now - 20 * kS)),
+       Outcome::kTermLapsed},
+      {"its own, expired", answer("hz-1", ServerPoolLease("hangzhou", "hz-1", 15, now - 20 * kS)),
+       Outcome::kTermLapsed},
+      // A live holder leads: a deposed leader steps down.
+      {"another's, live", answer("hz-1", ServerPoolLease("hangzhou", "hz-3", 15, now - 1 * kS)),
+       Outcome::kForbidden},
+      // Membership moved: not this pool's to lead, whatever its PoolLease.
+      {"writer of another pool, no PoolLease", answer("sz-1", nullptr), Outcome::kForbidden},
+      {"writer of another pool, released",
+       answer("sz-1", ServerPoolLease("hangzhou", "", 15, now - 1 * kS)), Outcome::kForbidden},
+  };
+  for (const Case& c : cases) {
+    BOOST_TEST_CONTEXT(c.what << ": " << c.answer) {
+      BOOST_TEST(poolcoord::cloud::IsForbidden(c.answer));
+      BOOST_TEST((pa::OutcomeFromStatus(c.answer) == c.want));
+      BOOST_TEST(pa::TermLapsed(c.answer) == (c.want == Outcome::kTermLapsed));
+    }
+  }
+  // The holder's own live lease is admitted (the rules above are the writer's).
+  BOOST_TEST(answer("hz-1", ServerPoolLease("hangzhou", "hz-1", 15, now - 1 * kS)).ok());
+  // A 403 of another kind (the authorizer's, a fake's) is no lapse.
+  BOOST_TEST(!pa::TermLapsed(absl::PermissionDeniedError("not the pool's leader")));
+  BOOST_TEST(!pa::TermLapsed(absl::NotFoundError("\"hz-1\" may create poollease \"hangzhou\"")));
+
+  // The planner stops either way; only the lapse is counted apart.
+  World w;
+  w.Hear("hz-2", false);
+  auto actions = w.Plan();
+  BOOST_REQUIRE_EQUAL(actions.size(), 1u);
+  BOOST_TEST(w.Answer(actions[0], Outcome::kTermLapsed));
+  BOOST_TEST(!w.planner.leading());
+  BOOST_TEST(w.planner.stats().lapsed_terms.load() == 1);
+  BOOST_TEST(w.planner.stats().step_downs.load() == 0);
+  BOOST_TEST(w.planner.stats().refused_forbidden.load() == 1);
 }
 
 BOOST_AUTO_TEST_CASE(AnswersOfAnEarlierTermAreIgnored) {
