@@ -40,6 +40,71 @@ struct SimFlags : Options {
   bool help = false;
 };
 
+// What a number flag may hold; CheckRanges refuses anything else.
+enum class Range { kAny, kRatio, kPositive, kNotNegative };
+
+// The number flags (pflag's float64), one row each: name, field, range and
+// meaning, so that registering a flag (AddFlags) and checking its value
+// (CheckRanges) are one piece of code for the fleet's flags and the
+// deterministic mode's alike.
+struct NumberFlag {
+  const char* name;
+  double Options::*field;
+  Range range;
+  const char* help;
+};
+constexpr NumberFlag kNumberFlags[] = {
+    {"partition-ratio", &Options::partition_ratio, Range::kRatio,
+     "Each node with this probability (0 to 1) is cut off from the cloud but still reaches its "
+     "pool: its leader should delegate its heartbeat."},
+    {"dead-ratio", &Options::dead_ratio, Range::kRatio,
+     "Each node with this probability (0 to 1) dies: it stops heartbeating and must not be "
+     "delegated."},
+    {"pool-partition-ratio", &Options::pool_partition_ratio, Range::kRatio,
+     "Each pool with this probability (0 to 1) is cut off from the cloud as a whole."},
+    {"lying-pool-ratio", &Options::lying_pool_ratio, Range::kRatio,
+     "Each pool with this probability (0 to 1) has lying agents: whoever leads forges liveness "
+     "for members it has not heard from."},
+    {"clock-skew", &Options::clock_skew_s, Range::kNotNegative,
+     "Each agent's clock is off by up to this many seconds, ahead or behind."},
+    {"leader-kill-interval", &Options::leader_kill_interval_s, Range::kNotNegative,
+     "Kill a pool leader every this many seconds (0: never)."},
+    {"duration", &Options::duration_s, Range::kPositive,
+     "How long the fleet runs, in seconds."},
+    {"lease-duration", &Options::lease_duration_s, Range::kPositive,
+     "The agents' PoolLease leaseDurationSeconds (client-go's LeaseDuration)."},
+    {"renew-deadline", &Options::renew_deadline_s, Range::kPositive,
+     "Seconds a leader keeps trying to renew before it gives up leading (client-go's "
+     "RenewDeadline)."},
+    {"retry-period", &Options::retry_period_s, Range::kPositive,
+     "Seconds between the agents' tries to acquire or renew (client-go's RetryPeriod)."},
+    {"heartbeat-interval", &Options::heartbeat_interval_s, Range::kPositive,
+     "Seconds between an agent's signed in-pool heartbeats."},
+    {"kubelet-interval", &Options::kubelet_interval_s, Range::kPositive,
+     "Seconds between the modelled kubelets' renewals of their own node Leases."},
+    {"pl-watch-delay-ms", &Options::pl_watch_delay_ms, Range::kAny,
+     "Accepted for old scripts; no effect (the watch timelines gave way to the modelled "
+     "cloud's Leases)."},
+    // The deterministic mode's.
+    {"lan-delay-min-ms", &Options::lan_delay_min_ms, Range::kNotNegative,
+     "With --deterministic: the least delay of a LAN datagram, in milliseconds."},
+    {"lan-delay-max-ms", &Options::lan_delay_max_ms, Range::kNotNegative,
+     "With --deterministic: the most delay of a LAN datagram, in milliseconds (datagrams drawn "
+     "longer delays are overtaken)."},
+    {"lan-loss", &Options::lan_loss, Range::kRatio,
+     "With --deterministic: each LAN datagram is lost with this probability (0 to 1)."},
+    {"lan-duplicate", &Options::lan_duplicate, Range::kRatio,
+     "With --deterministic: each LAN datagram arrives twice with this probability (0 to 1)."},
+    {"clock-jump-ratio", &Options::clock_jump_ratio, Range::kRatio,
+     "With --deterministic: each node with this probability (0 to 1) steps its clock once, by "
+     "up to max(--clock-skew, 10) seconds either way."},
+    {"server-restart-interval", &Options::server_restart_interval_s, Range::kNotNegative,
+     "With --deterministic: the server restarts every this many seconds (0: never), on its "
+     "memory store (its objects are lost)."},
+    {"server-down", &Options::server_down_s, Range::kPositive,
+     "With --deterministic: seconds a restarting server is down (503 through the aggregator)."},
+};
+
 // The flags, in the order --help lists them.
 void AddFlags(SimFlags* o, poolcoord::base::FlagSet& t) {
   constexpr int kMaxNodes = 1'000'000;
@@ -67,37 +132,11 @@ void AddFlags(SimFlags* o, poolcoord::base::FlagSet& t) {
   t.Int("extra-objects", &o->extra_objects, 0, std::numeric_limits<int>::max(),
         "Unheld PoolLeases (sim-extra-NNNNN) created before the run, to give the server more "
         "objects to list and watch.");
-  t.Double("partition-ratio", &o->partition_ratio,
-           "Each node with this probability (0 to 1) is cut off from the cloud but still "
-           "reaches its pool: its leader should delegate its heartbeat.");
-  t.Double("dead-ratio", &o->dead_ratio,
-           "Each node with this probability (0 to 1) dies: it stops heartbeating and must not be "
-           "delegated.");
-  t.Double("pool-partition-ratio", &o->pool_partition_ratio,
-           "Each pool with this probability (0 to 1) is cut off from the cloud as a whole.");
-  t.Double("lying-pool-ratio", &o->lying_pool_ratio,
-           "Each pool with this probability (0 to 1) has lying agents: whoever leads forges "
-           "liveness for members it has not heard from.");
-  t.Double("clock-skew", &o->clock_skew_s,
-           "Each agent's clock is off by up to this many seconds, ahead or behind.");
-  t.Double("leader-kill-interval", &o->leader_kill_interval_s,
-           "Kill a pool leader every this many seconds (0: never).");
-  t.Double("duration", &o->duration_s, "How long the fleet runs, in seconds.");
-  t.Double("lease-duration", &o->lease_duration_s,
-           "The agents' PoolLease leaseDurationSeconds (client-go's LeaseDuration).");
-  t.Double("renew-deadline", &o->renew_deadline_s,
-           "Seconds a leader keeps trying to renew before it gives up leading (client-go's "
-           "RenewDeadline).");
-  t.Double("retry-period", &o->retry_period_s,
-           "Seconds between the agents' tries to acquire or renew (client-go's RetryPeriod).");
+  for (const NumberFlag& f : kNumberFlags) t.Double(f.name, &(o->*f.field), f.help);
   t.Int64("seed", &o->seed_flag, 0,
           "Seeds the random choices (who is cut off, dies, lies; clock skews; names' tokens): "
           "the same seed and sizes repeat a run.");
   t.Int("workers", &o->workers, 1, 100'000, "Threads that tick the agents.");
-  t.Double("heartbeat-interval", &o->heartbeat_interval_s,
-           "Seconds between an agent's signed in-pool heartbeats.");
-  t.Double("kubelet-interval", &o->kubelet_interval_s,
-           "Seconds between the modelled kubelets' renewals of their own node Leases.");
   t.StringList("grace", &o->grace,
                "The node lifecycle controller's --node-monitor-grace-period values, in seconds, "
                "that the verdict checks.");
@@ -106,9 +145,6 @@ void AddFlags(SimFlags* o, poolcoord::base::FlagSet& t) {
          "Accepted for old scripts: overlapping beliefs in different terms are only reported; "
          "in one term they always fail.");
   t.String("summary-json", &o->summary_json, "Also write the run's summary to this file, as JSON.");
-  t.Double("pl-watch-delay-ms", &o->pl_watch_delay_ms,
-           "Accepted for old scripts; no effect (the watch timelines gave way to the modelled "
-           "cloud's Leases).");
   t.Bool("deterministic", &o->deterministic,
          "Run the whole system in this process on one simulated clock, driven by one seeded "
          "scheduler: the agents, the server's rules, store, watch cache and forwarder, and the "
@@ -117,24 +153,6 @@ void AddFlags(SimFlags* o, poolcoord::base::FlagSet& t) {
   t.Int("seeds", &o->seeds, 1, 10'000'000,
         "With --deterministic: runs this many seeds, from --seed on, and prints the command "
         "that replays each failing one.");
-  t.Double("lan-delay-min-ms", &o->lan_delay_min_ms,
-           "With --deterministic: the least delay of a LAN datagram, in milliseconds.");
-  t.Double("lan-delay-max-ms", &o->lan_delay_max_ms,
-           "With --deterministic: the most delay of a LAN datagram, in milliseconds (datagrams "
-           "drawn longer delays are overtaken).");
-  t.Double("lan-loss", &o->lan_loss,
-           "With --deterministic: each LAN datagram is lost with this probability (0 to 1).");
-  t.Double("lan-duplicate", &o->lan_duplicate,
-           "With --deterministic: each LAN datagram arrives twice with this probability (0 to 1).");
-  t.Double("clock-jump-ratio", &o->clock_jump_ratio,
-           "With --deterministic: each node with this probability (0 to 1) steps its clock once, "
-           "by up to max(--clock-skew, 10) seconds either way.");
-  t.Double("server-restart-interval", &o->server_restart_interval_s,
-           "With --deterministic: the server restarts every this many seconds (0: never), on "
-           "its memory store (its objects are lost).");
-  t.Double("server-down", &o->server_down_s,
-           "With --deterministic: seconds a restarting server is down (503 through the "
-           "aggregator).");
   t.Bool("server-restart-keeps-objects", &o->server_restart_keeps_objects,
          "With --deterministic: the restarted server finds its objects again, as on etcd3 "
          "(default: an empty memory store).");
@@ -184,33 +202,20 @@ constexpr poolcoord::base::CommandLine<SimFlags> kCommandLine{
     0};  // help one column past the longest flag, as pflag aligns
 
 std::string CheckRanges(const Options& o) {
-  auto at_least = [](const char* flag, double v, double min) -> std::string {
-    return v >= min ? "" : absl::StrCat("--", flag, " must be at least ", min, " (got ", v, ")");
-  };
-  auto positive = [](const char* flag, double v) -> std::string {
-    return v > 0 ? "" : absl::StrCat("--", flag, " must be more than 0 (got ", v, ")");
-  };
-  auto ratio = [](const char* flag, double v) -> std::string {
-    return v >= 0 && v <= 1 ? "" : absl::StrCat("--", flag, " must be between 0 and 1 (got ", v, ")");
-  };
-  for (const std::string& problem : {
-           ratio("partition-ratio", o.partition_ratio), ratio("dead-ratio", o.dead_ratio),
-           ratio("pool-partition-ratio", o.pool_partition_ratio),
-           ratio("lying-pool-ratio", o.lying_pool_ratio), positive("duration", o.duration_s),
-           positive("lease-duration", o.lease_duration_s),
-           positive("renew-deadline", o.renew_deadline_s),
-           positive("retry-period", o.retry_period_s),
-           positive("heartbeat-interval", o.heartbeat_interval_s),
-           positive("kubelet-interval", o.kubelet_interval_s),
-           at_least("clock-skew", o.clock_skew_s, 0),
-           at_least("leader-kill-interval", o.leader_kill_interval_s, 0),
-           ratio("lan-loss", o.lan_loss), ratio("lan-duplicate", o.lan_duplicate),
-           ratio("clock-jump-ratio", o.clock_jump_ratio),
-           at_least("lan-delay-min-ms", o.lan_delay_min_ms, 0),
-           at_least("lan-delay-max-ms", o.lan_delay_max_ms, o.lan_delay_min_ms),
-           at_least("server-restart-interval", o.server_restart_interval_s, 0),
-           positive("server-down", o.server_down_s)}) {
-    if (!problem.empty()) return problem;
+  for (const NumberFlag& f : kNumberFlags) {
+    const double v = o.*f.field;
+    const char* must = nullptr;
+    switch (f.range) {
+      case Range::kAny: break;
+      case Range::kRatio: must = v >= 0 && v <= 1 ? nullptr : "be between 0 and 1"; break;
+      case Range::kPositive: must = v > 0 ? nullptr : "be more than 0"; break;
+      case Range::kNotNegative: must = v >= 0 ? nullptr : "be at least 0"; break;
+    }
+    if (must != nullptr) return absl::StrCat("--", f.name, " must ", must, " (got ", v, ")");
+  }
+  if (o.lan_delay_max_ms < o.lan_delay_min_ms) {
+    return absl::StrCat("--lan-delay-max-ms must be at least ", o.lan_delay_min_ms, " (got ",
+                        o.lan_delay_max_ms, ")");
   }
   if (o.server.empty() && !o.server_binary.empty() && access(o.server_binary.c_str(), X_OK) != 0) {
     return absl::StrCat("--server-binary ", o.server_binary, ": cannot run it: ", std::strerror(errno));

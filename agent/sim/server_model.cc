@@ -39,6 +39,9 @@ class Borrowed : public store::Store {
                                                     const store::Freshness& freshness) override {
     return below_->GetWithFreshness(kind, name, freshness);
   }
+  absl::StatusOr<std::vector<store::ObjectPtr>> GetAll(std::span<const store::ObjectKey> keys) override {
+    return below_->GetAll(keys);
+  }
   absl::StatusOr<store::ListResult> List(store::Kind kind, const store::ListOptions& options) override {
     return below_->List(kind, options);
   }
@@ -136,6 +139,27 @@ void Precheck(election::DelegationProofs* proofs, const base::UserInfo& user,
 
 }  // namespace
 
+absl::Status ServerModel::AdmitWrite(const base::UserInfo& user, store::Kind kind,
+                                     const store::ObjectPtr& current, store::Object& proposed,
+                                     store::TxnReader& reader) const {
+  if (kind == store::Kind::kPoolLease) return rules_->AdmitPoolLeaseWrite(user, current, proposed);
+  if (absl::Status s = rules_->CheckDelegatedLeaseWriter(user, proposed.metadata.name); !s.ok()) {
+    return s;
+  }
+  return rules_->AdmitDelegatedLeaseWrite(user, current, proposed, reader);
+}
+
+absl::StatusOr<store::WriteResult> ServerModel::UpdateExisting(store::Kind kind,
+                                                              const std::string& name,
+                                                              const store::UpdateFn& fn) {
+  return cache_->Update(kind, name,
+                        [&](const store::ObjectPtr& current,
+                            store::TxnReader& reader) -> absl::StatusOr<store::MutableObjectPtr> {
+                          if (!current) return store::NotFoundError(store::InfoFor(kind).plural, name);
+                          return fn(current, reader);
+                        });
+}
+
 absl::StatusOr<std::string> ServerModel::Create(const base::UserInfo& user, store::Kind kind,
                                                 std::string_view body) {
   absl::StatusOr<store::MutableObjectPtr> decoded = store::DecodeObjectJson(body, kind, nullptr);
@@ -158,14 +182,7 @@ absl::StatusOr<std::string> ServerModel::Create(const base::UserInfo& user, stor
           store::TxnReader& reader) -> absl::StatusOr<store::MutableObjectPtr> {
         if (current) return store::AlreadyExistsError(store::InfoFor(kind).plural, name);
         auto next = std::make_shared<store::Object>(obj);
-        if (kind == store::Kind::kPoolLease) {
-          if (absl::Status s = rules_->AdmitPoolLeaseWrite(user, nullptr, *next); !s.ok()) return s;
-        } else {
-          if (absl::Status s = rules_->CheckDelegatedLeaseWriter(user, name); !s.ok()) return s;
-          if (absl::Status s = rules_->AdmitDelegatedLeaseWrite(user, nullptr, *next, reader); !s.ok()) {
-            return s;
-          }
-        }
+        if (absl::Status s = AdmitWrite(user, kind, current, *next, reader); !s.ok()) return s;
         return next;
       });
   if (!result.ok()) return AsClientError(result.status());
@@ -184,11 +201,10 @@ absl::StatusOr<std::string> ServerModel::Update(const base::UserInfo& user, stor
   }
   if (kind == store::Kind::kDelegatedLease) Precheck(proofs_.get(), user, *proposed);
   const store::ResourceInfo& info = store::InfoFor(kind);
-  auto result = cache_->Update(
+  auto result = UpdateExisting(
       kind, name,
       [&](const store::ObjectPtr& current,
           store::TxnReader& reader) -> absl::StatusOr<store::MutableObjectPtr> {
-        if (!current) return store::NotFoundError(info.plural, name);
         if (proposed->metadata.resource_version == 0) {
           return store::InvalidError(info.kind_name, name,
                                      {store::FieldInvalid("metadata.resourceVersion", "0x0",
@@ -213,14 +229,7 @@ absl::StatusOr<std::string> ServerModel::Update(const base::UserInfo& user, stor
         next->metadata.creation_timestamp = current->metadata.creation_timestamp;
         next->metadata.generation =
             current->metadata.generation + (next->spec == current->spec ? 0 : 1);
-        if (kind == store::Kind::kPoolLease) {
-          if (absl::Status s = rules_->AdmitPoolLeaseWrite(user, current, *next); !s.ok()) return s;
-        } else {
-          if (absl::Status s = rules_->CheckDelegatedLeaseWriter(user, name); !s.ok()) return s;
-          if (absl::Status s = rules_->AdmitDelegatedLeaseWrite(user, current, *next, reader); !s.ok()) {
-            return s;
-          }
-        }
+        if (absl::Status s = AdmitWrite(user, kind, current, *next, reader); !s.ok()) return s;
         return next;
       });
   if (!result.ok()) return AsClientError(result.status());
@@ -230,11 +239,10 @@ absl::StatusOr<std::string> ServerModel::Update(const base::UserInfo& user, stor
 absl::Status ServerModel::Delete(const base::UserInfo& user, store::Kind kind,
                                  const std::string& name, const std::string& resource_version) {
   const store::ResourceInfo& info = store::InfoFor(kind);
-  auto result = cache_->Update(
+  auto result = UpdateExisting(
       kind, name,
       [&](const store::ObjectPtr& current,
           store::TxnReader& reader) -> absl::StatusOr<store::MutableObjectPtr> {
-        if (!current) return store::NotFoundError(info.plural, name);
         if (!resource_version.empty() &&
             resource_version != std::to_string(current->metadata.resource_version)) {
           return store::ConflictError(

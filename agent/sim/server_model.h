@@ -120,6 +120,17 @@ class ServerModel {
  private:
   explicit ServerModel(ServerModelOptions options);
   std::string NewUid();
+  // The lease rules of a create (current == nullptr) or an update of `kind`,
+  // inside the store's step, as each kind's strategy calls them: a PoolLease's
+  // AdmitPoolLeaseWrite; a DelegatedLease's CheckDelegatedLeaseWriter, then
+  // AdmitDelegatedLeaseWrite. The rules' errors, unchanged.
+  // A store step on an object that must exist (an update, a delete): 404 Not
+  // Found when it does not, else `fn`'s answer.
+  absl::StatusOr<store::WriteResult> UpdateExisting(store::Kind kind, const std::string& name,
+                                                    const store::UpdateFn& fn);
+  absl::Status AdmitWrite(const base::UserInfo& user, store::Kind kind,
+                          const store::ObjectPtr& current, store::Object& proposed,
+                          store::TxnReader& reader) const;
 
   ServerModelOptions options_;
   base::MetricsRegistry registry_;
