@@ -154,7 +154,25 @@ T ReadLeaseShaped(const Value& v) {
   return l;
 }
 
-Lease ReadLease(const Value& v) { return ReadLeaseShaped<Lease>(v); }
+// The time of the managedFields entry that owns spec.renewTime (fieldsV1:
+// {"f:spec":{"f:renewTime":{}}}), as Lease::renew_time_written_us says.
+std::optional<int64_t> RenewTimeWritten(const Value& obj) {
+  const Value* md = Member(obj, "metadata");
+  const Value* entries = md ? Member(*md, "managedFields") : nullptr;
+  if (!entries || !entries->IsArray()) return std::nullopt;
+  for (const auto& e : entries->GetArray()) {
+    const Value* fields = Member(e, "fieldsV1");
+    const Value* spec = fields ? Member(*fields, "f:spec") : nullptr;
+    if (spec && Member(*spec, "f:renewTime")) return OptTime(e, "time");
+  }
+  return std::nullopt;
+}
+
+Lease ReadLease(const Value& v) {
+  Lease l = ReadLeaseShaped<Lease>(v);
+  l.renew_time_written_us = RenewTimeWritten(v);
+  return l;
+}
 DelegatedLease ReadDelegatedLease(const Value& v) { return ReadLeaseShaped<DelegatedLease>(v); }
 
 Node ReadNode(const Value& v) {

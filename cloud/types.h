@@ -66,6 +66,13 @@ struct Lease {
   LeaseSpec spec;
   LeaseStatus status;
   DelegationFields delegation;
+  // When the server last saw spec.renewTime change, on its own clock: the
+  // managedFields[].time of the entry that owns f:spec.f:renewTime (whole
+  // seconds, so the change came at most 1 s after it; a manager's time moves
+  // with each of its writes that changes a field, as k8s.io/apiserver's field
+  // manager keeps it). Dates a renewTime written by a clock we cannot trust.
+  // Read only, never sent; absent where the server keeps no managedFields.
+  std::optional<int64_t> renew_time_written_us;
   bool operator==(const Lease&) const = default;
 };
 

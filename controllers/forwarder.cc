@@ -593,13 +593,20 @@ int64_t Forwarder::ForwardAge(const std::string& node, int64_t forwarded_us) {
 }
 
 int64_t Forwarder::RenewalAge(const std::string& node, std::optional<int64_t> renew_us,
-                              bool fresh) {
+                              std::optional<int64_t> written_us, bool fresh) {
   const int64_t mono = clock_->MonotonicMicros();
+  const int64_t now = clock_->NowMicros();
   constexpr int64_t kAncient = std::numeric_limits<int64_t>::max() / 4;
-  // The value's age on our wall clock. A renewTime in the future cannot be
-  // dated: seen for the first time it counts as old (a restart delays nothing),
-  // seen changing it counts as new.
-  const int64_t wall_age = renew_us ? clock_->NowMicros() - *renew_us : kAncient;
+  // The value's age on our wall clock, the older of two dates: the renewTime
+  // itself (the writer's clock) and the server's record of when it changed
+  // (its clock, whole seconds: older by less than 1 s). A kubelet clock ahead
+  // makes the first young; the second dates it anyway. Dated by neither (a
+  // renewTime in the future, no record), seen for the first time it counts as
+  // old (a restart delays nothing), seen changing it counts as new.
+  int64_t wall_age = renew_us ? now - *renew_us : kAncient;
+  if (written_us) {
+    wall_age = wall_age < 0 ? now - *written_us : std::max(wall_age, now - *written_us);
+  }
   absl::MutexLock l(&mu_);
   NodeState& s = nodes_[node];
   if (!s.renewal_seen) {
@@ -691,7 +698,7 @@ absl::Status Forwarder::SyncNode(const std::string& node) {
     // A kubelet renewal we carried (below), with no kubelet write since.
     const std::optional<int64_t> carried = AnnotationTime(lease, kCarriedRenewTimeAnnotation);
     const bool carried_last = renew && carried && *renew == *carried;
-    const int64_t renewal_age = RenewalAge(node, renew, fresh);
+    const int64_t renewal_age = RenewalAge(node, renew, lease.renew_time_written_us, fresh);
     if (marked && !ours && !carried_last) {
       // The kubelet renewed on its own since our last write: the node is back.
       const int64_t last_written =

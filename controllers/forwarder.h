@@ -25,9 +25,11 @@
 //   says how far behind it is.
 // The kubelet's renewal is dated on this process's monotonic clock: when the
 // renewTime value was seen to change, moved back by the value's age on our wall
-// clock but never before the last time the old value was seen (a kubelet clock
-// running behind cannot make us forward early by more than our polling gap;
-// one running ahead only delays by the renew interval). A DelegatedLease the
+// clock (by the renewTime, or by the server's managedFields time of the write
+// when that is older: a kubelet clock running ahead cannot delay the first
+// forward) but never before the last time the old value was seen (a kubelet
+// clock running behind cannot make us forward early by more than our polling
+// gap). A DelegatedLease the
 // leader last wrote before that renewal is stale news about a node that came
 // back: not forwarded, so a returning kubelet is never fought while its
 // DelegatedLease runs out.
@@ -250,9 +252,11 @@ class Forwarder {
   bool DelegationEnded(const std::string& node);
   absl::Status Failed(const std::string& node, const char* what, absl::Status status);
   // The age of the kubelet's renewal `renew_us`, dated as the class comment
-  // says. `fresh`: the value was just read from kube-apiserver (not a cached
-  // copy), so it was current at this moment.
-  int64_t RenewalAge(const std::string& node, std::optional<int64_t> renew_us, bool fresh);
+  // says; `written_us`: when the server saw it written (cloud::Lease::
+  // renew_time_written_us). `fresh`: the value was just read from
+  // kube-apiserver (not a cached copy), so it was current at this moment.
+  int64_t RenewalAge(const std::string& node, std::optional<int64_t> renew_us,
+                     std::optional<int64_t> written_us, bool fresh);
   // How long ago we wrote the renewal whose renewTime is `forwarded_us`. The
   // value itself may lie ahead of our clock (it is max(now, previous + 1 µs)),
   // so our own time of the write is used when we made it; otherwise (a

@@ -410,6 +410,12 @@ CloudModel::Response CloudModel::Handle(const std::string& method, const std::st
   return {404, StatusBody(404, "NotFound", absl::StrCat("the modelled cloud serves no ", path))};
 }
 
+void CloudModel::DateRenewTimeLocked(const cloud::Lease* stored, cloud::Lease* written) {
+  if (stored && stored->spec.renew_time_us == written->spec.renew_time_us) return;
+  constexpr int64_t kSecond = 1'000'000;
+  written->renew_time_written_us = clock_->NowMicros() / kSecond * kSecond;
+}
+
 void CloudModel::RecordRenewLocked(const std::string& node, const std::optional<int64_t>& renew_time) {
   if (!renew_time.has_value()) return;
   auto [it, first] = counted_renew_time_.try_emplace(node, *renew_time);
@@ -459,6 +465,8 @@ absl::StatusOr<cloud::Lease> CloudModel::LeaseCreate(cloud::Lease lease) {
     lease.metadata.namespace_ = "kube-node-lease";
     lease.metadata.resource_version = std::to_string(++rv_);
     lease.metadata.uid = absl::StrCat("uid-lease-", n);
+    lease.renew_time_written_us = std::nullopt;
+    DateRenewTimeLocked(nullptr, &lease);
     RecordRenewLocked(n, lease.spec.renew_time_us);
     leases_[n] = lease;
     server_lease_writes_++;
@@ -483,6 +491,8 @@ absl::StatusOr<cloud::Lease> CloudModel::LeaseUpdate(cloud::Lease lease) {
     lease.metadata.namespace_ = "kube-node-lease";
     lease.metadata.uid = it->second.metadata.uid;
     lease.metadata.resource_version = std::to_string(++rv_);
+    lease.renew_time_written_us = it->second.renew_time_written_us;
+    DateRenewTimeLocked(&it->second, &lease);
     RecordRenewLocked(name, lease.spec.renew_time_us);
     it->second = lease;
     server_lease_writes_++;
@@ -615,9 +625,12 @@ void CloudModel::KubeletRenew(const std::string& node, int64_t renew_wall_us) {
       lease.metadata.uid = absl::StrCat("uid-lease-", node);
       it = leases_.emplace(node, std::move(lease)).first;
     }
-    it->second.spec.holder_identity = node;
-    it->second.spec.lease_duration_seconds = 40;
-    it->second.spec.renew_time_us = renew_wall_us;
+    cloud::Lease renewed = it->second;
+    renewed.spec.holder_identity = node;
+    renewed.spec.lease_duration_seconds = 40;
+    renewed.spec.renew_time_us = renew_wall_us;
+    DateRenewTimeLocked(&it->second, &renewed);
+    it->second = std::move(renewed);
     it->second.metadata.resource_version = std::to_string(++rv_);
     RecordRenewLocked(node, it->second.spec.renew_time_us);
     stored = it->second;

@@ -130,6 +130,11 @@ class CloudModel {
                        const std::string& body);
   void Connection(int fd);
   void AcceptLoop();
+  // Dates `written`'s renewTime on the cloud's clock when it differs from the
+  // `stored` one (nullptr: a create), in whole seconds, as kube-apiserver's
+  // managedFields time does (cloud::Lease::renew_time_written_us).
+  void DateRenewTimeLocked(const cloud::Lease* stored, cloud::Lease* written)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A write stored `renew_time` into the node's Lease: a sign of life when it
   // is later than the last one counted.
   void RecordRenewLocked(const std::string& node, const std::optional<int64_t>& renew_time)

@@ -44,6 +44,29 @@ BOOST_AUTO_TEST_CASE(lease_round_trip_keeps_what_a_put_must_keep) {
   BOOST_TEST((*DecodeLease(EncodeLease(*l, "coordination.k8s.io/v1", "Lease")) == *l));
 }
 
+// The server dates the renewTime by the managedFields entry that owns it (the
+// kubelet's), not by a later write of another manager.
+BOOST_AUTO_TEST_CASE(lease_renew_time_dated_by_the_managed_fields_entry_that_owns_it) {
+  constexpr char kMarked[] = R"({"kind":"Lease","apiVersion":"coordination.k8s.io/v1",
+    "metadata":{"name":"hz-1","namespace":"kube-node-lease","resourceVersion":"900",
+      "managedFields":[
+        {"manager":"poolcoord","operation":"Update","apiVersion":"coordination.k8s.io/v1",
+         "time":"2026-01-01T00:00:30Z","fieldsType":"FieldsV1",
+         "fieldsV1":{"f:metadata":{"f:labels":{".":{},"f:coordination.pool/delegated":{}}}}},
+        {"manager":"kubelet","operation":"Update","apiVersion":"coordination.k8s.io/v1",
+         "time":"2026-01-01T00:00:10Z","fieldsType":"FieldsV1",
+         "fieldsV1":{"f:spec":{"f:holderIdentity":{},"f:leaseDurationSeconds":{},
+                               "f:renewTime":{}}}}]},
+    "spec":{"holderIdentity":"hz-1","leaseDurationSeconds":40,
+      "renewTime":"2026-01-01T00:00:31.500000Z"}})";
+  absl::StatusOr<Lease> l = DecodeLease(kMarked);
+  BOOST_REQUIRE(l.ok());
+  BOOST_TEST(*l->renew_time_written_us == int64_t{1767225610} * 1'000'000);
+  rapidjson::Document d = Parse(EncodeLease(*l, "coordination.k8s.io/v1", "Lease"));
+  BOOST_TEST(!d["metadata"].HasMember("managedFields"));  // read only
+  BOOST_TEST(!DecodeLease(kNodeLease)->renew_time_written_us.has_value());  // no time, no fields
+}
+
 BOOST_AUTO_TEST_CASE(taints_merge_patch_carries_the_precondition) {
   std::vector<Taint> taints = {
       {"node.openyurt.io/unschedulable", "true", "NoSchedule", std::nullopt}};

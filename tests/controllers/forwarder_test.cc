@@ -654,6 +654,37 @@ BOOST_AUTO_TEST_CASE(a_renew_time_ahead_of_our_clock_delays_no_renewal) {
   BOOST_TEST(forwarder->metrics().delegations_started.Value() == 0u);
 }
 
+// The simulator's seeds 21 and 512: a kubelet whose clock ran 20 s ahead
+// renewed 21 s before its pool delegated it, so its renewTime looked 1 s old
+// and the first forward waited 9 s more, its Lease 30 s unrenewed. The server's
+// managedFields time of that write (whole seconds, its clock) dates it: the
+// first forward comes at once. Without that record it still waits.
+BOOST_AUTO_TEST_CASE(the_server_dates_a_renewal_written_by_a_clock_ahead) {
+  for (bool dated : {true, false}) {
+    const std::string node = dated ? "hz-2" : "hz-3";
+    const int64_t written = clock.NowMicros() - 21 * kSecond;
+    pc::Lease l;
+    l.metadata.name = node;
+    l.spec.renew_time_us = written + 20 * kSecond;
+    if (dated) l.renew_time_written_us = written / kSecond * kSecond;
+    leases.Put(l);
+    Delegate(node);
+    const int64_t delegated = clock.MonotonicMicros();
+    std::optional<int64_t> first_forward;
+    Run(seconds(12), [&] {
+      if (!first_forward && RenewTime(node) != l.spec.renew_time_us) {
+        first_forward = clock.MonotonicMicros();
+      }
+    });
+    BOOST_REQUIRE(first_forward.has_value());
+    if (dated) {
+      BOOST_TEST(*first_forward - delegated <= 200'000);
+    } else {
+      BOOST_TEST(*first_forward - delegated >= 8 * kSecond);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 namespace {

@@ -165,8 +165,9 @@ def forwarder_shard(node, shards):
     return h % shards
 
 
-def now_micro():
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+def now_micro(ahead=0.0):
+    """Now (plus `ahead` seconds) as a MicroTime string."""
+    return datetime.fromtimestamp(time.time() + ahead, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def parse_micro(text):
@@ -726,12 +727,14 @@ class Kubelet:
             self._wake.wait(self.interval)
             self._wake.clear()
 
-    def cut_off(self):
-        """The node loses the cloud right after one last renewal; returns its
-        renewTime (seconds since the epoch). No renewal of the loop follows it."""
+    def cut_off(self, ahead=0.0):
+        """The node loses the cloud right after one last renewal; returns when it
+        was written (seconds since the epoch). No renewal of the loop follows it.
+        `ahead`: the kubelet's clock runs that many seconds fast, so the renewTime
+        written lies that far ahead of the time returned."""
         with self._lock:
             self.online = False
-            return parse_micro(self.renew())
+            return parse_micro(self.renew(renew_time=now_micro(ahead) if ahead else None)) - ahead
 
     def come_back(self):
         """The node reaches the cloud again: posts Ready and renews at once."""

@@ -12,6 +12,10 @@ One timeline, its scenarios side by side on different nodes:
          every mark and taint of ours goes.
   ctl-b  cut off, never delegated: Unknown one grace period after its last
          renewal, and tainted node.kubernetes.io/unreachable.
+  ah-c   its kubelet's clock runs AHEAD s fast; delegated DELEGATE_AFTER s after
+         its last renewal (whose renewTime then looks 1 s old): the first forward
+         comes one renew interval after the renewal's true time, as
+         kube-apiserver's managedFields time dates it, not AHEAD s later.
   ph-NN  (when flapping_nodes_never_go_unknown is among the cases: issue 11,
          defect 2) 20 nodes that were delegated once and came back (a flapping link), cut
          off again with the delegation starting 0, 0.5, ... 9.5 s after the
@@ -40,6 +44,8 @@ MONITOR_PERIOD = 5.0   # kube-controller-manager's --node-monitor-period default
 SLACK = 3.0            # watch delivery and scheduling on a busy 2-core machine
 TAINT_AFTER = 40.0     # the chart's (and the server's) --delegation-taint-after default
 PHASES = 20
+AHEAD, DELEGATE_AFTER = 5.0, 6.0  # ah-c's clock, and when its delegation starts
+RENEW_INTERVAL = 10.0  # the stand-in kubelets' and the chart's --kubelet-renew-interval
 
 
 def ours(annotations):
@@ -57,13 +63,14 @@ class Env:
         self.threads, self.errors, self.results = [], [], {}
         try:
             self.pc = ChartInstall(self.cluster, binary)
-            self.nodes = [LEADER, "dl-a", "ctl-b"] + ([f"ph-{i:02d}" for i in range(PHASES)] if self.phases else [])
+            self.nodes = [LEADER, "dl-a", "ctl-b", "ah-c"] + ([f"ph-{i:02d}" for i in range(PHASES)] if self.phases else [])
             self.kubelets = {n: Kubelet(self.cluster, n, {POOL_LABEL: POOL}).register().start() for n in self.nodes}
             self.nw, self.lw = NodeWatch(self.cluster), LeaseWatch(self.cluster)
             self.nw.wait("every Node Ready", lambda: all(self.nw.status(n) == "True" for n in self.nodes), 60)
             self.leader = PoolLeader(self.cluster, LEADER, POOL)
             self.t0 = time.time()
-            self.run([("dl-a", self.delegated_node), ("ctl-b", self.control_node)] +
+            self.run([("dl-a", self.delegated_node), ("ctl-b", self.control_node),
+                      ("ah-c", self.clock_ahead_node)] +
                      ([("phases", self.flapping_nodes)] if self.phases else []))
             print(f"timeline: {time.time() - self.t0:.0f} s at grace {self.grace:.0f} s", flush=True)
         except BaseException:
@@ -121,6 +128,18 @@ class Env:
                                         lambda: self.nw.first_taint("ctl-b", UNREACHABLE, after=r["cut"]), 30)
         k.come_back()
         self.nw.wait("ctl-b back: Ready, untainted", lambda: self.marks_gone("ctl-b"), 40)
+
+    def clock_ahead_node(self):
+        r, k = self.results.setdefault("ah-c", {}), self.kubelets["ah-c"]
+        r["cut"] = k.cut_off(ahead=AHEAD)
+        time.sleep(max(0.0, r["cut"] + DELEGATE_AFTER - time.time()))
+        self.leader.delegate("ah-c")
+        r["start"] = self.leader.first_write["ah-c"]
+        r["first_forward"] = self.lw.wait("ah-c forwarded", lambda: min(self.forwards("ah-c", r["cut"]), default=None),
+                                          RENEW_INTERVAL + AHEAD + 15)
+        self.leader.undelegate("ah-c", delete=True)
+        k.come_back()
+        self.nw.wait("ah-c back: Ready, and no mark or taint of ours", lambda: self.marks_gone("ah-c"), 40)
 
     def flapping_nodes(self):
         names = [f"ph-{i:02d}" for i in range(PHASES)]
@@ -249,6 +268,20 @@ def resumed_delegation_starts_anew(env):
     expect(len(started) >= 2, f"DelegationStarted events: {len(started)} for two delegations")
 
 
+def first_forward_of_a_kubelet_clock_ahead_is_on_time(env):
+    """The first forward after a renewal written by a kubelet clock running ahead is
+    dated by kube-apiserver's managedFields time of that write: one renew
+    interval after it (up to 1 s early: that time has whole seconds), not AHEAD s
+    later."""
+    r = result(env, "ah-c")
+    after = r["first_forward"] - r["cut"]
+    print(f"  ah-c: clock {AHEAD:.0f} s ahead, delegated {r['start'] - r['cut']:.1f} s after its last renewal; "
+          f"first forward {after:.1f} s after that renewal (renew interval {RENEW_INTERVAL:.0f} s)")
+    expect(RENEW_INTERVAL - 1.5 <= after <= RENEW_INTERVAL + SLACK / 2,
+           f"first forward {after:.1f} s after the renewal (by its renewTime: "
+           f"{RENEW_INTERVAL + AHEAD - DELEGATE_AFTER + 1:.0f} s wait at most)")
+
+
 def flapping_nodes_never_go_unknown(env):
     """Defect 2, over 20 phases of the kubelet's last renewal: the first forward
     comes soon enough that no node goes Unknown."""
@@ -272,7 +305,7 @@ def flapping_nodes_never_go_unknown(env):
 CASES = [delegated_node_stays_ready, control_node_goes_unknown_and_unreachable,
          delegated_node_follows_when_delegation_stops, kubelet_return_removes_every_mark,
          delegated_node_tainted_after_threshold, resumed_delegation_starts_anew,
-         flapping_nodes_never_go_unknown]
+         first_forward_of_a_kubelet_clock_ahead_is_on_time, flapping_nodes_never_go_unknown]
 
 if __name__ == "__main__":
     sys.exit(run_cluster_cases(CASES, Env, __doc__))
