@@ -53,6 +53,34 @@ BOOST_AUTO_TEST_CASE(APoolHearsItselfAndElectsOneLeader) {
   }
 }
 
+// The world's PoolLease answers are the server's lease rules': a member that
+// writes over the leader's live lease, even with the resourceVersion it read,
+// is refused as poolcoord-apiserver refuses it, and the lease stays the
+// leader's.
+BOOST_AUTO_TEST_CASE(TheWorldsPoolLeaseIsJudgedByTheServersRules) {
+  World w;
+  w.Run(25);
+  BOOST_REQUIRE(w.Leaders().size() == 1u);
+  const std::string leader = w.Leaders()[0];
+  const std::string other = OtherThan(leader);
+  FakeCloud lock(&w.cloud, other);
+  auto held = lock.Get();
+  BOOST_REQUIRE(held.ok());
+  pe::LeaderElectionRecord takeover = held->record;
+  takeover.holder_identity = other;
+  takeover.lease_transitions += 1;
+  auto taken = lock.Update(takeover, held->version);
+  BOOST_TEST(taken.status().code() == absl::StatusCode::kAborted);  // 409, the rules' Conflict
+  BOOST_TEST(std::string(taken.status().message()).find(leader) != std::string::npos,
+             taken.status().message());
+  BOOST_TEST(w.cloud.pool_lease.holder_identity == leader);
+  // For another node, never.
+  pe::LeaderElectionRecord for_leader = held->record;
+  for_leader.holder_identity = leader;
+  BOOST_TEST(lock.Update(for_leader, held->version).status().code() ==
+             absl::StatusCode::kPermissionDenied);
+}
+
 BOOST_AUTO_TEST_CASE(ACutOffMemberIsDelegatedAndReleased) {
   World w;
   std::string leader;

@@ -1,8 +1,8 @@
 // The agent core's test world (agent_core_test.cc, proof_relay_test.cc,
 // forging_leader_test.cc): a modelled LAN (a queue of datagrams), a modelled
-// cloud (a PoolLease with optimistic concurrency, DelegatedLeases that only the
-// current, unexpired holder may write, judged and refused by the server's own
-// lease rules (server_refusal.h), each node's own Lease; optionally the server's
+// cloud (a PoolLease with optimistic concurrency and DelegatedLeases, each write
+// judged and refused by the server's own lease rules (server_refusal.h), each
+// node's own Lease; optionally the server's
 // delegation challenges and proof check, docs/verifiable-delegation.md), one
 // fake clock for everyone.
 #pragma once
@@ -202,8 +202,7 @@ struct Cloud {
   // The PoolLease as the server's rules read it (nullptr: there is none).
   poolcoord::store::ObjectPtr ServerPoolLeaseObject() const {
     if (pool_lease_version.empty()) return nullptr;
-    return ServerPoolLease("hangzhou", pool_lease.holder_identity, pool_lease.lease_duration_seconds,
-                           pool_lease_written_mono_us);
+    return ServerPoolLeaseOf("hangzhou", pool_lease, pool_lease_written_mono_us);
   }
   int Refusals() const {
     int n = 0;
@@ -290,26 +289,35 @@ class FakeCloud : public pa::AgentCloud, public pe::LeaseLock {
   absl::StatusOr<std::string> Create(const pe::LeaderElectionRecord& record) override {
     if (auto s = ReachServer(); !s.ok()) return s;
     if (!cloud_->pool_lease_version.empty()) return absl::AlreadyExistsError("exists");
-    cloud_->pool_lease = record;
-    cloud_->pool_lease_version = cloud_->NewVersion();
-    cloud_->pool_lease_written_mono_us = cloud_->clock->MonotonicMicros();
-    if (!record.holder_identity.empty()) cloud_->MaybeIssue();
-    return cloud_->pool_lease_version;
+    return Write(record, nullptr);
   }
   absl::StatusOr<std::string> Update(const pe::LeaderElectionRecord& record,
                                      const std::string& version) override {
     if (auto s = ReachServer(); !s.ok()) return s;
+    if (cloud_->pool_lease_version.empty()) return absl::NotFoundError("no PoolLease");
     if (version != cloud_->pool_lease_version) return absl::AbortedError("conflict");
-    cloud_->pool_lease = record;
-    cloud_->pool_lease_version = cloud_->NewVersion();
-    cloud_->pool_lease_written_mono_us = cloud_->clock->MonotonicMicros();
-    if (!record.holder_identity.empty()) cloud_->MaybeIssue();
-    return cloud_->pool_lease_version;
+    return Write(record, cloud_->ServerPoolLeaseObject());
   }
   std::string Identity() const override { return node_; }
   std::string Describe() const override { return "poolleases/hangzhou"; }
 
  private:
+  // A PoolLease write as the server's lease rules admit it (or refuse it).
+  absl::StatusOr<std::string> Write(const pe::LeaderElectionRecord& record,
+                                    const poolcoord::store::ObjectPtr& current) {
+    int64_t renewed = cloud_->pool_lease_written_mono_us;
+    if (auto s = ServerAnswerToPoolLeaseWrite(cloud_->clock, node_, "hangzhou", current, record,
+                                              &renewed);
+        !s.ok()) {
+      return s;
+    }
+    cloud_->pool_lease = record;
+    cloud_->pool_lease_version = cloud_->NewVersion();
+    cloud_->pool_lease_written_mono_us = renewed;
+    if (!record.holder_identity.empty()) cloud_->MaybeIssue();
+    return cloud_->pool_lease_version;
+  }
+
   Cloud* cloud_;
   std::string node_;
 };
