@@ -18,9 +18,9 @@
 // admission_handler.cc, "decoding"), with the grammar, first-member-wins reading
 // and error messages (RapidJSON's, with offsets) of the full parse it replaced.
 // Decisions are election::DecideDelegatedHeartbeat's, on one consistent read of
-// the PoolLease and the DelegatedLease (store::Store::GetAll: under one lock on
-// the memory store, one etcd transaction shared with concurrent reviews on
-// etcd3); a failed read denies. Thread-safe; never throws.
+// the objects it judges by (store::Store::GetAll: under one lock on the memory
+// store, one etcd transaction shared with concurrent reviews on etcd3); a
+// failed read denies. Thread-safe; never throws.
 #pragma once
 
 #include <cstddef>
