@@ -463,18 +463,30 @@ BOOST_FIXTURE_TEST_CASE(AllKeysAtOneRevision, TwoReplicas) {
   std::vector<std::string> names;
   for (int i = 0; i < kKeys; ++i) names.push_back("K" + std::to_string(i));
   std::atomic<bool> done{false};
+  // Boost.Test's assertions are not thread-safe: the writer records its first
+  // failure for the main thread to check after the join.
+  absl::Status write_error;
   std::thread writer([&] {
-    for (int r = 0; r < kRounds; ++r) {
-      for (const auto& n : names) BOOST_REQUIRE(a->Update(Kind::kPoolLease, n, Increment()).ok());
+    for (int r = 0; r < kRounds && write_error.ok(); ++r) {
+      for (const auto& n : names) {
+        if (auto w = a->Update(Kind::kPoolLease, n, Increment()); !w.ok()) {
+          write_error = w.status();
+          break;
+        }
+      }
     }
     done = true;
   });
   std::vector<ObjectKey> keys;
   for (int i = kKeys - 1; i >= 0; --i) keys.push_back({Kind::kPoolLease, names[i]});
   int reads = 0, torn = 0;
+  absl::Status read_error;
   while (!done.load()) {
     auto read = b->GetAll(keys);
-    BOOST_REQUIRE_MESSAGE(read.ok(), read.status().ToString());
+    if (!read.ok()) {
+      read_error = read.status();  // asserted after the writer's join
+      break;
+    }
     std::vector<int32_t> v(kKeys);  // by write order: v[i] is Ki
     for (int i = 0; i < kKeys; ++i) {
       const ObjectPtr& o = (*read)[kKeys - 1 - i];
@@ -489,6 +501,8 @@ BOOST_FIXTURE_TEST_CASE(AllKeysAtOneRevision, TwoReplicas) {
     ++reads;
   }
   writer.join();
+  BOOST_REQUIRE_MESSAGE(write_error.ok(), write_error.ToString());
+  BOOST_REQUIRE_MESSAGE(read_error.ok(), read_error.ToString());
   BOOST_TEST(reads > 0);
   BOOST_TEST(torn == 0, torn << " of " << reads << " reads mixed revisions");
 }
@@ -518,10 +532,14 @@ BOOST_FIXTURE_TEST_CASE(ConcurrentReadsShareTransactionsAndStayFresh, TwoReplica
   std::atomic<bool> done{false};
   std::atomic<int> reads{0}, stale{0};
   const int64_t txns_before = EtcdTxns();
+  absl::Status write_error;  // asserted after the join (Boost.Test is not thread-safe)
   std::thread writer([&] {
     for (int i = 0; i < kWrites; ++i) {
       auto w = a->Update(Kind::kPoolLease, "C", Increment());
-      BOOST_REQUIRE(w.ok());
+      if (!w.ok()) {
+        write_error = w.status();
+        break;
+      }
       acked = *w->object->spec.lease_transitions;
     }
     done = true;
@@ -546,6 +564,7 @@ BOOST_FIXTURE_TEST_CASE(ConcurrentReadsShareTransactionsAndStayFresh, TwoReplica
   }
   writer.join();
   for (auto& r : readers) r.join();
+  BOOST_REQUIRE_MESSAGE(write_error.ok(), write_error.ToString());
   const int64_t read_txns = EtcdTxns() - txns_before - kWrites;  // each write commits one txn
   BOOST_TEST(stale.load() == 0);
   BOOST_TEST(reads.load() > kReaders);
