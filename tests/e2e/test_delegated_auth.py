@@ -14,6 +14,7 @@ test_cluster_auth.py.
   re-creates it at once): the CAs it brought are trusted no more."""
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -132,4 +133,5 @@ if __name__ == "__main__":
     rc = run_cases(CASES, make_server)
     if CLOUD:
         CLOUD.stop()
+        shutil.rmtree(CLOUD.workdir, ignore_errors=True)  # its CA, keys and kubeconfig
     sys.exit(rc)

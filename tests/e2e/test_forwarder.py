@@ -10,6 +10,7 @@ next resync forwards (or taints) once the cloud answers again; a connection
 dropped once or twice is sent again (three attempts, cloud/rest_client.h) and
 costs nothing."""
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -147,4 +148,5 @@ if __name__ == "__main__":
     rc = run_cases(CASES, make_server)
     if CLOUD:
         CLOUD.stop()
+        shutil.rmtree(CLOUD.workdir, ignore_errors=True)  # its CA, keys and kubeconfig
     sys.exit(rc)
