@@ -570,6 +570,97 @@ bool Forwarder::DelegationEnded(const std::string& node) {
   return !rules_->DelegationCurrent(**dl, pool.get());
 }
 
+absl::StatusOr<cloud::Lease> Forwarder::FirstRead(const std::string& node, bool* fresh) {
+  if (options_.bulk_first_reads > 0) {
+    BulkRead();
+    if (std::optional<cloud::Lease> listed = CachedLease(node, /*marked_only=*/false)) {
+      *fresh = false;  // read when the LIST was; BulkRead dated it
+      return *std::move(listed);
+    }
+  }
+  *fresh = true;
+  absl::StatusOr<cloud::Lease> got = cloud_.node_leases->GetFromCache(node);
+  if (got.ok()) Remember(node, *got);
+  return got;
+}
+
+int Forwarder::WaitingFirstReads() {
+  store::ListOptions o;
+  o.freshness = FromCache();
+  absl::StatusOr<store::ListResult> list = store_->List(store::Kind::kDelegatedLease, o);
+  if (!list.ok()) return 0;
+  int waiting = 0;
+  for (const store::ObjectPtr& dl : list->items) {
+    const std::string& node = dl->metadata.name;
+    if (OwnsShard(ShardOf(node, options_.shards)) && !CachedLease(node, /*marked_only=*/false)) {
+      ++waiting;
+    }
+  }
+  return waiting;
+}
+
+void Forwarder::BulkRead() {
+  const int64_t interval = options_.kubelet_renew_interval.count();
+  {
+    absl::MutexLock l(&bulk_mu_);
+    // A LIST in flight may bring this node's Lease: wait for it, not GET.
+    while (bulk_reading_) bulk_done_.Wait(&bulk_mu_);
+    const int64_t now = clock_->MonotonicMicros();
+    if (bulk_listed_mono_us_ && now - *bulk_listed_mono_us_ < interval) return;
+    if (bulk_counted_mono_us_ && now - *bulk_counted_mono_us_ < 1'000'000 && !bulk_worth_it_) {
+      return;
+    }
+    bulk_reading_ = true;  // this worker counts, and maybe lists
+  }
+  const int waiting = WaitingFirstReads();
+  const int64_t counted = clock_->MonotonicMicros();
+  bool worth_it = false;
+  {
+    absl::MutexLock l(&bulk_mu_);
+    worth_it = waiting >= options_.bulk_first_reads &&
+               static_cast<size_t>(waiting) * std::max(options_.list_items_per_read, 1) >=
+                   bulk_list_size_;
+    bulk_counted_mono_us_ = counted;
+    bulk_worth_it_ = worth_it;
+  }
+  if (worth_it) {
+    const int64_t listed_mono = clock_->MonotonicMicros();
+    cloud::ListOptions o;
+    o.resource_version = "0";  // kube-apiserver's watch cache: etcd reads nothing
+    absl::StatusOr<cloud::LeaseList> list = cloud_.node_leases->List(o);
+    size_t size = 0;
+    if (!list.ok()) {
+      Failed("*", "listing the node Leases for a storm's first reads", list.status()).IgnoreError();
+    } else {
+      size = list->items.size();
+      for (cloud::Lease& lease : list->items) {
+        const std::string node = lease.metadata.name;
+        if (!OwnsShard(ShardOf(node, options_.shards))) continue;
+        if (!store_->GetWithFreshness(store::Kind::kDelegatedLease, node, FromCache()).ok()) {
+          continue;
+        }
+        std::shared_ptr<const cloud::Lease> informed = marked_.Get(node);
+        absl::MutexLock l(&mu_);
+        NodeState& st = nodes_[node];
+        if ((st.known && Revision(*st.known) >= Revision(lease)) ||
+            (informed && Revision(*informed) >= Revision(lease))) {
+          continue;
+        }
+        // Current when the LIST was sent: a kubelet renewal it does not show
+        // is dated from then, not from some earlier look.
+        if (!st.renewal_seen) st.looked_mono_us = listed_mono;
+        st.known = std::move(lease);
+      }
+    }
+    absl::MutexLock l(&bulk_mu_);
+    bulk_listed_mono_us_ = listed_mono;  // a failed LIST is not retried sooner either
+    if (list.ok()) bulk_list_size_ = size;
+  }
+  absl::MutexLock l(&bulk_mu_);
+  bulk_reading_ = false;
+  bulk_done_.SignalAll();
+}
+
 absl::Status Forwarder::Failed(const std::string& node, const char* what, absl::Status status) {
   metrics_.forward_errors.Inc();
   base::LogWarning("forwarder: node ", node, ": ", what, " failed: ", status.message());
@@ -667,13 +758,15 @@ absl::Status Forwarder::SyncNode(const std::string& node) {
   std::optional<cloud::Lease> cached = CachedLease(node, /*marked_only=*/false);
   for (int attempt = 0; attempt <= options_.conflict_retries; ++attempt) {
     absl::StatusOr<cloud::Lease> got;
-    const bool fresh = attempt > 0 || !cached;
+    bool fresh = attempt > 0 || !cached;
     if (!fresh) {
       got = *cached;
+    } else if (attempt == 0) {
+      // The first read comes from kube-apiserver's watch cache (a storm's
+      // first forwards then cost etcd nothing), by a LIST when many wait.
+      got = FirstRead(node, &fresh);
     } else {
-      // The first read may come from kube-apiserver's watch cache (a storm's
-      // first forwards then cost etcd nothing); after a 409, a quorum read.
-      got = attempt == 0 ? cloud_.node_leases->GetFromCache(node) : cloud_.node_leases->Get(node);
+      got = cloud_.node_leases->Get(node);  // after a 409: a quorum read
       if (got.ok()) Remember(node, *got);
     }
     if (cloud::IsNotFound(got.status())) {

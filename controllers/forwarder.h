@@ -52,7 +52,9 @@
 // watch of kube-node-lease with the label selector
 // coordination.pool/delegated=true, the narrowest the API allows), newer
 // answers to its own writes kept beside it (client-go's mutation cache). A Lease
-// it has not marked yet (a delegation's first forward) is read with one GET.
+// it has not marked yet (a delegation's first forward) is read with one GET,
+// or, when many wait for one at once (a storm), all of them with one LIST of
+// kube-node-lease from kube-apiserver's watch cache (`bulk_first_reads`).
 //
 // How it works. One WorkQueue (client-go's semantics: a node is never synced by
 // two workers at once, a node due again while queued is queued once, failures
@@ -120,6 +122,17 @@ struct ForwarderOptions {
   // last forward is older than this has lapsed; forwarding again starts anew.
   std::chrono::microseconds node_monitor_grace_period = std::chrono::seconds(40);
   int conflict_retries = 5;  // OpenYurt's leaseDelegateRetryTimes
+  // A storm's first reads. When at least `bulk_first_reads` delegated nodes of
+  // our shards have no copy of their Lease, a worker about to GET one LISTs the
+  // namespace from kube-apiserver's watch cache (resourceVersion "0") instead,
+  // and every waiting node takes its copy from that answer: one request where
+  // a storm made one GET per node. At most one LIST per renew interval, and
+  // only while the nodes waiting number at least 1/`list_items_per_read` of
+  // the Leases the last LIST returned (a listed item costs kube-apiserver a
+  // fraction of a GET; in a big cluster a small storm is cheaper by GETs).
+  // 0: always a GET.
+  int bulk_first_reads = 100;
+  int list_items_per_read = 25;
   int workers = 64;          // concurrent syncs (each one cloud request at a time)
   int shards = 1;            // ShardOf(node, shards); 1: everything in shard 0
   std::string component = "poolcoord-forwarder";
@@ -250,6 +263,14 @@ class Forwarder {
   absl::Status ClearDelegation(cloud::Lease lease);
   TaintWant WantTaint(const std::optional<cloud::Lease>& lease) const;
   bool DelegationEnded(const std::string& node);
+  // A delegation's first read of its node's Lease: the copy a LIST brought
+  // (BulkRead; `*fresh` false) or a GET from kube-apiserver's watch cache.
+  absl::StatusOr<cloud::Lease> FirstRead(const std::string& node, bool* fresh);
+  // Waits for a LIST in flight; takes one when a storm's first reads make it
+  // cheaper than their GETs (ForwarderOptions::bulk_first_reads).
+  void BulkRead();
+  // Delegated nodes of our shards with no copy of their Lease.
+  int WaitingFirstReads();
   absl::Status Failed(const std::string& node, const char* what, absl::Status status);
   // The age of the kubelet's renewal `renew_us`, dated as the class comment
   // says; `written_us`: when the server saw it written (cloud::Lease::
@@ -293,6 +314,17 @@ class Forwarder {
   absl::flat_hash_map<std::string, NodeState> nodes_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::string> holders_ ABSL_GUARDED_BY(mu_);  // pool -> holder
   std::vector<std::shared_ptr<store::Watcher>> watchers_ ABSL_GUARDED_BY(mu_);
+
+  // BulkRead's state: a LIST in flight, when the last began, its size.
+  absl::Mutex bulk_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  bool bulk_reading_ ABSL_GUARDED_BY(bulk_mu_) = false;
+  absl::CondVar bulk_done_;
+  std::optional<int64_t> bulk_listed_mono_us_ ABSL_GUARDED_BY(bulk_mu_);
+  size_t bulk_list_size_ ABSL_GUARDED_BY(bulk_mu_) = 0;
+  // WaitingFirstReads is counted at most once a second; whether a LIST was
+  // worth it then.
+  std::optional<int64_t> bulk_counted_mono_us_ ABSL_GUARDED_BY(bulk_mu_);
+  bool bulk_worth_it_ ABSL_GUARDED_BY(bulk_mu_) = false;
 
   mutable absl::Mutex shards_mu_;
   std::vector<bool> owned_ ABSL_GUARDED_BY(shards_mu_);

@@ -733,3 +733,102 @@ BOOST_FIXTURE_TEST_CASE(the_oldest_renewal_goes_first_when_behind, ManyNodes) {
   }
   BOOST_TEST(renewal_order == first_order);
 }
+
+namespace {
+
+pcn::ForwarderOptions BulkAt(int waiting) {
+  pcn::ForwarderOptions o;
+  o.bulk_first_reads = waiting;
+  return o;
+}
+
+struct Storm : Fixture {
+  Storm() : Fixture(Many(40), BulkAt(10)) {}
+  // The leader delegates members m-<100+from> .. m-<100+to-1>.
+  void Delegations(int from, int to) {
+    for (int i = from; i < to; ++i) Delegate("m-" + std::to_string(100 + i));
+  }
+  int Gets() {
+    const auto calls = leases.Calls();
+    return static_cast<int>(std::count_if(calls.begin(), calls.end(), [](const std::string& c) {
+      return c.rfind("get ", 0) == 0;
+    }));
+  }
+};
+
+}  // namespace
+
+// A storm's first forwards: the Leases none of them has a copy of yet come in
+// one LIST (from kube-apiserver's watch cache), not a GET each.
+BOOST_FIXTURE_TEST_CASE(a_storm_reads_its_leases_with_one_list, Storm) {
+  for (int i = 0; i < 40; ++i) KubeletRenews("m-" + std::to_string(100 + i));
+  clock.Advance(seconds(11));
+  Delegations(0, 40);
+  leases.ClearCalls();
+  Run(seconds(2));
+  const auto calls = leases.Calls();
+  BOOST_TEST(Calls(calls, "list ") == 1);  // unfiltered: every node Lease
+  BOOST_TEST(Gets() == 0);
+  for (int i = 0; i < 40; ++i) {
+    const std::string node = "m-" + std::to_string(100 + i);
+    BOOST_TEST(Calls(calls, "update " + node) == 1, node);
+    BOOST_TEST(Annotation(node, pe::kDelegateAnnotation) == "true", node);
+  }
+  BOOST_TEST(forwarder->metrics().conflicts.Value() == 0u);
+  BOOST_TEST(Errors() == 0u);
+}
+
+// A listed copy is only a copy: a kubelet that renewed after the LIST is
+// seen through the 409 and is not fought.
+BOOST_FIXTURE_TEST_CASE(a_kubelet_renewal_after_the_list_is_not_fought, Storm) {
+  for (int i = 0; i < 40; ++i) KubeletRenews("m-" + std::to_string(100 + i));
+  clock.Advance(seconds(11));
+  Delegations(1, 40);
+  forwarder->Pump();  // queued when their events arrive
+  clock.Advance(milliseconds(100));
+  Delegations(0, 1);  // m-100 is due last
+  deliver_watch = false;
+  // The LIST happens on the first sync; m-100's kubelet writes right after it.
+  forwarder->Pump();
+  BOOST_REQUIRE(forwarder->ProcessReady(1) == 1);
+  KubeletRenews("m-100");
+  const std::optional<int64_t> own = RenewTime("m-100");
+  deliver_watch = true;
+  Run(seconds(2));
+  BOOST_TEST(Calls(leases.Calls(), "list ") == 1);
+  BOOST_TEST(forwarder->metrics().conflicts.Value() == 1u);
+  BOOST_TEST((RenewTime("m-100") == own));  // its own renewal stands
+  BOOST_TEST(Annotation("m-100", pe::kDelegateAnnotation).empty());
+}
+
+// A few first reads in a namespace many times their number: GETs (a listed
+// item costs a fraction of a GET, not nothing).
+BOOST_FIXTURE_TEST_CASE(a_small_storm_among_many_leases_reads_by_get, Storm) {
+  for (int i = 0; i < 40; ++i) KubeletRenews("m-" + std::to_string(100 + i));
+  for (int i = 0; i < 400; ++i) KubeletRenews("other-" + std::to_string(i));
+  clock.Advance(seconds(11));
+  Delegations(0, 20);  // 20 waiting: a LIST (the namespace's size not known yet)
+  Run(seconds(2));
+  BOOST_TEST(Calls(leases.Calls(), "list ") == 1);
+  BOOST_TEST(Gets() == 0);
+  leases.ClearCalls();
+  clock.Advance(seconds(11));
+  Delegations(20, 32);  // 12 waiting, 441 Leases listed last time: 12 GETs
+  Run(seconds(2), [&] { Delegations(0, 20); });
+  BOOST_TEST(Calls(leases.Calls(), "list ") == 0);
+  BOOST_TEST(Gets() == 12);
+  for (int i = 20; i < 32; ++i) {
+    BOOST_TEST(Annotation("m-" + std::to_string(100 + i), pe::kDelegateAnnotation) == "true");
+  }
+}
+
+// Fewer waiting than bulk_first_reads: each reads its own.
+BOOST_FIXTURE_TEST_CASE(a_few_first_reads_are_gets, Storm) {
+  for (int i = 0; i < 40; ++i) KubeletRenews("m-" + std::to_string(100 + i));
+  clock.Advance(seconds(11));
+  Delegations(0, 9);
+  leases.ClearCalls();
+  Run(seconds(2));
+  BOOST_TEST(Calls(leases.Calls(), "list ") == 0);
+  BOOST_TEST(Gets() == 9);
+}
