@@ -101,6 +101,7 @@ def run_one(a, n, out_dir):
               "grace": "40s"}
     watch = None
     renewer = None
+    leader = None
     try:
         values = [f"forwarder.kubeApiQps={a.qps}", f"forwarder.concurrentNodeLeaseSyncs={a.workers}"]
         if a.replicas > 1:
@@ -267,6 +268,8 @@ def run_one(a, n, out_dir):
     finally:
         if renewer is not None:
             renewer.kill()
+        if leader is not None:
+            leader.stop()  # before the servers it renews through go
         if watch:
             watch.stop()
         cluster.stop()
