@@ -744,6 +744,11 @@ pcn::ForwarderOptions BulkAt(int waiting) {
 
 struct Storm : Fixture {
   Storm() : Fixture(Many(40), BulkAt(10)) {}
+  // Every member's kubelet renewed once, 11 s ago (a first forward is due).
+  void KubeletsRenewedLongAgo() {
+    for (int i = 0; i < 40; ++i) KubeletRenews("m-" + std::to_string(100 + i));
+    clock.Advance(seconds(11));
+  }
   // The leader delegates members m-<100+from> .. m-<100+to-1>.
   void Delegations(int from, int to) {
     for (int i = from; i < to; ++i) Delegate("m-" + std::to_string(100 + i));
@@ -761,8 +766,7 @@ struct Storm : Fixture {
 // A storm's first forwards: the Leases none of them has a copy of yet come in
 // one LIST (from kube-apiserver's watch cache), not a GET each.
 BOOST_FIXTURE_TEST_CASE(a_storm_reads_its_leases_with_one_list, Storm) {
-  for (int i = 0; i < 40; ++i) KubeletRenews("m-" + std::to_string(100 + i));
-  clock.Advance(seconds(11));
+  KubeletsRenewedLongAgo();
   Delegations(0, 40);
   leases.ClearCalls();
   Run(seconds(2));
@@ -781,8 +785,7 @@ BOOST_FIXTURE_TEST_CASE(a_storm_reads_its_leases_with_one_list, Storm) {
 // A listed copy is only a copy: a kubelet that renewed after the LIST is
 // seen through the 409 and is not fought.
 BOOST_FIXTURE_TEST_CASE(a_kubelet_renewal_after_the_list_is_not_fought, Storm) {
-  for (int i = 0; i < 40; ++i) KubeletRenews("m-" + std::to_string(100 + i));
-  clock.Advance(seconds(11));
+  KubeletsRenewedLongAgo();
   Delegations(1, 40);
   forwarder->Pump();  // queued when their events arrive
   clock.Advance(milliseconds(100));
@@ -804,9 +807,8 @@ BOOST_FIXTURE_TEST_CASE(a_kubelet_renewal_after_the_list_is_not_fought, Storm) {
 // A few first reads in a namespace many times their number: GETs (a listed
 // item costs a fraction of a GET, not nothing).
 BOOST_FIXTURE_TEST_CASE(a_small_storm_among_many_leases_reads_by_get, Storm) {
-  for (int i = 0; i < 40; ++i) KubeletRenews("m-" + std::to_string(100 + i));
   for (int i = 0; i < 400; ++i) KubeletRenews("other-" + std::to_string(i));
-  clock.Advance(seconds(11));
+  KubeletsRenewedLongAgo();
   Delegations(0, 20);  // 20 waiting: a LIST (the namespace's size not known yet)
   Run(seconds(2));
   BOOST_TEST(Calls(leases.Calls(), "list ") == 1);
@@ -824,8 +826,7 @@ BOOST_FIXTURE_TEST_CASE(a_small_storm_among_many_leases_reads_by_get, Storm) {
 
 // Fewer waiting than bulk_first_reads: each reads its own.
 BOOST_FIXTURE_TEST_CASE(a_few_first_reads_are_gets, Storm) {
-  for (int i = 0; i < 40; ++i) KubeletRenews("m-" + std::to_string(100 + i));
-  clock.Advance(seconds(11));
+  KubeletsRenewedLongAgo();
   Delegations(0, 9);
   leases.ClearCalls();
   Run(seconds(2));
