@@ -93,9 +93,26 @@ class Cpu:
         return out
 
 
+def take_profile(cluster, seconds, path):
+    """kube-apiserver's CPU profile over the next `seconds` (its /debug/pprof,
+    --profiling is on by default), written to `path` for bench/pprof_top.py."""
+    conn = cluster.admin().connect(timeout=seconds + 30)
+    try:
+        conn.request("GET", f"/debug/pprof/profile?seconds={seconds}")
+        r = conn.getresponse()
+        data = r.read()
+        if r.status != 200:
+            raise RuntimeError(f"/debug/pprof/profile: {r.status} {data[:200]!r}")
+        with open(path, "wb") as f:
+            f.write(data)
+    finally:
+        conn.close()
+
+
 def run_one(a, n, out_dir):
     work = tempfile.mkdtemp(prefix=f"storm-{n}-", dir=out_dir)
-    cluster = KubeCluster(kcm=False)
+    # --profiling=true after the harness's false: the later flag wins.
+    cluster = KubeCluster(kcm=False, apiserver_args=["--profiling=true"] if a.profile_at else [])
     etcd = None
     result = {"nodes": n, "replicas": a.replicas, "duration_s": a.duration, "dl_period_s": a.dl_period,
               "grace": "40s"}
@@ -206,8 +223,16 @@ def run_one(a, n, out_dir):
             return s
         # 4. The storm's minutes.
         webhook_deleted_at = None
+        profile_at = sorted(float(x) for x in a.profile_at.split(",") if x)
+        profiles = []
         while time.monotonic() - t_storm < total:
             s = scrape()
+            if profile_at and s["t"] >= profile_at[0]:
+                at = profile_at.pop(0)
+                path = os.path.join(out_dir, f"kube-apiserver-{a.replicas}r-{n}-at-{at:.0f}s.pb.gz")
+                th = threading.Thread(target=take_profile, args=(cluster, a.profile_seconds, path), daemon=True)
+                th.start()
+                profiles.append((th, path))
             lag = max((v for k, v in s.items() if k.startswith("poolcoord_forwarder_queue_lag_seconds/")), default=0)
             fw = sum(v for k, v in s.items() if k.startswith("poolcoord_forwards_total/"))
             print(f"  N={n} t={s['t']:6.1f}s forwards={fw:9.0f} lag={lag:5.1f}s not-ready={s['not_ready']}",
@@ -218,6 +243,9 @@ def run_one(a, n, out_dir):
                 webhook_deleted_at = s["t"]
             time.sleep(5)
         scrape()
+        for th, path in profiles:
+            th.join(a.profile_seconds + 30)
+        result["profiles"] = [path for _, path in profiles if os.path.exists(path)]
         if leases:
             # worst() takes the watch's lock itself (threading.Lock is not reentrant).
             result["lease_gap_max_s"] = round(leases.worst(), 1)
@@ -295,6 +323,10 @@ def main():
     ap.add_argument("--ab-seconds", type=int, default=90)
     ap.add_argument("--out", default=os.environ.get("BENCH_OUT") or tempfile.mkdtemp(prefix="forwarder-scale-"))
     ap.add_argument("--stop-at-failure", type=int, default=1, help="skip larger Ns after a failed one")
+    ap.add_argument("--profile-at", default="",
+                    help="comma-separated seconds into the storm at which to take kube-apiserver's CPU "
+                         "profile (read them with bench/pprof_top.py)")
+    ap.add_argument("--profile-seconds", type=int, default=20)
     ap.add_argument("--watch-leases", type=int, default=1,
                     help="watch the delegated Leases: the longest any went unrenewed (costs this process "
                          "a JSON decode per renewal)")

@@ -493,6 +493,23 @@ class KubeCluster:
         for p in reversed(self.procs):
             p.stop()
         self.etcd.stop()
+        self._remove_workdir()
+
+    def _remove_workdir(self):
+        """The work folder (certificates, logs, the chart's render, real nodes'
+        state) goes with the cluster. POOLCOORD_KEEP_WORKDIR=1 keeps it for a
+        look at the logs; so does anything still mounted under it (a real node's
+        containerd or kubelet state that its own stop failed to unmount), which
+        rmtree would descend into."""
+        if os.environ.get("POOLCOORD_KEEP_WORKDIR"):
+            print(f"kept {self.workdir} (POOLCOORD_KEEP_WORKDIR)", flush=True)
+            return
+        with open("/proc/mounts") as f:
+            mounted = [line.split()[1] for line in f if line.split()[1].startswith(self.workdir + "/")]
+        if mounted:
+            print(f"kept {self.workdir}: {len(mounted)} mounts under it, e.g. {mounted[0]}", flush=True)
+            return
+        shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 class ChartInstall:
@@ -993,9 +1010,12 @@ def run_cluster_cases(cases, setup, doc=""):
     ap = argparse.ArgumentParser(description=doc)
     ap.add_argument("--binary", required=True, help="poolcoord-apiserver")
     ap.add_argument("--only", default="", help="comma-separated case names")
-    ap.add_argument("--keep", action="store_true", help="print the logs even when everything passed")
+    ap.add_argument("--keep", action="store_true",
+                    help="print the logs even when everything passed, and keep the work folders")
     a, _ = ap.parse_known_args()
     only = set(filter(None, a.only.split(",")))
+    if a.keep:
+        os.environ["POOLCOORD_KEEP_WORKDIR"] = "1"
     t0 = time.time()
     try:
         env = setup(os.path.abspath(a.binary))
