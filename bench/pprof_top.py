@@ -17,18 +17,27 @@ import gzip
 import sys
 from collections import Counter
 
-# Areas, in order: a stack counts in the first one it passes through.
+# Areas, in order: a stack counts in the first one it passes through. The
+# patterns name work, never a wrapper that every request passes through (the
+# aggregator's handler, priority and fairness's Finish, the cacher's
+# GuaranteedUpdate), or everything would count there.
 AREAS = [
     ("garbage collector", ("runtime.gcBgMarkWorker", "runtime.gcDrain", "runtime.bgsweep", "runtime.markroot")),
-    ("field management (managedFields)", ("fieldmanager", "structured-merge-diff")),
     ("admission (CEL, webhooks, policies)", ("k8s.io/apiserver/pkg/admission", "cel-go", "k8s.io/apiserver/pkg/cel")),
-    ("watch cache and watchers", ("storage/cacher", "watch.(*StreamWatcher)", "handlers.(*WatchServer)", "serveWatch")),
+    ("field management (managedFields)", ("managedfields", "structured-merge-diff")),
+    ("watch cache and watchers", ("handlers.(*WatchServer)", "cacher.(*cacheWatcher)", "cacher.(*cachingObject)",
+                                  "cacher.(*watchCache)", "cacher.(*Cacher).dispatch", "cacher.(*Cacher).startCaching",
+                                  "client-go/tools/cache", "watch.(*StreamWatcher)")),
     ("etcd client (gRPC)", ("go.etcd.io/etcd/client", "google.golang.org/grpc")),
     ("JSON", ("encoding/json", "sigs.k8s.io/json", "json-iterator", "runtime/serializer/json")),
     ("protobuf", ("gogo/protobuf", "runtime/serializer/protobuf", "google.golang.org/protobuf", ".Unmarshal", ".Marshal")),
     ("TLS and crypto", ("crypto/", "vendor/golang.org/x/crypto")),
     ("authentication and authorization", ("pkg/authentication", "pkg/authorization", "plugin/pkg/auth")),
-    ("priority and fairness", ("flowcontrol",)),
+    ("priority and fairness", ("queueset.(*queueSet)", "flowcontrol.(*configController).startRequest")),
+    ("the aggregator's proxy (requests and watches of aggregated APIs)", ("proxy.(*UpgradeAwareHandler)",
+                                                                           "httputil.(*ReverseProxy)")),
+    ("the rest of request handling (registry, filters, conversion)", ("k8s.io/apiserver/pkg/endpoints",
+                                                                       "k8s.io/apiserver/pkg/registry")),
     ("HTTP and network", ("net/http", "golang.org/x/net/http2", "internal/poll", "net.(*conn)", "syscall.")),
     ("memory allocation", ("runtime.mallocgc", "runtime.growslice", "runtime.newobject", "runtime.makeslice")),
     ("scheduler and runtime", ("runtime.",)),
@@ -120,10 +129,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("profile")
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--within", default="", help="also the top cumulative functions of stacks through this")
     a = ap.parse_args()
     samples, locations, names, kinds = read(a.profile)
     col = kinds.index("cpu") if "cpu" in kinds else len(kinds) - 1
-    flat, cum, areas = Counter(), Counter(), Counter()
+    flat, cum, areas, within = Counter(), Counter(), Counter(), Counter()
     total = 0
     for locs, vals in samples:
         v = vals[col]
@@ -133,6 +143,9 @@ def main():
             flat[stack[0]] += v
         for fn in set(stack):
             cum[fn] += v
+        if a.within and any(a.within in fn for fn in stack):
+            for fn in set(stack):
+                within[fn] += v
         area = next((name for name, pats in AREAS for fn in stack if any(p in fn for p in pats)), "other")
         areas[area] += v
     if not total:
@@ -142,7 +155,10 @@ def main():
     print("\nby area (each stack counted in the first area of the list it passes through):")
     for name, v in areas.most_common():
         print(f"  {100 * v / total:5.1f}%  {name}")
-    for title, counter in (("flat", flat), ("cumulative", cum)):
+    shown = [("flat", flat), ("cumulative", cum)]
+    if a.within:
+        shown.append((f"cumulative, stacks through {a.within!r}", within))
+    for title, counter in shown:
         print(f"\ntop {a.top} by {title}:")
         for fn, v in counter.most_common(a.top):
             print(f"  {100 * v / total:5.1f}%  {fn}")

@@ -492,8 +492,14 @@ def case_admission_policy(ctx):
     b = one(docs, "ValidatingAdmissionPolicyBinding")
     eq(b["spec"]["policyName"], vap["metadata"]["name"], "binding policyName")
     eq(b["spec"]["validationActions"], ["Deny"], "validationActions")
-    kinds = {d["kind"] for d in render(ctx, "--set", "admissionPolicy.enabled=false")}
+    docs = render(ctx, "--set", "admissionPolicy.enabled=false")
+    kinds = {d["kind"] for d in docs}
     assert "ValidatingAdmissionPolicy" not in kinds and "ValidatingAdmissionPolicyBinding" not in kinds
+    # Without the policy nothing else would judge the node's own annotated writes:
+    # the webhook is sent them (it has the same rule).
+    hook = one(docs, "ValidatingWebhookConfiguration")["webhooks"][0]
+    exprs = [m["expression"] for m in hook["matchConditions"]]
+    assert ANNOTATED_CEL in exprs and NOT_NODE_CEL not in exprs, exprs
 
 
 def doc_expressions(path):

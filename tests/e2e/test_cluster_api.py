@@ -186,6 +186,61 @@ def admission_policy_refuses_a_node_annotating_itself(env):
     expect(r.status == 403, f"hz-2 writing hz-3's Lease: {r.status} {r.body[:200]}")
 
 
+def without_the_policy_the_webhook_judges_the_node(env):
+    """admissionPolicy.enabled=false: no ValidatingAdmissionPolicy, and the chart's
+    webhook is sent the node's own annotated writes, which it refuses by the same
+    rule. (The chart used to keep the not-written-by-the-node-itself condition
+    then, so a node could annotate its own Lease with nothing to judge it.) The
+    webhook configuration is rendered against the cluster (Helm's lookup keeps the
+    installed CA), applied in place of the installed one with the policy deleted,
+    and both restored afterwards."""
+    sets = [a for s in env.pc.sets for a in ("--set", s)]
+
+    def rendered(*more):
+        p = subprocess.run([helm_binary(), "template", env.pc.release, CHART, "-n", env.pc.namespace,
+                            "--is-upgrade", "--dry-run=server", "--kubeconfig", env.cluster.admin_kubeconfig,
+                            "--no-hooks", *sets, *more], capture_output=True, text=True, timeout=120)
+        expect(p.returncode == 0, p.stderr)
+        return yaml_objects(p.stdout)
+
+    def apply(docs):
+        p = env.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}))
+        expect(p.returncode == 0, p.stderr[-500:])
+
+    admission = ("ValidatingWebhookConfiguration", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+    installed = [d for d in rendered() if d["kind"] in admission]
+    without = [d for d in rendered("--set", "admissionPolicy.enabled=false") if d["kind"] in admission]
+    expect([d["kind"] for d in without] == ["ValidatingWebhookConfiguration"], [d["kind"] for d in without])
+    node = env.node("hz-2")
+    try:
+        for d in installed:
+            if d["kind"] != "ValidatingWebhookConfiguration":
+                env.kubectl("delete", d["kind"].lower(), d["metadata"]["name"], check=True)
+        apply(without)
+        before = webhook_calls(env)
+
+        def refused():
+            lease = expect_status(node.request("GET", f"{NODE_LEASES}/hz-2"), 200).json()
+            lease["metadata"].setdefault("annotations", {})[DELEGATE] = "true"
+            lease["spec"]["renewTime"] = microtime()
+            r = node.request("PUT", f"{NODE_LEASES}/hz-2", lease)
+            expect(r.status in (200, 403), f"{r.status} {r.body[:300]}")
+            if r.status == 200:  # kube-apiserver's admission caches had not caught up yet: undo it
+                lease = r.json()
+                del lease["metadata"]["annotations"][DELEGATE]
+                expect_status(env.cluster.admin().request("PUT", f"{NODE_LEASES}/hz-2", lease), 200)
+                return None
+            msg = r.json()["message"]
+            # The deleted policy may still answer until kube-apiserver's cache drops it.
+            return msg if "admission webhook" in msg else None
+        msg = wait_for("the webhook's refusal of hz-2 annotating its own Lease", refused, timeout=30)
+        expect('admission webhook "delegated-heartbeat.coordination.pool" denied the request' in msg, msg)
+        expect("may not add the" in msg and "hz-2" in msg, msg)
+        expect(webhook_calls(env) > before, f"webhook calls: {before} -> {webhook_calls(env)}")
+    finally:
+        apply(installed)
+
+
 def node_identities_get_every_rule(env):
     """Node client certificates, through kube-apiserver's front proxy: poolcoord
     knows each node by the X-Remote-User the aggregator sends, and its answers
@@ -353,7 +408,8 @@ def controller_manager_informers_do_not_relist(env):
 
 CASES = [apiservice_available, aggregated_discovery_and_openapi, plain_renewals_never_reach_the_webhook,
          admission_policy_refuses_a_node_annotating_itself, node_identities_get_every_rule,
-         the_forwarders_writes_skip_the_webhook, direct_client_certificates_authenticate,
+         the_forwarders_writes_skip_the_webhook, without_the_policy_the_webhook_judges_the_node,
+         direct_client_certificates_authenticate,
          kubectl_through_the_aggregator, chart_dry_run_for_each_values_variant,
          helm_lookup_keeps_the_serving_secret, helm_install_prints_notes,
          controller_manager_informers_do_not_relist]
