@@ -186,6 +186,17 @@ def admission_policy_refuses_a_node_annotating_itself(env):
     expect(r.status == 403, f"hz-2 writing hz-3's Lease: {r.status} {r.body[:200]}")
 
 
+def render_against_cluster(env, *args):
+    """`helm template` of the installed release as an upgrade rendered against the
+    cluster (`--dry-run=server`: Helm's lookup sees the installed objects): its
+    objects, parsed."""
+    p = subprocess.run([helm_binary(), "template", env.pc.release, CHART, "-n", env.pc.namespace,
+                        "--is-upgrade", "--dry-run=server", "--kubeconfig", env.cluster.admin_kubeconfig, *args],
+                       capture_output=True, text=True, timeout=120)
+    expect(p.returncode == 0, p.stderr)
+    return yaml_objects(p.stdout)
+
+
 def without_the_policy_the_webhook_judges_the_node(env):
     """admissionPolicy.enabled=false: no ValidatingAdmissionPolicy, and the chart's
     webhook is sent the node's own annotated writes, which it refuses by the same
@@ -197,11 +208,7 @@ def without_the_policy_the_webhook_judges_the_node(env):
     sets = [a for s in env.pc.sets for a in ("--set", s)]
 
     def rendered(*more):
-        p = subprocess.run([helm_binary(), "template", env.pc.release, CHART, "-n", env.pc.namespace,
-                            "--is-upgrade", "--dry-run=server", "--kubeconfig", env.cluster.admin_kubeconfig,
-                            "--no-hooks", *sets, *more], capture_output=True, text=True, timeout=120)
-        expect(p.returncode == 0, p.stderr)
-        return yaml_objects(p.stdout)
+        return render_against_cluster(env, "--no-hooks", *sets, *more)
 
     def apply(docs):
         p = env.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}))
@@ -339,24 +346,15 @@ def helm_lookup_keeps_the_serving_secret(env):
     """An upgrade rendered against the cluster (`--dry-run=server`, Helm's lookup)
     reuses the installed Secret, so the APIService and webhook keep their CA."""
     installed = env.pc.one("Secret")["data"]
-    p = subprocess.run([helm_binary(), "template", env.pc.release, CHART, "-n", env.pc.namespace,
-                        "--is-upgrade", "--dry-run=server", "--kubeconfig", env.cluster.admin_kubeconfig,
-                        *[a for s in env.pc.sets for a in ("--set", s)]],
-                       capture_output=True, text=True, timeout=120)
-    expect(p.returncode == 0, p.stderr)
-    docs = yaml_objects(p.stdout)
+    docs = render_against_cluster(env, *[a for s in env.pc.sets for a in ("--set", s)])
     secret = [d for d in docs if d["kind"] == "Secret"][0]
     expect(secret["data"] == installed, "the upgrade generated a new CA")
     api = [d for d in docs if d["kind"] == "APIService"][0]
     expect(api["spec"]["caBundle"] == installed["ca.crt"], "APIService caBundle changed")
     # Given certificates win over the installed Secret.
     ca_pem = "-----BEGIN CERTIFICATE-----\nUSER-CA\n-----END CERTIFICATE-----\n"
-    p = subprocess.run([helm_binary(), "template", env.pc.release, CHART, "-n", env.pc.namespace,
-                        "--is-upgrade", "--dry-run=server", "--kubeconfig", env.cluster.admin_kubeconfig,
-                        "--set-string", f"tls.caCert={ca_pem},tls.cert=CERT,tls.key=KEY"],
-                       capture_output=True, text=True, timeout=120)
-    expect(p.returncode == 0, p.stderr)
-    given = [d for d in yaml_objects(p.stdout) if d["kind"] == "Secret"][0]["data"]["ca.crt"]
+    docs = render_against_cluster(env, "--set-string", f"tls.caCert={ca_pem},tls.cert=CERT,tls.key=KEY")
+    given = [d for d in docs if d["kind"] == "Secret"][0]["data"]["ca.crt"]
     expect(base64.b64decode(given).decode() == ca_pem, "tls values did not win over the installed Secret")
     offline = yaml_objects(helm_template(*[a for s in env.pc.sets for a in ("--set", s)]))
     expect([d for d in offline if d["kind"] == "Secret"][0]["data"]["ca.crt"] != installed["ca.crt"],
